@@ -1,0 +1,35 @@
+"""Bit-exact CPU ports of aiter's MLA metadata planners.
+
+Mirrors aiter's Python API (names and signatures as at aiter commit
+e4048607a535, 2026-08-22) so it can stand in for the ``aiter`` module:
+``get_mla_metadata_info_v1`` / ``get_mla_metadata_v1`` (decode) and
+``get_ps_metadata_info_v1`` / ``get_ps_metadata_v1`` (prefill). The GPU they
+plan for comes from :func:`device`; ``AITER_ENABLE_EXPERIMENTAL`` and
+``AITER_MLA_META_USE_PARALLEL`` are read from ``os.environ`` at call time, as
+aiter does.
+
+Where aiter aborts on a failed ``AITER_CHECK`` the reference raises
+:class:`AiterCheckError` with aiter's message; where aiter would write past a
+caller's buffer it raises :class:`BufferTooSmallError`; where aiter's result is
+undefined it raises :class:`UndefinedResultError`.
+"""
+
+from mla_golden.reference._device import DEFAULT_DEVICE, Device, current_device, device
+from mla_golden.reference.errors import AiterCheckError, BufferTooSmallError, UndefinedResultError
+from mla_golden.reference.mla_v1 import MlaVersion, get_mla_metadata_info_v1, get_mla_metadata_v1
+from mla_golden.reference.ps_v1 import get_ps_metadata_info_v1, get_ps_metadata_v1
+
+__all__ = [
+    "DEFAULT_DEVICE",
+    "AiterCheckError",
+    "BufferTooSmallError",
+    "Device",
+    "MlaVersion",
+    "UndefinedResultError",
+    "current_device",
+    "device",
+    "get_mla_metadata_info_v1",
+    "get_mla_metadata_v1",
+    "get_ps_metadata_info_v1",
+    "get_ps_metadata_v1",
+]

@@ -1,0 +1,137 @@
+"""Load ../shared/conformance records (aiter's own planner outputs) as tensors.
+
+Format: ../shared/conformance/README.md. Shared by every test that checks the
+reference planners, the differ or the checks against real aiter data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFORMANCE_DIR = Path(
+    os.environ.get("MLA_GOLDEN_CONFORMANCE", ROOT.parent / "shared" / "conformance")
+)
+OUTPUT_NAMES = (
+    "work_metadata_ptrs",
+    "work_indptr",
+    "work_info_set",
+    "reduce_indptr",
+    "reduce_final_map",
+    "reduce_partial_map",
+)
+
+
+def torch_dtype(name: str | None) -> torch.dtype | None:
+    """'torch.float8_e4m3fn' -> torch.float8_e4m3fn; None stays None."""
+    if name is None:
+        return None
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown torch dtype name {name!r}")
+    return dtype
+
+
+def runs_mask(runs: list[list[int]], numel: int) -> torch.Tensor:
+    """Flat bool mask from half-open [start, end) runs."""
+    mask = torch.zeros(numel, dtype=torch.bool)
+    for start, end in runs:
+        mask[start:end] = True
+    return mask
+
+
+@dataclass
+class Expected:
+    """One output buffer as aiter left it, flat."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    values: torch.Tensor  # flat int64, 0 where not written
+    written: torch.Tensor  # flat bool
+    indeterminate: torch.Tensor  # flat bool
+    skipped: bool  # raw pointers, values not recorded
+    beyond_end: list[list[int]]
+
+
+def expected_outputs(outputs: dict, names: tuple[str, ...] | None = None) -> dict[str, Expected]:
+    """Decode a record's ``outputs`` object (or ``old.outputs``)."""
+    result: dict[str, Expected] = {}
+    for name, out in outputs.items():
+        shape = tuple(out["shape"])
+        numel = 1
+        for dim in shape:
+            numel *= dim
+        values = torch.zeros(numel, dtype=torch.int64)
+        vals = out.get("values", [])
+        if vals:
+            values[: len(vals)] = torch.tensor(vals, dtype=torch.int64)
+        result[name] = Expected(
+            shape=shape,
+            dtype=torch_dtype(out["dtype"]),
+            values=values,
+            written=runs_mask(out.get("written", []), numel),
+            indeterminate=runs_mask(out.get("indeterminate", []), numel),
+            skipped=bool(out.get("skipped", False)),
+            beyond_end=out.get("written_beyond_end", []),
+        )
+    return result
+
+
+@cache
+def _load(filename: str) -> tuple[dict, ...]:
+    path = CONFORMANCE_DIR / filename
+    with path.open(encoding="utf-8") as fh:
+        return tuple(json.loads(line) for line in fh if line.strip())
+
+
+def conformance_files(prefix: str) -> list[str]:
+    """File names in the conformance folder starting with ``prefix``."""
+    if not CONFORMANCE_DIR.is_dir():
+        return []
+    return sorted(p.name for p in CONFORMANCE_DIR.glob(f"{prefix}*.jsonl"))
+
+
+def records(prefix: str) -> Iterator[dict]:
+    """Every record of every file starting with ``prefix`` (e.g. 'mla_v1-')."""
+    for filename in conformance_files(prefix):
+        yield from _load(filename)
+
+
+def record_params(prefix: str) -> list:
+    """pytest params, one per record, id = case_id; a skip marker when absent."""
+    recs = list(records(prefix))
+    if not recs:
+        return [
+            pytest.param(
+                None,
+                marks=pytest.mark.skip(reason=f"no {prefix}*.jsonl under {CONFORMANCE_DIR}"),
+            )
+        ]
+    return [pytest.param(rec, id=rec["case_id"]) for rec in recs]
+
+
+def input_tensors(call: dict) -> dict[str, torch.Tensor]:
+    """The record's positional list arguments as int32 CPU tensors."""
+    return {
+        name: torch.tensor(value, dtype=torch.int32)
+        for name, value in call["args"].items()
+        if isinstance(value, list)
+    }
+
+
+def alloc_buffers(buffers: dict, fill: int) -> dict[str, torch.Tensor]:
+    """Output buffers shaped as the record says, every element set to ``fill``."""
+    out = {}
+    for name, spec in buffers.items():
+        if not isinstance(spec, dict) or "shape" not in spec:
+            continue
+        out[name] = torch.full(tuple(spec["shape"]), fill, dtype=torch_dtype(spec["dtype"]))
+    return out
