@@ -1,0 +1,51 @@
+"""mla-golden: record, replay and diff aiter MLA scheduling metadata.
+
+Flow: a live planner call -> :class:`Call` (via :func:`spy`) -> :class:`Golden`
+(safetensors, via the store) -> :class:`Diff` (via :func:`diff`) -> a report.
+
+Exports load lazily so that ``import mla_golden`` (and the CLI's ``--help``)
+does not pay for torch until it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Call": "mla_golden.call",
+    "Calls": "mla_golden.call",
+    "CallNotFound": "mla_golden.call",
+    "spy": "mla_golden.recorder",
+    "Spy": "mla_golden.recorder",
+    "replay": "mla_golden.capture",
+    "Golden": "mla_golden.store",
+    "GoldenStore": "mla_golden.store",
+    "WriteOutcome": "mla_golden.store",
+    "load": "mla_golden.store",
+    "derived_key": "mla_golden.store",
+    "GoldenError": "mla_golden.errors",
+    "diff": "mla_golden.differ",
+    "Diff": "mla_golden.differ",
+    "render_text": "mla_golden.report",
+    "to_json": "mla_golden.report",
+    "assert_matches_golden": "mla_golden.assertions",
+    "golden_key": "mla_golden.assertions",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mla_golden' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

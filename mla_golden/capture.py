@@ -1,0 +1,235 @@
+"""Run a planner and turn the run into a Call, written masks included.
+
+An element counts as written when two runs on scratch buffers filled with two
+different canaries agree on it (DESIGN.md 3.1): whatever the planner did not
+store keeps its canary, and the canaries differ everywhere. The caller's own
+buffers are never touched by that probing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+
+from mla_golden.call import Call
+from mla_golden.context import backend_of, device_snapshot, env_snapshot, provenance
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, BoundCall, build_arguments, schema_for, signature_of, to_dtype
+
+#: Two fill values per dtype that differ in every element.
+CANARIES: dict[torch.dtype, tuple[int, int]] = {
+    torch.int32: (-0x5A5A5A5B, 0x3C3C3C3D),
+    torch.int64: (-0x5A5A5A5A5A5A5A5B, 0x3C3C3C3C3C3C3C3D),
+    torch.uint64: (0xA5A5A5A5A5A5A5A5, 0x5A5A5A5A5A5A5A5A),
+}
+_ENV_LOCK = threading.RLock()
+
+
+def _sync(tensors: Iterator[torch.Tensor] | list[torch.Tensor]) -> None:
+    if any(t.device.type == "cuda" for t in tensors):
+        torch.cuda.synchronize()
+
+
+def _cpu(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach().to("cpu", copy=True).contiguous()
+
+
+def _scratch(buffers: Mapping[str, torch.Tensor], which: int) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, buf in buffers.items():
+        canary = CANARIES.get(buf.dtype)
+        if canary is None:
+            raise TypeError(f"output buffer {name!r} has dtype {buf.dtype}; planners fill int32/uint64 buffers")
+        out[name] = torch.empty_like(buf).fill_(canary[which])
+    return out
+
+
+def _probe(invoke: Callable[[dict[str, torch.Tensor]], Any], buffers: Mapping[str, torch.Tensor]):
+    """Run ``invoke`` on two canary-filled copies of ``buffers``: (run A, run B, error)."""
+    runs = []
+    for which in (0, 1):
+        scratch = _scratch(buffers, which)
+        try:
+            invoke(scratch)
+        except Exception as exc:  # the planner's own error: part of the result
+            return None, None, exc
+        _sync(list(scratch.values()))
+        runs.append(scratch)
+    return runs[0], runs[1], None
+
+
+def _masks(run_a: dict[str, torch.Tensor], run_b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    masks = {}
+    for name, a in run_a.items():
+        b = run_b[name]
+        if name == POINTER_OUTPUT:
+            # Pointers differ between the two scratch allocations: written = both moved off their canary.
+            masks[name] = ((a != CANARIES[a.dtype][0]) & (b != CANARIES[b.dtype][1])).cpu()
+        else:
+            masks[name] = (a == b).cpu()
+    return masks
+
+
+def _pointers_ok(buffers: Mapping[str, torch.Tensor], values: torch.Tensor, mask: torch.Tensor) -> bool | None:
+    """Did the planner aim work_metadata_ptrs at work_indptr and work_info_set? None if it wrote none."""
+    if not bool(mask.any()):
+        return None
+    want = torch.tensor(
+        [buffers["work_indptr"].data_ptr(), buffers["work_info_set"].data_ptr()], dtype=torch.uint64
+    )
+    return bool(mask.all()) and torch.equal(values.cpu().to(torch.uint64), want)
+
+
+def _buffer_specs(buffers: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
+    return {n: {"shape": list(buffers[n].shape), "dtype": str(buffers[n].dtype)} for n in OUTPUTS}
+
+
+def _kept(values: torch.Tensor, mask: torch.Tensor, pointer: bool) -> torch.Tensor:
+    """Values inside the written region, 0 elsewhere; raw pointers are never kept."""
+    values = values.cpu()
+    if pointer:
+        return torch.zeros_like(values)
+    return torch.where(mask, values, torch.zeros_like(values))
+
+
+def _base_call(op: str, fn: Callable[..., Any], bound: BoundCall, inputs: dict[str, torch.Tensor], notes: list[str]) -> Call:
+    prov = provenance(fn, bound.signature)
+    prov["capture"] = {"notes": notes}
+    return Call(
+        op=op,
+        params=dict(bound.params),
+        inputs=inputs,
+        buffers=_buffer_specs(bound.buffers),
+        device=device_snapshot(fn, [*bound.inputs.values(), *bound.buffers.values()]),
+        env=env_snapshot(op),
+        provenance=prov,
+    )
+
+
+def capture_live(
+    op: str, fn: Callable[..., Any], bound: BoundCall, args: tuple, kwargs: dict
+) -> tuple[Call, Any, Exception | None]:
+    """Call ``fn(*args, **kwargs)`` exactly as the caller did and capture it.
+
+    Returns (Call, result, the planner's exception or None); the caller
+    re-raises the exception so its own code sees it unchanged.
+    """
+    inputs = {n: _cpu(t) for n, t in bound.inputs.items()}
+    call = _base_call(op, fn, bound, inputs, list(bound.notes))
+    try:
+        result = fn(*args, **kwargs)
+    except Exception as exc:
+        call.error = _message(exc)
+        return call, None, exc
+    caller = bound.buffers
+    _sync(list(caller.values()))
+    live = {n: _cpu(t) for n, t in caller.items()}
+    schema = schema_for(op)
+    sig = signature_of(fn, schema)
+    original = sig.bind(*args, **kwargs)
+
+    def invoke(scratch: dict[str, torch.Tensor]) -> None:
+        trial = sig.bind(*original.args, **original.kwargs)
+        for name in trial.arguments:
+            if schema.canonical(name) in scratch:
+                trial.arguments[name] = scratch[schema.canonical(name)]
+        fn(*trial.args, **trial.kwargs)
+
+    run_a, run_b, err = _probe(invoke, caller)
+    facts = call.provenance["capture"]
+    if err is not None:
+        # The probe failed where the caller's run did not: no mask can be trusted.
+        facts["deterministic"] = False
+        facts["notes"].append(f"probe run raised {_message(err)}; everything taken as written")
+        masks = {n: torch.ones(t.shape, dtype=torch.bool) for n, t in live.items()}
+    else:
+        masks = _masks(run_a, run_b)
+        facts["deterministic"] = all(
+            torch.equal(live[n][masks[n]], run_a[n].cpu()[masks[n]]) for n in live if n != POINTER_OUTPUT
+        )
+    facts["ptrs_ok"] = _pointers_ok(caller, live[POINTER_OUTPUT], masks[POINTER_OUTPUT])
+    call.written = masks
+    call.outputs = {n: _kept(live[n], masks[n], n == POINTER_OUTPUT) for n in live}
+    return call, result, None
+
+
+def _message(exc: BaseException) -> str:
+    return str(getattr(exc, "message", None) or exc) or type(exc).__name__
+
+
+@contextlib.contextmanager
+def planner_env(env: Mapping[str, str | None]) -> Iterator[None]:
+    """Set the planner's env vars (None = unset) for the block, then restore them.
+
+    os.environ is process-wide: concurrent replays in threads serialise here.
+    """
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in env}
+        try:
+            for key, value in env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def replay(call: Call, fn: Callable[..., Any], *, on: str | torch.device = "cpu") -> Call:
+    """Run ``call``'s inputs through planner ``fn`` on buffers mla-golden owns.
+
+    Buffers are allocated as the recorded call's were; the env is the
+    recorded one; a reference backend plans for the recorded device. What had
+    to be adapted to ``fn``'s signature is listed in the notes.
+    """
+    op = call.op
+    inputs = {n: t.to(on) for n, t in call.inputs.items()}
+    shapes = {n: torch.empty(spec["shape"], dtype=to_dtype(spec["dtype"]), device=on) for n, spec in call.buffers.items()}
+    kwargs, notes = build_arguments(op, fn, call.params, inputs, shapes)
+    schema = schema_for(op)
+    sig = signature_of(fn, schema)
+    buffer_params = {n: schema.canonical(n) for n in sig.parameters if schema.canonical(n) in OUTPUTS}
+
+    def invoke(scratch: dict[str, torch.Tensor]) -> None:
+        trial = dict(kwargs)
+        for name, canonical in buffer_params.items():
+            trial[name] = scratch[canonical]
+        fn(**trial)
+
+    bound = BoundCall(op, dict(call.params), inputs, shapes, list(sig.parameters), notes)
+    with planner_env(call.env), _device_context(fn, call.device):
+        result = _base_call(op, fn, bound, {n: t.cpu() for n, t in call.inputs.items()}, notes)
+        run_a, run_b, err = _probe(invoke, shapes)
+    if err is not None:
+        result.error = _message(err)
+        return result
+    masks = _masks(run_a, run_b)
+    facts = result.provenance["capture"]
+    facts["deterministic"] = True
+    facts["ptrs_ok"] = _pointers_ok(run_a, run_a[POINTER_OUTPUT], masks[POINTER_OUTPUT])
+    result.written = masks
+    result.outputs = {n: _kept(run_a[n], masks[n], n == POINTER_OUTPUT) for n in run_a}
+    return result
+
+
+def _device_context(fn: Callable[..., Any], device: Mapping[str, Any]) -> contextlib.AbstractContextManager:
+    """Plan for the recorded device when the backend is the reference."""
+    if backend_of(fn) != "reference" or not device:
+        return contextlib.nullcontext()
+    from mla_golden.reference._device import device as reference_device
+
+    return reference_device(
+        device["arch"],
+        device["cu_num"],
+        warp_size=device.get("warp_size", 64),
+        lds_bytes=device.get("lds_bytes"),
+    )

@@ -1,0 +1,102 @@
+"""Where a call ran: device, planner environment and provenance.
+
+The same inputs give different metadata on another GPU or with other env
+flags (DESIGN.md 2.1), so every Call carries them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from mla_golden.schema import schema_for
+
+
+def backend_of(fn: Callable[..., Any]) -> str:
+    """'aiter', 'reference', or the defining module of a stand-in planner."""
+    module = getattr(fn, "__module__", None) or "unknown"
+    if module == "aiter" or module.startswith("aiter."):
+        return "aiter"
+    if module.startswith("mla_golden.reference"):
+        return "reference"
+    return module
+
+
+def env_snapshot(op: str) -> dict[str, str | None]:
+    """The planner's environment variables now (None = unset)."""
+    return {name: os.environ.get(name) for name in schema_for(op).env_vars}
+
+
+def device_snapshot(fn: Callable[..., Any], tensors: Iterable[torch.Tensor]) -> dict[str, Any]:
+    """The GPU the call planned for.
+
+    The reference plans for its device context; a planner running on a GPU
+    tensor plans for that GPU; anything else (a CPU stand-in) is taken to plan
+    for the reference's current device.
+    """
+    if backend_of(fn) != "reference":
+        for tensor in tensors:
+            if tensor.device.type == "cuda":
+                return _gpu_device(tensor.device)
+    from mla_golden.reference._device import current_device
+
+    dev = current_device()
+    return {"arch": dev.arch, "cu_num": dev.cu_num, "warp_size": dev.warp_size, "lds_bytes": dev.lds_bytes}
+
+
+def _gpu_device(device: torch.device) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(device)
+    arch = getattr(props, "gcnArchName", "") or ""
+    arch = arch.split(":")[0] if arch else f"sm_{props.major}{props.minor}"
+    info: dict[str, Any] = {"arch": arch, "cu_num": props.multi_processor_count, "name": props.name}
+    for key, attr in (("warp_size", "warp_size"), ("lds_bytes", "shared_memory_per_multiprocessor")):
+        value = getattr(props, attr, None)
+        if value is not None:
+            info[key] = int(value)
+    return info
+
+
+def aiter_version() -> dict[str, str | None]:
+    """Version (and commit, where the build says) of the aiter loaded, if any."""
+    module = sys.modules.get("aiter")
+    if module is None:
+        return {"version": None, "commit": None}
+    version = getattr(module, "__version__", None)
+    if version is None:
+        try:
+            version = importlib.metadata.version("amd-aiter")
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+    commit = getattr(module, "__commit__", None) or getattr(module, "__git_commit__", None)
+    return {"version": version, "commit": commit}
+
+
+def provenance(fn: Callable[..., Any], signature: list[str]) -> dict[str, Any]:
+    """Who produced a call: backend, versions, time, the signature it went through."""
+    backend = backend_of(fn)
+    info: dict[str, Any] = {
+        "backend": backend,
+        "function": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}",
+        "torch": torch.__version__,
+        "mla_golden": _own_version(),
+        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "signature": signature,
+    }
+    if backend == "aiter":
+        info["aiter"] = aiter_version()
+    elif backend == "reference":
+        info["reference_of"] = "aiter e4048607a535"
+    return info
+
+
+def _own_version() -> str:
+    try:
+        return importlib.metadata.version("mla-golden")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"

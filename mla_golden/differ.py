@@ -1,0 +1,418 @@
+"""Compare two calls field by field and say where, in planner terms, they part.
+
+Only what matters is compared (DESIGN.md 3.2): params, device, env, error
+status, inputs, written masks, and values inside the written region. Tensor
+comparison is vectorised; deepdiff handles only the small structured parts.
+Divergent elements are decoded: work_info_set rows into named columns with
+their CU part, reduce map entries into reduce groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from mla_golden.call import Call
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
+
+#: Decoded work items / reduce groups / samples kept per diff.
+DEFAULT_MAX_ITEMS = 20
+
+
+@dataclass
+class Change:
+    """One scalar or structured value that differs."""
+
+    path: str
+    expected: Any
+    actual: Any
+
+
+@dataclass
+class ElementDiff:
+    index: list[int]
+    flat: int
+    expected: int | None  # None: not written on that side
+    actual: int | None
+
+
+@dataclass
+class FieldDiff:
+    """How one tensor (input or output buffer) compares."""
+
+    name: str
+    #: 'equal', 'values', 'written' (mask only), 'shape', or 'missing'.
+    status: str
+    numel: int
+    expected_shape: list[int]
+    actual_shape: list[int]
+    expected_dtype: str
+    actual_dtype: str
+    #: Elements that differ: value differs in both-written region, or written on one side only.
+    count: int = 0
+    value_diffs: int = 0
+    written_only_expected: int = 0
+    written_only_actual: int = 0
+    first: ElementDiff | None = None
+    samples: list[ElementDiff] = field(default_factory=list)
+
+    @property
+    def equal(self) -> bool:
+        return self.status == "equal"
+
+
+@dataclass
+class WorkItem:
+    """A work_info_set row on one side, decoded."""
+
+    cu_part: int | None
+    columns: dict[str, int]
+
+
+@dataclass
+class WorkItemDiff:
+    index: int
+    expected: WorkItem | None
+    actual: WorkItem | None
+    #: Columns whose value (or written state) differs.
+    changed: list[str]
+
+
+@dataclass
+class ReduceGroup:
+    """One reduce group on one side: where its merged result goes and which partials it merges."""
+
+    qo_range: list[int] | None
+    partials: list[int]
+
+
+@dataclass
+class ReduceGroupDiff:
+    group: int
+    expected: ReduceGroup | None
+    actual: ReduceGroup | None
+
+
+@dataclass
+class CuPartDiff:
+    """A work_indptr entry that moved: the CU part's [first, last) work ids on each side."""
+
+    cu_part: int
+    expected: list[int] | None
+    actual: list[int] | None
+
+
+@dataclass
+class Diff:
+    """Everything that differs between an expected (golden) and an actual call."""
+
+    op: str
+    expected_name: str
+    actual_name: str
+    params: list[Change] = field(default_factory=list)
+    device: list[Change] = field(default_factory=list)
+    env: list[Change] = field(default_factory=list)
+    error: Change | None = None
+    inputs: list[FieldDiff] = field(default_factory=list)
+    fields: list[FieldDiff] = field(default_factory=list)
+    cu_parts: list[CuPartDiff] = field(default_factory=list)
+    work_items: list[WorkItemDiff] = field(default_factory=list)
+    reduce_groups: list[ReduceGroupDiff] = field(default_factory=list)
+    #: Facts that matter but are not divergences (signature adaptations, provenance).
+    notes: list[str] = field(default_factory=list)
+    #: Problems in how a call was captured (pointers aimed elsewhere, non-determinism).
+    hazards: list[str] = field(default_factory=list)
+
+    @property
+    def equal(self) -> bool:
+        return not (
+            self.params
+            or self.device
+            or self.env
+            or self.error
+            or self.hazards
+            or any(not f.equal for f in self.inputs)
+            or any(not f.equal for f in self.fields)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, schema 'mla-golden-diff/1' (README: Diff JSON)."""
+        data = asdict(self)
+        data["equal"] = self.equal
+        data["format"] = "mla-golden-diff/1"
+        return data
+
+
+# ---------------------------------------------------------------- structured parts
+
+
+def _changes(expected: dict[str, Any], actual: dict[str, Any]) -> list[Change]:
+    """Changed keys of two flat-ish dicts, via deepdiff (so None vs dtype reads as such)."""
+    from deepdiff import DeepDiff
+
+    result = DeepDiff(expected, actual, verbose_level=2, ignore_order=False)
+    changes: list[Change] = []
+    for kind in ("values_changed", "type_changes"):
+        for path, change in result.get(kind, {}).items():
+            changes.append(Change(_path(path), change.get("old_value"), change.get("new_value")))
+    for path, value in result.get("dictionary_item_removed", {}).items():
+        changes.append(Change(_path(path), value, None))
+    for path, value in result.get("dictionary_item_added", {}).items():
+        changes.append(Change(_path(path), None, value))
+    for kind, (old, new) in (("iterable_item_removed", (True, False)), ("iterable_item_added", (False, True))):
+        for path, value in result.get(kind, {}).items():
+            changes.append(Change(_path(path), value if old else None, value if new else None))
+    return sorted(changes, key=lambda c: c.path)
+
+
+def _path(deepdiff_path: str) -> str:
+    """"root['dtype_kv_nope']" -> 'dtype_kv_nope'; "root['a'][0]" -> 'a[0]'."""
+    out = deepdiff_path.removeprefix("root")
+    parts = []
+    for piece in out.replace("]", "").split("["):
+        if piece:
+            parts.append(piece.strip("'\""))
+    return ".".join(p if not p.isdigit() else f"[{p}]" for p in parts).replace(".[", "[")
+
+
+# ---------------------------------------------------------------- tensors
+
+
+def _unravel(flat: int, shape: list[int]) -> list[int]:
+    index = []
+    for dim in reversed(shape or [1]):
+        index.append(flat % dim if dim else 0)
+        flat //= dim if dim else 1
+    return list(reversed(index)) if shape else []
+
+
+def _compare(
+    name: str,
+    expected: torch.Tensor,
+    actual: torch.Tensor,
+    mask_e: torch.Tensor | None,
+    mask_a: torch.Tensor | None,
+    max_items: int,
+    values_matter: bool = True,
+) -> tuple[FieldDiff, torch.Tensor]:
+    """Compare by flat index over the common length; returns the diff and the divergent flat indices."""
+    fd = FieldDiff(
+        name=name,
+        status="equal",
+        numel=max(expected.numel(), actual.numel()),
+        expected_shape=list(expected.shape),
+        actual_shape=list(actual.shape),
+        expected_dtype=str(expected.dtype),
+        actual_dtype=str(actual.dtype),
+    )
+    e, a = expected.reshape(-1), actual.reshape(-1)
+    n = max(e.numel(), a.numel())
+    we = _padded(mask_e.reshape(-1) if mask_e is not None else torch.ones_like(e, dtype=torch.bool), n)
+    wa = _padded(mask_a.reshape(-1) if mask_a is not None else torch.ones_like(a, dtype=torch.bool), n)
+    ev = _padded(e.to(torch.int64) if e.dtype != torch.uint64 else e.view(torch.int64), n)
+    av = _padded(a.to(torch.int64) if a.dtype != torch.uint64 else a.view(torch.int64), n)
+    both = we & wa
+    value_diff = both & (ev != av) if values_matter else torch.zeros_like(both)
+    only_e, only_a = we & ~wa, wa & ~we
+    divergent = value_diff | only_e | only_a
+    fd.value_diffs = int(value_diff.sum())
+    fd.written_only_expected = int(only_e.sum())
+    fd.written_only_actual = int(only_a.sum())
+    fd.count = int(divergent.sum())
+    idx = divergent.nonzero().reshape(-1)
+    shape = list(actual.shape) if actual.numel() >= expected.numel() else list(expected.shape)
+    for flat in idx[:max_items].tolist():
+        fd.samples.append(
+            ElementDiff(
+                index=_unravel(flat, shape),
+                flat=flat,
+                expected=int(ev[flat]) if we[flat] and values_matter else None,
+                actual=int(av[flat]) if wa[flat] and values_matter else None,
+            )
+        )
+    fd.first = fd.samples[0] if fd.samples else None
+    shape_changed = expected.shape != actual.shape or expected.dtype != actual.dtype
+    if shape_changed:
+        fd.status = "shape"
+    elif fd.value_diffs:
+        fd.status = "values"
+    elif fd.count:
+        fd.status = "written"
+    return fd, idx
+
+
+def _padded(t: torch.Tensor, n: int) -> torch.Tensor:
+    if t.numel() == n:
+        return t
+    return torch.cat([t, torch.zeros(n - t.numel(), dtype=t.dtype)])
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def _written_prefix(values: torch.Tensor, mask: torch.Tensor) -> list[int]:
+    """The leading written run of a 1-D buffer (the part the planner filled)."""
+    flat_mask = mask.reshape(-1)
+    unwritten = (~flat_mask).nonzero()
+    end = int(unwritten[0]) if unwritten.numel() else flat_mask.numel()
+    return values.reshape(-1)[:end].tolist()
+
+
+def _cu_part(indptr: list[int], work: int) -> int | None:
+    """The CU part whose [indptr[i], indptr[i+1]) holds work id ``work``."""
+    lo, hi = 0, len(indptr) - 1
+    if hi < 1 or not indptr[0] <= work < indptr[-1]:
+        return None
+    while hi - lo > 1:  # binary search on the monotone CSR
+        mid = (lo + hi) // 2
+        if indptr[mid] <= work:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _work_item(call: Call, row: int, columns: tuple[str, ...]) -> WorkItem | None:
+    info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
+    if row >= info.shape[0] or not bool(mask[row].any()):
+        return None
+    indptr = _written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+    return WorkItem(cu_part=_cu_part(indptr, row), columns=dict(zip(columns, info[row].tolist())))
+
+
+def _reduce_group(call: Call, group: int) -> ReduceGroup | None:
+    indptr = _written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+    if group + 1 >= len(indptr):
+        return None
+    final, fmask = call.outputs["reduce_final_map"], call.written["reduce_final_map"]
+    qo = final[group].tolist() if group < final.shape[0] and bool(fmask[group].all()) else None
+    partial, pmask = call.outputs["reduce_partial_map"], call.written["reduce_partial_map"]
+    start, end = indptr[group], indptr[group + 1]
+    partials = [int(v) for v, w in zip(partial[start:end].tolist(), pmask[start:end].tolist()) if w]
+    return ReduceGroup(qo_range=qo, partials=partials)
+
+
+def _groups_of(call: Call, name: str, flat: list[int]) -> set[int]:
+    """Reduce groups touched by divergent flat indices of reduce buffer ``name``."""
+    if name == "reduce_final_map":
+        return {i // 2 for i in flat}
+    if name == "reduce_indptr":
+        return {g for i in flat for g in (i - 1, i) if g >= 0}
+    indptr = _written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+    groups = set()
+    for i in flat:
+        for g in range(len(indptr) - 1):
+            if indptr[g] <= i < indptr[g + 1]:
+                groups.add(g)
+                break
+    return groups
+
+
+# ---------------------------------------------------------------- the diff
+
+
+def diff(
+    expected: Call,
+    actual: Call,
+    *,
+    expected_name: str = "expected",
+    actual_name: str = "actual",
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> Diff:
+    """Compare ``actual`` against ``expected`` (a golden's call, usually)."""
+    if expected.op != actual.op:
+        raise ValueError(f"cannot diff a {expected.op} call against a {actual.op} call")
+    schema = schema_for(expected.op)
+    result = Diff(op=expected.op, expected_name=expected_name, actual_name=actual_name)
+    result.params = _changes(expected.params, actual.params)
+    keys = ("arch", "cu_num", "warp_size", "lds_bytes")
+    result.device = _changes({k: expected.device.get(k) for k in keys}, {k: actual.device.get(k) for k in keys})
+    result.env = _changes(expected.env, actual.env)
+    if expected.error != actual.error:
+        result.error = Change("error", expected.error, actual.error)
+    for name in schema.inputs:
+        fd, _ = _compare(f"input.{name}", expected.inputs[name], actual.inputs[name], None, None, max_items)
+        result.inputs.append(fd)
+    _provenance_notes(result, expected, actual)
+    if expected.error is not None or actual.error is not None:
+        return result
+    divergent: dict[str, list[int]] = {}
+    for name in OUTPUTS:
+        fd, idx = _compare(
+            name,
+            expected.outputs[name],
+            actual.outputs[name],
+            expected.written[name],
+            actual.written[name],
+            max_items,
+            values_matter=name != POINTER_OUTPUT,
+        )
+        result.fields.append(fd)
+        divergent[name] = idx.tolist()
+    _decode_work(result, expected, actual, divergent, schema.work_columns, max_items)
+    _decode_reduce(result, expected, actual, divergent, max_items)
+    return result
+
+
+def _provenance_notes(result: Diff, expected: Call, actual: Call) -> None:
+    pe, pa = expected.provenance, actual.provenance
+    if pe.get("backend") != pa.get("backend"):
+        result.notes.append(f"backend: {pe.get('backend')} -> {pa.get('backend')}")
+    if pe.get("aiter") != pa.get("aiter") and (pe.get("aiter") or pa.get("aiter")):
+        result.notes.append(f"aiter: {pe.get('aiter')} -> {pa.get('aiter')}")
+    if pe.get("signature") and pa.get("signature") and pe["signature"] != pa["signature"]:
+        gone = [n for n in pe["signature"] if n not in pa["signature"]]
+        new = [n for n in pa["signature"] if n not in pe["signature"]]
+        result.notes.append(
+            f"planner signature changed (removed {gone or 'none'}, added {new or 'none'}); params compared by canonical name"
+        )
+    for side, call in (("expected", expected), ("actual", actual)):
+        facts = call.facts
+        for note in facts.get("notes", []):
+            result.notes.append(f"{side}: {note}")
+        if facts.get("ptrs_ok") is False:
+            result.hazards.append(f"{side}: work_metadata_ptrs did not point at the work_indptr/work_info_set buffers passed in")
+        if facts.get("deterministic") is False:
+            result.hazards.append(f"{side}: the planner gave different values when re-run on the same inputs")
+
+
+def _decode_work(
+    result: Diff, expected: Call, actual: Call, divergent: dict[str, list[int]], columns: tuple[str, ...], max_items: int
+) -> None:
+    indptr_e = _written_prefix(expected.outputs["work_indptr"], expected.written["work_indptr"])
+    indptr_a = _written_prefix(actual.outputs["work_indptr"], actual.written["work_indptr"])
+    for i in divergent["work_indptr"][:max_items]:
+        part = i - 1 if i > 0 else 0
+        result.cu_parts.append(
+            CuPartDiff(
+                cu_part=part,
+                expected=indptr_e[part : part + 2] if part + 1 < len(indptr_e) else None,
+                actual=indptr_a[part : part + 2] if part + 1 < len(indptr_a) else None,
+            )
+        )
+    rows: dict[int, set[str]] = {}
+    width = len(columns)
+    for flat in divergent["work_info_set"]:
+        rows.setdefault(flat // width, set()).add(columns[flat % width])
+    for row in sorted(rows)[:max_items]:
+        result.work_items.append(
+            WorkItemDiff(
+                index=row,
+                expected=_work_item(expected, row, columns),
+                actual=_work_item(actual, row, columns),
+                changed=[c for c in columns if c in rows[row]],
+            )
+        )
+
+
+def _decode_reduce(result: Diff, expected: Call, actual: Call, divergent: dict[str, list[int]], max_items: int) -> None:
+    groups: set[int] = set()
+    for name in ("reduce_indptr", "reduce_final_map", "reduce_partial_map"):
+        flat = divergent[name][: max_items * 4]
+        groups |= _groups_of(expected, name, flat) | _groups_of(actual, name, flat)
+    for group in sorted(groups)[:max_items]:
+        e, a = _reduce_group(expected, group), _reduce_group(actual, group)
+        if e != a:
+            result.reduce_groups.append(ReduceGroupDiff(group=group, expected=e, actual=a))

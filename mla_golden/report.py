@@ -1,0 +1,98 @@
+"""Render a Diff for people (text, via rich) and for machines (JSON)."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from mla_golden.differ import Diff, FieldDiff, WorkItem
+
+
+def to_json(diff: Diff, *, indent: int | None = 2) -> str:
+    return json.dumps(diff.to_dict(), indent=indent, default=str)
+
+
+def _fmt(value: Any) -> str:
+    return "None" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def _field_line(fd: FieldDiff) -> str:
+    parts = [f"{fd.count} of {fd.numel} elements differ"]
+    detail = []
+    if fd.value_diffs:
+        detail.append(f"{fd.value_diffs} values")
+    if fd.written_only_expected:
+        detail.append(f"{fd.written_only_expected} written only in expected")
+    if fd.written_only_actual:
+        detail.append(f"{fd.written_only_actual} written only in actual")
+    if detail:
+        parts.append(f"({', '.join(detail)})")
+    if fd.status == "shape":
+        parts.append(f"; shape/dtype {fd.expected_dtype} {fd.expected_shape} -> {fd.actual_dtype} {fd.actual_shape}")
+    if fd.first is not None:
+        parts.append(
+            f"; first at {fd.first.index} (flat {fd.first.flat}): {_fmt(fd.first.expected)} -> {_fmt(fd.first.actual)}"
+        )
+    return " ".join(parts)
+
+
+def _work_cells(item: WorkItem | None, columns: list[str]) -> list[str]:
+    if item is None:
+        return ["-"] + ["(not written)"] + [""] * (len(columns) - 1)
+    return [_fmt(item.cu_part)] + [str(item.columns[c]) for c in columns]
+
+
+def render_text(diff: Diff, *, width: int = 120) -> str:
+    """The pinpointed report: what changed, where, and the divergent work items decoded."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, no_color=True, highlight=False, emoji=False, soft_wrap=False)
+    verdict = "EQUAL" if diff.equal else "DIVERGED"
+    console.print(f"{verdict} {diff.op}: {diff.expected_name} (expected) vs {diff.actual_name} (actual)", markup=False)
+    for title, changes in (("params changed", diff.params), ("device changed", diff.device), ("env changed", diff.env)):
+        if changes:
+            console.print(f"  {title}:", markup=False)
+            for c in changes:
+                console.print(f"    {c.path}: {_fmt(c.expected)} -> {_fmt(c.actual)}", markup=False)
+    if diff.error:
+        console.print(f"  error status changed: {_fmt(diff.error.expected)} -> {_fmt(diff.error.actual)}", markup=False)
+    for hazard in diff.hazards:
+        console.print(f"  hazard: {hazard}", markup=False)
+    for fd in diff.inputs:
+        if not fd.equal:
+            console.print(f"  {fd.name}: {_field_line(fd)}", markup=False)
+    for fd in diff.fields:
+        if not fd.equal:
+            console.print(f"  {fd.name}: {_field_line(fd)}", markup=False)
+    if diff.cu_parts:
+        console.print("  CU parts whose work range moved (work_indptr):", markup=False)
+        for cp in diff.cu_parts:
+            console.print(f"    cu part {cp.cu_part}: works {cp.expected} -> {cp.actual}", markup=False)
+    if diff.work_items:
+        columns = next(
+            (list(w.columns) for d in diff.work_items for w in (d.expected, d.actual) if w is not None), []
+        )
+        table = Table(title="divergent work items (work_info_set)", title_justify="left", show_edge=False)
+        for header in ["work", "side", "cu part", *columns]:
+            table.add_column(header, justify="right")
+        for item in diff.work_items:
+            for side, w in (("expected", item.expected), ("actual", item.actual)):
+                cells = _work_cells(w, columns)
+                marked = [
+                    f"*{v}" if col in item.changed and w is not None else v for col, v in zip(["cu"] + columns, cells)
+                ]
+                table.add_row(str(item.index) if side == "expected" else "", side, *marked)
+        console.print(table)
+        console.print("  (* marks the columns that differ)", markup=False)
+    if diff.reduce_groups:
+        console.print("  divergent reduce groups:", markup=False)
+        for g in diff.reduce_groups:
+            for side, rg in (("expected", g.expected), ("actual", g.actual)):
+                text = "(none)" if rg is None else f"qo {rg.qo_range} <- partials {rg.partials}"
+                console.print(f"    group {g.group} {side}: {text}", markup=False)
+    for note in diff.notes:
+        console.print(f"  note: {note}", markup=False)
+    return out.getvalue().rstrip() + "\n"

@@ -1,0 +1,342 @@
+"""The op schema: the one place that knows the planner ops' parameters.
+
+Every other module asks this one which arguments are input tensors, scalars
+or output buffers, what each parameter was called in older aiter versions,
+and what the columns of ``work_info_set`` mean.
+
+aiter's signatures changed many times (DESIGN.md 2.1). A live call is bound
+with ``inspect.signature`` of the function actually called and normalised to
+canonical names, so calls made through any historical signature compare
+equal. Replaying on another signature goes the other way
+(:func:`build_arguments`) and says what it had to adapt.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+MLA_OP = "get_mla_metadata_v1"
+PS_OP = "get_ps_metadata_v1"
+
+#: Output buffers, canonical names, in the order goldens and reports list them.
+OUTPUTS = (
+    "work_metadata_ptrs",
+    "work_indptr",
+    "work_info_set",
+    "reduce_indptr",
+    "reduce_final_map",
+    "reduce_partial_map",
+)
+#: Holds raw device pointers: never compared by value.
+POINTER_OUTPUT = "work_metadata_ptrs"
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """What one planner op takes and fills."""
+
+    name: str
+    #: int32 input tensors, canonical names, in call order.
+    inputs: tuple[str, ...]
+    #: Scalar parameters (canonical name -> value aiter assumes when absent).
+    scalars: Mapping[str, Any]
+    #: Scalars whose value is a torch dtype (stored as "torch.bfloat16" or None).
+    dtype_params: tuple[str, ...]
+    #: Historical parameter name -> canonical name.
+    aliases: Mapping[str, str]
+    #: Legacy dtype alias -> the (nope, rope) canonical pair it fills.
+    dtype_aliases: Mapping[str, tuple[str, str]]
+    #: Names of the 8 int32 columns of a work_info_set row.
+    work_columns: tuple[str, ...]
+    #: Input tensors an older signature may lack, and the value implied then.
+    implied_inputs: Mapping[str, str] = field(default_factory=dict)
+    #: Environment variables the planner reads.
+    env_vars: tuple[str, ...] = ()
+
+    def canonical(self, name: str) -> str:
+        """Canonical name of a parameter as some aiter version spelled it."""
+        return self.aliases.get(name, name)
+
+    def kind(self, canonical: str) -> str | None:
+        """'input', 'output', 'scalar' or None for a name this op does not know."""
+        if canonical in self.inputs:
+            return "input"
+        if canonical in OUTPUTS:
+            return "output"
+        if canonical in self.scalars:
+            return "scalar"
+        return None
+
+
+MLA = OpSchema(
+    name=MLA_OP,
+    inputs=("seqlens_qo_indptr", "seqlens_kv_indptr", "kv_last_page_lens"),
+    scalars={
+        "num_heads_per_head_k": None,
+        "num_heads_k": None,
+        "is_causal": None,
+        "page_size": 1,
+        "kv_granularity": 16,
+        "max_seqlen_qo": -1,
+        "uni_seqlen_qo": -1,
+        "fast_mode": True,
+        "topk": -1,
+        "max_split_per_batch": -1,
+        "intra_batch_mode": False,
+        "is_cp_round_robin": False,
+        "mla_version": 0,
+        "dtype_q_nope": None,
+        "dtype_q_rope": None,
+        "dtype_kv_nope": None,
+        "dtype_kv_rope": None,
+    },
+    dtype_params=("dtype_q_nope", "dtype_q_rope", "dtype_kv_nope", "dtype_kv_rope"),
+    aliases={"work_info": "work_info_set"},
+    dtype_aliases={
+        "dtype_q": ("dtype_q_nope", "dtype_q_rope"),
+        "dtype_kv": ("dtype_kv_nope", "dtype_kv_rope"),
+    },
+    work_columns=(
+        "batch_idx",
+        "partial_qo_loc",
+        "qo_start",
+        "qo_end",
+        "kv_start",
+        "kv_end",
+        "kv_offset",
+        "pad",
+    ),
+    # Before aiter 739c63177e (2026-02-02) there was no paging: every last page holds one token.
+    implied_inputs={"kv_last_page_lens": "ones"},
+    env_vars=("AITER_ENABLE_EXPERIMENTAL", "AITER_MLA_META_USE_PARALLEL"),
+)
+
+PS = OpSchema(
+    name=PS_OP,
+    inputs=("seqlens_qo_indptr", "pages_kv_indptr", "context_lens"),
+    scalars={
+        "gqa_ratio": None,
+        "num_heads_k": None,
+        "qhead_granularity": 1,
+        "qlen_granularity": 256,
+        "kvlen_granularity": 16,
+        "block_size": 16,
+        "is_causal": True,
+    },
+    dtype_params=(),
+    aliases={"work_info": "work_info_set"},
+    dtype_aliases={},
+    work_columns=(
+        "batch_idx",
+        "partial_qo_loc",
+        "qo_start",
+        "qo_end",
+        "kv_start",
+        "kv_end",
+        "kv_offset",
+        "q_head_range",
+    ),
+)
+
+SCHEMAS: dict[str, OpSchema] = {MLA.name: MLA, PS.name: PS}
+
+
+def schema_for(op: str) -> OpSchema:
+    """The schema of ``op``; ValueError naming the known ops otherwise."""
+    try:
+        return SCHEMAS[op]
+    except KeyError:
+        raise ValueError(f"unknown op {op!r}; known: {', '.join(SCHEMAS)}") from None
+
+
+def dtype_name(value: Any) -> str | None:
+    """torch.float8_e4m3fn -> 'torch.float8_e4m3fn'; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, str) and isinstance(getattr(torch, value.removeprefix("torch."), None), torch.dtype):
+        return "torch." + value.removeprefix("torch.")
+    raise TypeError(f"expected a torch dtype or None, got {value!r}")
+
+
+def to_dtype(name: str | None) -> torch.dtype | None:
+    """'torch.bfloat16' -> torch.bfloat16; None stays None."""
+    if name is None:
+        return None
+    dtype = getattr(torch, str(name).removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown torch dtype {name!r}")
+    return dtype
+
+
+def _scalar(value: Any) -> Any:
+    """A JSON-able form of a scalar argument (enums -> int, tensors refused)."""
+    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
+        return value
+    if isinstance(value, int):
+        return int(value)  # IntEnum -> plain int
+    if hasattr(value, "value") and isinstance(value.value, int):
+        return int(value.value)  # plain Enum such as aiter's MlaVersion
+    raise TypeError(f"unexpected scalar argument {value!r}")
+
+
+@dataclass
+class BoundCall:
+    """A live call normalised to canonical names."""
+
+    op: str
+    params: dict[str, Any]
+    inputs: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor]
+    #: The parameter names of the signature the call went through.
+    signature: list[str]
+    #: What normalisation had to assume (e.g. an input the signature lacks).
+    notes: list[str]
+
+
+def signature_of(fn: Callable[..., Any], schema: OpSchema) -> inspect.Signature:
+    """The live signature of ``fn``, or the e4048607 one when Python cannot tell."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        names = [*schema.inputs, *schema.scalars, *OUTPUTS]
+        return inspect.Signature(
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
+        )
+
+
+def bind(op: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> BoundCall:
+    """Normalise a call ``fn(*args, **kwargs)`` of ``op`` to canonical names.
+
+    Raises TypeError when the arguments do not fit ``fn``'s signature (the
+    real call would fail the same way).
+    """
+    schema = schema_for(op)
+    sig = signature_of(fn, schema)
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    params: dict[str, Any] = {}
+    inputs: dict[str, torch.Tensor] = {}
+    buffers: dict[str, torch.Tensor] = {}
+    legacy_dtypes: dict[str, Any] = {}
+    notes: list[str] = []
+    for name, value in bound.arguments.items():
+        if sig.parameters[name].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if name in schema.dtype_aliases:
+            legacy_dtypes[name] = value
+            continue
+        canonical = schema.canonical(name)
+        kind = schema.kind(canonical)
+        if kind == "input":
+            inputs[canonical] = value
+        elif kind == "output":
+            buffers[canonical] = value
+        elif kind == "scalar":
+            params[canonical] = dtype_name(value) if canonical in schema.dtype_params else _scalar(value)
+        else:
+            notes.append(f"parameter {name!r} is not in the {op} schema; ignored")
+    # aiter's wrapper: a legacy alias fills nope and rope where those were not given.
+    for alias, targets in schema.dtype_aliases.items():
+        if alias in legacy_dtypes and legacy_dtypes[alias] is not None:
+            for target in targets:
+                if params.get(target) is None:
+                    params[target] = dtype_name(legacy_dtypes[alias])
+    for name, default in schema.scalars.items():
+        if name not in params:
+            params[name] = default
+            if default is not None or name not in schema.dtype_params:
+                notes.append(f"{name} not in this signature; taken as {default!r}")
+    for name in schema.inputs:
+        if name not in inputs:
+            inputs[name] = _implied_input(schema, name, inputs)
+            notes.append(f"{name} not in this signature; implied {schema.implied_inputs[name]}")
+    missing = [n for n in OUTPUTS if n not in buffers]
+    if missing:
+        raise TypeError(f"{op}: signature of {fn!r} has no output buffer(s) {missing}")
+    return BoundCall(op, params, inputs, buffers, list(sig.parameters), notes)
+
+
+def _implied_input(schema: OpSchema, name: str, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    rule = schema.implied_inputs.get(name)
+    if rule != "ones":
+        raise TypeError(f"{schema.name}: required input {name!r} missing from the call")
+    indptr = inputs[schema.inputs[0]]
+    return torch.ones(max(indptr.numel() - 1, 0), dtype=torch.int32, device=indptr.device)
+
+
+class AdaptationError(ValueError):
+    """A recorded call cannot be expressed in the target function's signature."""
+
+
+def build_arguments(
+    op: str,
+    fn: Callable[..., Any],
+    params: Mapping[str, Any],
+    inputs: Mapping[str, torch.Tensor],
+    buffers: Mapping[str, torch.Tensor],
+) -> tuple[dict[str, Any], list[str]]:
+    """Keyword arguments calling ``fn`` with a canonical call, and the adaptations made.
+
+    A canonical value the signature cannot carry is dropped only when it equals
+    what that signature implies; otherwise AdaptationError names it.
+    """
+    schema = schema_for(op)
+    sig = signature_of(fn, schema)
+    names = set(sig.parameters)
+    kwargs: dict[str, Any] = {}
+    notes: list[str] = []
+    carried: set[str] = set()
+    for name, parameter in sig.parameters.items():
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if name in schema.dtype_aliases:
+            nope, rope = schema.dtype_aliases[name]
+            if nope in names:
+                continue  # the per-component parameters carry them
+            if params.get(nope) != params.get(rope):
+                raise AdaptationError(
+                    f"{name} cannot express {nope}={params.get(nope)} with {rope}={params.get(rope)}"
+                )
+            kwargs[name] = to_dtype(params.get(nope))
+            carried.update((nope, rope))
+            notes.append(f"{nope}/{rope} passed as legacy {name}")
+            continue
+        canonical = schema.canonical(name)
+        kind = schema.kind(canonical)
+        if kind == "input":
+            kwargs[name] = inputs[canonical]
+        elif kind == "output":
+            kwargs[name] = buffers[canonical]
+        elif kind == "scalar":
+            value = params.get(canonical, schema.scalars[canonical])
+            kwargs[name] = to_dtype(value) if canonical in schema.dtype_params else value
+        elif parameter.default is inspect.Parameter.empty:
+            raise AdaptationError(f"{fn!r} requires {name!r}, which the {op} schema does not know")
+        else:
+            notes.append(f"{name} is unknown to mla-golden; left at its default {parameter.default!r}")
+            continue
+        carried.add(canonical)
+    for name in schema.inputs:
+        if name not in carried:
+            implied = _implied_input(schema, name, dict(inputs))
+            if not torch.equal(inputs[name].cpu(), implied.cpu()):
+                raise AdaptationError(f"this signature has no {name}; the call needs {name} other than its implied value")
+            notes.append(f"{name} dropped: not in this signature (it held the implied {schema.implied_inputs[name]})")
+    for name, implied in schema.scalars.items():
+        if name in carried:
+            continue
+        if params.get(name) != implied:
+            raise AdaptationError(
+                f"this signature has no {name}; the call needs {name}={params.get(name)!r}, "
+                f"which differs from the implied {implied!r}"
+            )
+        if implied is not None:
+            notes.append(f"{name} dropped: not in this signature (it held the implied {implied!r})")
+    return kwargs, notes
