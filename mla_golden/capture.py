@@ -44,7 +44,8 @@ def _scratch(buffers: Mapping[str, torch.Tensor], which: int) -> dict[str, torch
         canary = CANARIES.get(buf.dtype)
         if canary is None:
             raise TypeError(f"output buffer {name!r} has dtype {buf.dtype}; planners fill int32/uint64 buffers")
-        out[name] = torch.empty_like(buf).fill_(canary[which])
+        # Filled on the CPU and copied: GPU kernels for uint64 fill are not everywhere.
+        out[name] = torch.full(buf.shape, canary[which], dtype=buf.dtype).to(buf.device)
     return out
 
 
@@ -65,12 +66,12 @@ def _probe(invoke: Callable[[dict[str, torch.Tensor]], Any], buffers: Mapping[st
 def _masks(run_a: dict[str, torch.Tensor], run_b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     masks = {}
     for name, a in run_a.items():
-        b = run_b[name]
+        a, b = a.cpu(), run_b[name].cpu()
         if name == POINTER_OUTPUT:
             # Pointers differ between the two scratch allocations: written = both moved off their canary.
-            masks[name] = ((a != CANARIES[a.dtype][0]) & (b != CANARIES[b.dtype][1])).cpu()
+            masks[name] = (a != CANARIES[a.dtype][0]) & (b != CANARIES[b.dtype][1])
         else:
-            masks[name] = (a == b).cpu()
+            masks[name] = a == b
     return masks
 
 

@@ -37,9 +37,10 @@ def _original(fn: Any) -> Any:
     return getattr(fn, _WRAPPED, fn)
 
 
-def _holders(target: Any) -> Iterator[tuple[ModuleType, str]]:
-    """Every (module, attribute) that currently holds ``target``."""
-    for module in list(sys.modules.values()):
+def _holders(target: Any, extra: Iterable[ModuleType] = ()) -> Iterator[tuple[ModuleType, str]]:
+    """Every (module, attribute) that currently holds ``target``: loaded modules plus ``extra``."""
+    modules = {id(m): m for m in [*sys.modules.values(), *extra]}
+    for module in modules.values():
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict):
             continue
@@ -70,9 +71,10 @@ def _make_wrapper(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _resolve(targets: Iterable[ModuleType | str]) -> dict[Callable[..., Any], str]:
-    """Planner functions (originals) reachable from ``targets``, with their op."""
+def _resolve(targets: Iterable[ModuleType | str]) -> tuple[dict[Callable[..., Any], str], list[ModuleType]]:
+    """Planner functions (originals) reachable from ``targets`` with their op, and the target modules."""
     found: dict[Callable[..., Any], str] = {}
+    modules: list[ModuleType] = []
     for target in targets:
         module = target
         if isinstance(target, str):
@@ -80,11 +82,12 @@ def _resolve(targets: Iterable[ModuleType | str]) -> dict[Callable[..., Any], st
                 module = importlib.import_module(target)
             except ImportError:
                 continue  # aiter absent: nothing to intercept there
+        modules.append(module)
         for op in SCHEMAS:
             fn = getattr(module, op, None)
             if callable(fn):
                 found[_original(fn)] = op
-    return found
+    return found, modules
 
 
 class Spy(contextlib.ContextDecorator):
@@ -98,17 +101,18 @@ class Spy(contextlib.ContextDecorator):
         self.targets = targets or ("aiter",)
         self.calls = Calls()
         self._originals: dict[Callable[..., Any], str] = {}
+        self._modules: list[ModuleType] = []
 
     def __enter__(self) -> "Spy":
         with _lock:
-            self._originals = _resolve(self.targets)
+            self._originals, self._modules = _resolve(self.targets)
             for original, op in self._originals.items():
                 entry = _installed.get(original)
                 if entry is None:
                     entry = [_make_wrapper(op, original), op, 0]
                     _installed[original] = entry
                 entry[2] += 1
-                for module, name in list(_holders(original)):
+                for module, name in list(_holders(original, self._modules)):
                     setattr(module, name, entry[0])
             _spies.append((self, frozenset(id(o) for o in self._originals)))
         return self
@@ -120,7 +124,7 @@ class Spy(contextlib.ContextDecorator):
                 entry = _installed[original]
                 entry[2] -= 1
                 if entry[2] == 0:
-                    for module, name in list(_holders(entry[0])):
+                    for module, name in list(_holders(entry[0], self._modules)):
                         setattr(module, name, original)
                     del _installed[original]
             self._originals = {}

@@ -49,7 +49,7 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     from rich.table import Table
 
     out = io.StringIO()
-    console = Console(file=out, width=width, no_color=True, highlight=False, emoji=False, soft_wrap=False)
+    console = Console(file=out, width=width, no_color=True, highlight=False, emoji=False, soft_wrap=True)
     verdict = "EQUAL" if diff.equal else "DIVERGED"
     console.print(f"{verdict} {diff.op}: {diff.expected_name} (expected) vs {diff.actual_name} (actual)", markup=False)
     for title, changes in (("params changed", diff.params), ("device changed", diff.device), ("env changed", diff.env)):

@@ -198,49 +198,54 @@ def load(path: Path | str) -> Golden:
             body = fh.read()
     except OSError as exc:
         raise GoldenError(path, f"cannot read: {exc.strerror or exc}") from exc
-    header = _parse_header(path, header_bytes, len(body))
+    header = _parse_header(path, header_bytes)
     metadata = header.pop("__metadata__", None)
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise GoldenError(path, "not a golden: no string __metadata__ in the safetensors header")
+    _check_format(path, metadata)
     tensors = {name: _tensor(path, name, spec, body) for name, spec in header.items()}
     return _decode(path, metadata, tensors)
 
 
-def _parse_header(path: Path, raw: bytes, body_len: int) -> dict[str, Any]:
+def _parse_header(path: Path, raw: bytes) -> dict[str, Any]:
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise GoldenError(path, f"not a safetensors file: header is not JSON ({exc})") from exc
     if not isinstance(header, dict):
         raise GoldenError(path, "not a safetensors file: header is not a JSON object")
-    for name, spec in header.items():
-        if name == "__metadata__":
-            continue
-        if not (
-            isinstance(spec, dict)
-            and spec.get("dtype") in _SAFETENSORS_DTYPES
-            and isinstance(spec.get("shape"), list)
-            and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_ELEMENTS for d in spec["shape"])
-            and isinstance(spec.get("data_offsets"), list)
-            and len(spec["data_offsets"]) == 2
-            and all(isinstance(o, int) and not isinstance(o, bool) for o in spec["data_offsets"])
-        ):
-            raise GoldenError(path, f"tensor {name!r}: unsupported dtype or malformed shape/offsets in header")
-        numel = 1
-        for dim in spec["shape"]:
-            numel *= dim
-        if numel > MAX_ELEMENTS:
-            raise GoldenError(path, f"tensor {name!r}: absurd shape {spec['shape']}")
-        start, end = spec["data_offsets"]
-        itemsize = _SAFETENSORS_DTYPES[spec["dtype"]].itemsize
-        if not 0 <= start <= end <= body_len or end - start != numel * itemsize:
-            raise GoldenError(path, f"tensor {name!r}: data offsets {start}..{end} do not fit (truncated or corrupt)")
     return header
 
 
-def _tensor(path: Path, name: str, spec: dict[str, Any], body: bytes) -> torch.Tensor:
+def _check_format(path: Path, metadata: dict[str, str]) -> None:
+    fmt = metadata.get("format")
+    if fmt is None:
+        raise GoldenError(path, "not an mla-golden file: metadata 'format' missing")
+    if fmt != FORMAT:
+        raise GoldenError(path, f"unknown format {fmt!r} (this mla-golden reads {FORMAT!r})")
+
+
+def _tensor(path: Path, name: str, spec: Any, body: bytes) -> torch.Tensor:
+    """One tensor, after checking its header entry against the data actually there."""
+    if not (
+        isinstance(spec, dict)
+        and spec.get("dtype") in _SAFETENSORS_DTYPES
+        and isinstance(spec.get("shape"), list)
+        and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_ELEMENTS for d in spec["shape"])
+        and isinstance(spec.get("data_offsets"), list)
+        and len(spec["data_offsets"]) == 2
+        and all(isinstance(o, int) and not isinstance(o, bool) for o in spec["data_offsets"])
+    ):
+        raise GoldenError(path, f"tensor {name!r}: unsupported dtype or malformed shape/offsets in header")
+    numel = 1
+    for dim in spec["shape"]:
+        numel *= dim
+    if numel > MAX_ELEMENTS:
+        raise GoldenError(path, f"tensor {name!r}: absurd shape {spec['shape']}")
     start, end = spec["data_offsets"]
     dtype = _SAFETENSORS_DTYPES[spec["dtype"]]
+    if not 0 <= start <= end <= len(body) or end - start != numel * dtype.itemsize:
+        raise GoldenError(path, f"tensor {name!r}: data offsets {start}..{end} do not fit (truncated or corrupt)")
     raw = bytearray(body[start:end])
     if dtype == torch.bool:
         values = torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
@@ -264,11 +269,6 @@ def _json_field(path: Path, metadata: dict[str, str], key: str, kind: type) -> A
 
 
 def _decode(path: Path, metadata: dict[str, str], tensors: dict[str, torch.Tensor]) -> Golden:
-    fmt = metadata.get("format")
-    if fmt is None:
-        raise GoldenError(path, "not an mla-golden file: metadata 'format' missing")
-    if fmt != FORMAT:
-        raise GoldenError(path, f"unknown format {fmt!r} (this mla-golden reads {FORMAT!r})")
     op = metadata.get("op")
     if op not in SCHEMAS:
         raise GoldenError(path, f"unknown op {op!r}")

@@ -68,8 +68,7 @@ def toy_plan(
     if finals:
         reduce_final_map[: len(finals)] = torch.tensor(finals, dtype=torch.int32)
         reduce_partial_map[: len(partials)] = torch.tensor(partials, dtype=torch.int32)
-    ptrs[0] = work_indptr.data_ptr()
-    ptrs[1] = work_info.data_ptr()
+    ptrs.copy_(torch.tensor([work_indptr.data_ptr(), work_info.data_ptr()], dtype=torch.uint64))
 
 
 def _is_fp8(*dtypes: torch.dtype | None) -> bool:
@@ -140,12 +139,15 @@ HISTORY = [mla_2025_10, mla_2025_12, mla_33d168a0, mla_739c6317, mla_e4048607]
 
 
 def toy_buffers(batch: int, max_kv: int, device: str = "cpu") -> dict[str, torch.Tensor]:
-    """Over-allocated output buffers as a builder would make them (torch.empty garbage included)."""
+    """Over-allocated output buffers as a builder would make them (torch.empty garbage included).
+
+    In e4048607 positional order, so ``*toy_buffers(...).values()`` fits that signature.
+    """
     works = batch * (max_kv // 32 + 1) + 4
     return {
         "work_metadata_ptrs": torch.empty(2, dtype=torch.uint64, device=device),
-        "work_indptr": torch.empty(TOY_CU_PARTS + 4, dtype=torch.int32, device=device),
         "work_info_set": torch.empty(works, 8, dtype=torch.int32, device=device),
+        "work_indptr": torch.empty(TOY_CU_PARTS + 4, dtype=torch.int32, device=device),
         "reduce_indptr": torch.empty(batch + 2, dtype=torch.int32, device=device),
         "reduce_final_map": torch.empty(batch + 1, 2, dtype=torch.int32, device=device),
         "reduce_partial_map": torch.empty(works, dtype=torch.int32, device=device),

@@ -1,0 +1,139 @@
+"""The differ: only the written region counts, and a divergence is pinpointed in planner terms."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+
+import mla_golden
+import standins
+
+
+def _capture(kv=(0, 50, 200, 210), dtype=torch.float8_e4m3fn, garbage_seed=None):
+    aiter = standins.fake_aiter()
+    bufs = standins.toy_buffers(3, 200)
+    if garbage_seed is not None:
+        gen = torch.Generator().manual_seed(garbage_seed)
+        for name, buf in bufs.items():
+            if buf.dtype == torch.int32:
+                buf.copy_(torch.randint(-(2**31), 2**31 - 1, buf.shape, generator=gen, dtype=torch.int32))
+    with mla_golden.spy(aiter) as spy:
+        aiter.get_mla_metadata_v1(
+            torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor(kv, dtype=torch.int32),
+            torch.ones(3, dtype=torch.int32), 16, 1, True, *bufs.values(), dtype_q=dtype, dtype_kv=dtype,
+        )  # fmt: skip
+    return spy.calls.one()
+
+
+def _with_garbage(call, seed):
+    """The same call with random values outside the written region."""
+    garbled = copy.deepcopy(call)
+    gen = torch.Generator().manual_seed(seed)
+    for name, values in garbled.outputs.items():
+        if values.dtype == torch.int32:
+            noise = torch.randint(-(2**31), 2**31 - 1, values.shape, generator=gen, dtype=torch.int32)
+            garbled.outputs[name] = torch.where(garbled.written[name], values, noise)
+    return garbled
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_garbage_outside_the_written_region_never_differs(seed):
+    expected = _capture(garbage_seed=None)
+    actual = _with_garbage(_capture(garbage_seed=seed), seed + 100)
+    result = mla_golden.diff(expected, actual)
+    assert result.equal, mla_golden.render_text(result)
+
+
+def test_one_flipped_value_is_pinpointed_to_field_index_and_work_item():
+    expected = _capture()
+    actual = copy.deepcopy(expected)
+    actual.outputs["work_info_set"][2, 5] += 1  # kv_end of work 2
+    result = mla_golden.diff(expected, actual)
+    assert not result.equal
+    divergent = [f for f in result.fields if not f.equal]
+    assert [f.name for f in divergent] == ["work_info_set"]
+    field = divergent[0]
+    assert (field.count, field.value_diffs, field.first.index, field.first.flat) == (1, 1, [2, 5], 21)
+    assert field.first.actual == field.first.expected + 1
+    [item] = result.work_items
+    assert item.index == 2 and item.changed == ["kv_end"]
+    assert item.expected.cu_part == 2 and item.expected.columns["batch_idx"] == 1
+    text = mla_golden.render_text(result)
+    assert "work_info_set: 1 of" in text and "first at [2, 5]" in text and "*" in text
+
+
+def test_written_mask_change_counts_even_with_equal_values():
+    expected = _capture()
+    actual = copy.deepcopy(expected)
+    actual.written["reduce_partial_map"][10] = True  # the planner now also writes element 10 (as 0)
+    result = mla_golden.diff(expected, actual)
+    [field] = [f for f in result.fields if not f.equal]
+    assert field.name == "reduce_partial_map" and field.status == "written"
+    assert field.written_only_actual == 1 and field.first.flat == 10
+
+
+def test_dtype_change_reads_as_params_and_geometry():
+    result = mla_golden.diff(_capture(dtype=torch.float8_e4m3fn), _capture(dtype=None))
+    changed = {c.path: (c.expected, c.actual) for c in result.params}
+    assert changed["dtype_kv_nope"] == ("torch.float8_e4m3fn", None)
+    assert result.work_items and result.reduce_groups and result.cu_parts
+
+
+def test_reduce_groups_are_decoded():
+    expected = _capture()
+    actual = copy.deepcopy(expected)
+    actual.outputs["reduce_partial_map"][1] = 7
+    result = mla_golden.diff(expected, actual)
+    [group] = result.reduce_groups
+    assert group.group == 0
+    assert group.expected.partials == [0, 1, 2] and group.actual.partials == [0, 7, 2]
+    assert group.expected.qo_range == [1, 2]
+
+
+def test_error_status_change_and_input_change():
+    expected = _capture()
+    failed = copy.deepcopy(expected)
+    failed.error, failed.outputs, failed.written = "boom", {}, {}
+    result = mla_golden.diff(expected, failed)
+    assert result.error.expected is None and result.error.actual == "boom" and not result.equal
+    other = _capture(kv=(0, 50, 201, 211))
+    result = mla_golden.diff(expected, other)
+    [inp] = [f for f in result.inputs if not f.equal]
+    assert inp.name == "input.seqlens_kv_indptr" and inp.first.flat == 2
+
+
+def test_pointer_values_are_never_compared_but_pointer_facts_are():
+    expected = _capture()
+    actual = copy.deepcopy(expected)
+    actual.outputs["work_metadata_ptrs"] = torch.tensor([1, 2], dtype=torch.uint64)
+    assert mla_golden.diff(expected, actual).equal
+    actual.provenance["capture"]["ptrs_ok"] = False
+    result = mla_golden.diff(expected, actual)
+    assert not result.equal and "work_metadata_ptrs" in result.hazards[0]
+
+
+def test_json_report_is_stable_and_parses():
+    expected = _capture()
+    actual = copy.deepcopy(expected)
+    actual.outputs["work_indptr"][3] += 1
+    data = json.loads(mla_golden.to_json(mla_golden.diff(expected, actual)))
+    assert data["format"] == "mla-golden-diff/1" and data["equal"] is False
+    assert set(data) >= {"op", "params", "device", "env", "error", "inputs", "fields", "cu_parts", "work_items",
+                         "reduce_groups", "notes", "hazards"}  # fmt: skip
+    [field] = [f for f in data["fields"] if f["status"] != "equal"]
+    assert field["name"] == "work_indptr" and field["first"]["flat"] == 3
+    assert data["cu_parts"][0]["cu_part"] == 2
+
+
+def test_shape_change_is_reported_and_compared_by_flat_index():
+    expected = _capture()
+    actual = copy.deepcopy(expected)
+    for table in (actual.outputs, actual.written):
+        old = table["reduce_partial_map"]
+        table["reduce_partial_map"] = torch.cat([old, torch.zeros(1, dtype=old.dtype)])
+    result = mla_golden.diff(expected, actual)
+    [field] = [f for f in result.fields if not f.equal]
+    assert field.status == "shape" and field.count == 0

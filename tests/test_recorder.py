@@ -1,0 +1,184 @@
+"""spy(): interception of every alias, restore, nesting, threads, and what a captured Call holds."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+
+import pytest
+import torch
+
+import mla_golden
+import standins
+from mla_golden.call import CallNotFound
+
+QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
+KV = torch.tensor([0, 50, 200, 210], dtype=torch.int32)
+
+
+def builder(fn, dtype=torch.float8_e4m3fn, bufs=None):
+    """Size, allocate and plan like a real builder (torch.empty garbage included)."""
+    bufs = bufs or standins.toy_buffers(3, 200)
+    fn(QO, KV, torch.ones(3, dtype=torch.int32), 16, 1, True,
+       bufs["work_metadata_ptrs"], bufs["work_info_set"], bufs["work_indptr"],
+       bufs["reduce_indptr"], bufs["reduce_final_map"], bufs["reduce_partial_map"],
+       max_seqlen_qo=1, dtype_q=dtype, dtype_kv=dtype)  # fmt: skip
+    return bufs
+
+
+@pytest.fixture
+def fake_aiter(monkeypatch):
+    """A stand-in aiter module, plus a builder module that bound the planner at import time."""
+    aiter = standins.fake_aiter()
+    monkeypatch.setitem(sys.modules, "aiter", aiter)
+    user = types.ModuleType("my_builder")
+    user.get_mla_metadata_v1 = aiter.get_mla_metadata_v1  # from aiter import get_mla_metadata_v1
+    monkeypatch.setitem(sys.modules, "my_builder", user)
+    return aiter, user
+
+
+def test_spy_intercepts_the_module_and_every_alias_then_restores(fake_aiter):
+    aiter, user = fake_aiter
+    original = aiter.get_mla_metadata_v1
+    with mla_golden.spy() as spy:
+        assert aiter.get_mla_metadata_v1 is not original
+        assert user.get_mla_metadata_v1 is aiter.get_mla_metadata_v1
+        builder(aiter.get_mla_metadata_v1)
+        builder(user.get_mla_metadata_v1)
+    assert aiter.get_mla_metadata_v1 is original and user.get_mla_metadata_v1 is original
+    assert len(spy.calls.all("get_mla_metadata_v1")) == 2
+
+
+def test_spy_restores_on_exception(fake_aiter):
+    aiter, user = fake_aiter
+    original = aiter.get_mla_metadata_v1
+    with pytest.raises(KeyError):
+        with mla_golden.spy():
+            raise KeyError("builder blew up")
+    assert aiter.get_mla_metadata_v1 is original and user.get_mla_metadata_v1 is original
+
+
+def test_alias_made_while_spying_is_restored_too(fake_aiter):
+    aiter, _ = fake_aiter
+    original = aiter.get_mla_metadata_v1
+    late = types.ModuleType("late_importer")
+    sys.modules["late_importer"] = late
+    try:
+        with mla_golden.spy():
+            late.plan = aiter.get_mla_metadata_v1  # imported while the spy was on
+        assert late.plan is original
+    finally:
+        del sys.modules["late_importer"]
+
+
+def test_nested_spies_both_see_calls_and_unwind(fake_aiter):
+    aiter, _ = fake_aiter
+    original = aiter.get_mla_metadata_v1
+    with mla_golden.spy() as outer:
+        builder(aiter.get_mla_metadata_v1)
+        with mla_golden.spy() as inner:
+            builder(aiter.get_mla_metadata_v1)
+        assert aiter.get_mla_metadata_v1 is not original  # outer still active
+        builder(aiter.get_mla_metadata_v1)
+    assert aiter.get_mla_metadata_v1 is original
+    assert (len(outer.calls), len(inner.calls)) == (3, 1)
+
+
+def test_spy_as_decorator(fake_aiter):
+    aiter, _ = fake_aiter
+    spy = mla_golden.spy()
+
+    @spy
+    def run():
+        builder(aiter.get_mla_metadata_v1)
+
+    run()
+    assert len(spy.calls) == 1 and aiter.get_mla_metadata_v1 is standins.mla_e4048607
+
+
+def test_concurrent_calls_are_all_captured(fake_aiter):
+    aiter, _ = fake_aiter
+    with mla_golden.spy() as spy:
+        threads = [threading.Thread(target=builder, args=(aiter.get_mla_metadata_v1,)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(spy.calls) == 8
+
+
+def test_calls_one_names_what_it_found(fake_aiter):
+    aiter, _ = fake_aiter
+    with mla_golden.spy() as spy:
+        with pytest.raises(CallNotFound, match="captured 0"):
+            spy.calls.one("get_mla_metadata_v1")
+        builder(aiter.get_mla_metadata_v1)
+        builder(aiter.get_mla_metadata_v1)
+    with pytest.raises(CallNotFound, match="captured 2"):
+        spy.calls.one("get_mla_metadata_v1")
+    assert spy.calls.all("get_ps_metadata_v1") == []
+
+
+def test_captured_call_holds_inputs_masks_and_facts(fake_aiter):
+    aiter, _ = fake_aiter
+    with mla_golden.spy() as spy:
+        bufs = builder(aiter.get_mla_metadata_v1)
+    call = spy.calls.one()
+    assert call.provenance["backend"] == "standins" and call.error is None
+    assert torch.equal(call.inputs["seqlens_kv_indptr"], KV)
+    # fp8 chunks of 64: batch 0 one work, batch 1 three, batch 2 one -> 5 works, 8 CU parts
+    assert call.written["work_info_set"].sum().item() == 5 * 8
+    assert call.written["work_info_set"][:5].all() and not call.written["work_info_set"][5:].any()
+    assert call.written["work_indptr"].sum().item() == standins.TOY_CU_PARTS + 1
+    assert torch.equal(call.outputs["work_info_set"][:5], bufs["work_info_set"][:5])
+    assert not call.outputs["work_info_set"][5:].any()  # garbage is not kept
+    assert call.facts == {"notes": [], "deterministic": True, "ptrs_ok": True}
+    assert call.env == {"AITER_ENABLE_EXPERIMENTAL": None, "AITER_MLA_META_USE_PARALLEL": None}
+    assert call.buffers["work_info_set"] == {"shape": list(bufs["work_info_set"].shape), "dtype": "torch.int32"}
+
+
+def test_planner_error_is_captured_and_reraised_unchanged(fake_aiter, monkeypatch):
+    aiter, _ = fake_aiter
+    boom = RuntimeError("get_mla_metadata_v1_2_device: only supports #heads in [16, 64, 128]")
+
+    def failing(*args, **kwargs):
+        raise boom
+
+    failing.__signature__ = __import__("inspect").signature(standins.mla_e4048607)
+    monkeypatch.setattr(aiter, "get_mla_metadata_v1", failing)
+    with mla_golden.spy() as spy:
+        with pytest.raises(RuntimeError) as info:
+            builder(aiter.get_mla_metadata_v1)
+    assert info.value is boom
+    assert spy.calls.one().error == str(boom) and spy.calls.one().outputs == {}
+
+
+def test_pointers_aimed_elsewhere_are_a_recorded_fact(fake_aiter, monkeypatch):
+    aiter, _ = fake_aiter
+
+    def stray(*args, **kwargs):
+        standins.mla_e4048607(*args, **kwargs)
+        args[6][0] = 12345  # work_metadata_ptrs[0] no longer at work_indptr
+
+    stray.__signature__ = __import__("inspect").signature(standins.mla_e4048607)
+    monkeypatch.setattr(aiter, "get_mla_metadata_v1", stray)
+    with mla_golden.spy() as spy:
+        builder(aiter.get_mla_metadata_v1)
+    assert spy.calls.one().facts["ptrs_ok"] is False
+
+
+def test_nondeterministic_planner_is_flagged(fake_aiter, monkeypatch):
+    aiter, _ = fake_aiter
+    runs = iter(range(100))
+
+    def flaky(*args, **kwargs):
+        standins.mla_e4048607(*args, **kwargs)
+        if next(runs) == 0:  # the caller's run differs from the probe runs
+            args[7][0, 4] += 1
+
+    flaky.__signature__ = __import__("inspect").signature(standins.mla_e4048607)
+    monkeypatch.setattr(aiter, "get_mla_metadata_v1", flaky)
+    with mla_golden.spy() as spy:
+        builder(aiter.get_mla_metadata_v1)
+    assert spy.calls.one().facts["deterministic"] is False

@@ -1,0 +1,225 @@
+"""The golden store: exact format, atomic no-clobber writes, and one clear error for every bad file."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from safetensors.torch import save
+
+import mla_golden
+import standins
+from mla_golden.store import FORMAT, Golden, GoldenStore, WriteOutcome, derived_key, key_path, load, to_bytes, write
+
+
+@pytest.fixture(scope="module")
+def call():
+    aiter = standins.fake_aiter()
+    bufs = standins.toy_buffers(3, 200)
+    with mla_golden.spy(aiter) as spy:
+        aiter.get_mla_metadata_v1(
+            torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor([0, 50, 200, 210], dtype=torch.int32),
+            torch.ones(3, dtype=torch.int32), 16, 1, True, *bufs.values(), dtype_q=torch.bfloat16,
+            dtype_kv=torch.bfloat16,
+        )  # fmt: skip
+    return spy.calls.one()
+
+
+@pytest.fixture(scope="module")
+def golden_bytes(call):
+    return to_bytes(Golden("case/one", call))
+
+
+def test_file_holds_exactly_the_documented_format(tmp_path, call):
+    path = tmp_path / "g.safetensors"
+    assert write(path, Golden("case/one", call)) is WriteOutcome.WRITTEN
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as fh:
+        keys = set(fh.keys())
+        meta = fh.metadata()
+    names = ("work_metadata_ptrs", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
+    assert keys == {f"input.{n}" for n in ("seqlens_qo_indptr", "seqlens_kv_indptr", "kv_last_page_lens")} | {
+        f"{k}.{n}" for k in ("output", "written") for n in names
+    }
+    assert meta["format"] == FORMAT and meta["op"] == "get_mla_metadata_v1" and meta["key"] == "case/one"
+    assert json.loads(meta["params"])["dtype_kv_nope"] == "torch.bfloat16"
+    assert json.loads(meta["device"])["arch"] == "gfx942"
+    assert json.loads(meta["buffers"])["work_info_set"]["shape"] == list(call.outputs["work_info_set"].shape)
+    assert json.loads(meta["provenance"])["backend"] == "standins"
+    assert "error" not in meta
+
+
+def test_roundtrip_is_lossless(tmp_path, call):
+    path = tmp_path / "g.safetensors"
+    write(path, Golden("k", call))
+    back = load(path)
+    assert back.key == "k" and back.path == path
+    assert mla_golden.diff(call, back.call).equal
+    for name, tensor in call.outputs.items():
+        assert back.call.outputs[name].dtype == tensor.dtype and torch.equal(back.call.outputs[name], tensor)
+
+
+def test_error_golden_roundtrips_without_outputs(tmp_path, call):
+    failed = mla_golden.Call(op=call.op, params=call.params, inputs=call.inputs, buffers=call.buffers,
+                             device=call.device, env=call.env, provenance={}, error="boom")  # fmt: skip
+    write(tmp_path / "e.safetensors", Golden("e", failed))
+    back = load(tmp_path / "e.safetensors").call
+    assert back.error == "boom" and back.outputs == {}
+
+
+def test_identical_write_is_unchanged_different_is_refused_unless_update(tmp_path, call):
+    store = GoldenStore(tmp_path)
+    assert store.write(Golden("k", call)) is WriteOutcome.WRITTEN
+    before = store.path_for("k").read_bytes()
+    assert store.write(Golden("k", call)) is WriteOutcome.UNCHANGED
+    changed = mla_golden.Call(**{**call.__dict__, "params": {**call.params, "topk": 7}})
+    assert store.write(Golden("k", changed)) is WriteOutcome.REFUSED
+    assert store.path_for("k").read_bytes() == before  # untouched
+    assert store.write(Golden("k", changed), update=True) is WriteOutcome.UPDATED
+    assert store.read("k").call.params["topk"] == 7
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_corrupt_existing_golden_is_never_silently_replaced(tmp_path, call):
+    path = tmp_path / "k.safetensors"
+    path.write_bytes(b"garbage")
+    assert write(path, Golden("k", call)) is WriteOutcome.REFUSED
+    assert path.read_bytes() == b"garbage"
+
+
+def test_failed_write_leaves_existing_golden_and_no_temp(tmp_path, call, monkeypatch):
+    store = GoldenStore(tmp_path)
+    store.write(Golden("k", call))
+    before = store.path_for("k").read_bytes()
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    changed = mla_golden.Call(**{**call.__dict__, "params": {**call.params, "topk": 9}})
+    with pytest.raises(mla_golden.GoldenError, match="No space left"):
+        store.write(Golden("k", changed), update=True)
+    assert store.path_for("k").read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["k.safetensors"]
+
+
+def test_unwritable_folder_is_a_clear_error(tmp_path, call, monkeypatch):
+    import tempfile
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)  # a read-only folder, even for root
+    with pytest.raises(mla_golden.GoldenError, match="cannot write in .*Permission denied"):
+        write(tmp_path / "k.safetensors", Golden("k", call))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_folder_that_cannot_be_created_is_a_clear_error(tmp_path, call):
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(mla_golden.GoldenError, match="cannot create folder"):
+        write(tmp_path / "file" / "sub" / "k.safetensors", Golden("k", call))
+
+
+def test_missing_folders_are_created(tmp_path, call):
+    assert write(tmp_path / "a" / "b" / "k.safetensors", Golden("k", call)) is WriteOutcome.WRITTEN
+
+
+def test_keys_never_escape_the_root(tmp_path):
+    for key in ("../../etc/passwd", "/abs/path", "a/./../b", "tests/test_x.py::test_y[a-b]", "..", ""):
+        path = key_path(tmp_path, key).resolve()
+        assert tmp_path.resolve() in path.parents, key
+    assert key_path(tmp_path, "a:b") != key_path(tmp_path, "a;b")  # sanitising keeps keys apart
+
+
+def test_derived_key_is_stable_and_separates_calls(call):
+    key = derived_key(call)
+    assert key.startswith("get_mla_metadata_v1/gfx942-cu304/b3-h16-")
+    assert derived_key(call) == key
+    other = mla_golden.Call(**{**call.__dict__, "params": {**call.params, "dtype_kv_nope": None}})
+    assert derived_key(other) != key
+
+
+# ---------------------------------------------------------------- every corruption -> GoldenError
+
+
+def _expect_golden_error(tmp_path, data: bytes, match: str | None = None):
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(data)
+    with pytest.raises(mla_golden.GoldenError) as info:
+        load(path)
+    assert str(path) in str(info.value)
+    if match:
+        assert match in str(info.value)
+
+
+def test_truncated_at_every_offset(tmp_path, golden_bytes):
+    step = max(1, len(golden_bytes) // 97)
+    for cut in range(0, len(golden_bytes), step):
+        _expect_golden_error(tmp_path, golden_bytes[:cut])
+
+
+def test_not_a_safetensors_file(tmp_path):
+    _expect_golden_error(tmp_path, b"PK\x03\x04 this is a zip file", "header")
+
+
+def test_huge_header_claim_is_refused_without_reading(tmp_path):
+    _expect_golden_error(tmp_path, struct.pack("<Q", 100 * 1024 * 1024) + b"{}", "header claims")
+
+
+def test_foreign_safetensors_file(tmp_path):
+    _expect_golden_error(tmp_path, save({"weight": torch.zeros(3)}), "not a golden")
+    _expect_golden_error(tmp_path, save({"x": torch.zeros(3, dtype=torch.int32)}, metadata={"a": "b"}), "format")
+
+
+def _rewrite(golden_bytes: bytes, edit) -> bytes:
+    """Re-encode a golden after ``edit(tensors, metadata)``."""
+    from safetensors.torch import load as st_load
+
+    n = struct.unpack("<Q", golden_bytes[:8])[0]
+    metadata = json.loads(golden_bytes[8 : 8 + n])["__metadata__"]
+    tensors = st_load(golden_bytes)
+    edit(tensors, metadata)
+    return save(tensors, metadata=metadata)
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda t, m: m.update(format="mla-golden/99"), "unknown format"),
+        (lambda t, m: m.update(op="get_foo"), "unknown op"),
+        (lambda t, m: m.pop("params"), "'params' missing"),
+        (lambda t, m: m.update(device="{not json"), "'device' is not valid JSON"),
+        (lambda t, m: m.update(env="[]"), "'env' should be a JSON dict"),
+        (lambda t, m: t.pop("output.work_indptr"), "missing tensors: output.work_indptr"),
+        (lambda t, m: t.update(extra=torch.zeros(1, dtype=torch.int32)), "unexpected tensors: extra"),
+        (lambda t, m: t.update({"output.work_indptr": t["output.work_indptr"].long()}), "output.work_indptr"),
+        (lambda t, m: t.update({"input.seqlens_qo_indptr": t["input.seqlens_qo_indptr"].reshape(1, -1)}), "1-D int32"),
+        (lambda t, m: t.update({"written.work_indptr": t["written.work_indptr"][:-1]}), "written.work_indptr"),
+        (lambda t, m: m.update(buffers=json.dumps({"work_indptr": {"shape": [10**12], "dtype": "torch.int32"}})), "buffers"),
+    ],
+    ids=["format", "op", "no-params", "bad-json", "wrong-json-type", "missing-tensor", "extra-tensor",
+         "wrong-dtype", "wrong-shape", "mask-shape", "absurd-buffers"],  # fmt: skip
+)
+def test_bad_content_is_named(tmp_path, golden_bytes, edit, match):
+    _expect_golden_error(tmp_path, _rewrite(golden_bytes, edit), match)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_byte_flips_only_ever_raise_golden_error(tmp_path, golden_bytes, data):
+    raw = bytearray(golden_bytes)
+    for _ in range(data.draw(st.integers(1, 8))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    path = tmp_path / "flip.safetensors"
+    path.write_bytes(bytes(raw))
+    try:
+        load(path)  # a flip in tensor data may still be a valid golden
+    except mla_golden.GoldenError as exc:
+        assert str(path) in str(exc)
