@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
+from mla_golden.geometry import Geometry, geometry, written_prefix
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
 
 #: Decoded work items / reduce groups / samples kept per diff.
@@ -124,6 +125,11 @@ class Diff:
     notes: list[str] = field(default_factory=list)
     #: Problems in how a call was captured (pointers aimed elsewhere, non-determinism).
     hazards: list[str] = field(default_factory=list)
+    #: The likeliest cause, leading the report ('equal' when nothing differs), and its specifics.
+    cause: str = "equal"
+    cause_detail: str = ""
+    #: Schedule summaries (works per CU part, split tiles...), both sides; None for an errored call.
+    geometry: dict[str, Geometry | None] = field(default_factory=dict)
 
     @property
     def equal(self) -> bool:
@@ -252,14 +258,6 @@ def _padded(t: torch.Tensor, n: int) -> torch.Tensor:
 # ---------------------------------------------------------------- decoding
 
 
-def _written_prefix(values: torch.Tensor, mask: torch.Tensor) -> list[int]:
-    """The leading written run of a 1-D buffer (the part the planner filled)."""
-    flat_mask = mask.reshape(-1)
-    unwritten = (~flat_mask).nonzero()
-    end = int(unwritten[0]) if unwritten.numel() else flat_mask.numel()
-    return values.reshape(-1)[:end].tolist()
-
-
 def _cu_part(indptr: list[int], work: int) -> int | None:
     """The CU part whose [indptr[i], indptr[i+1]) holds work id ``work``."""
     lo, hi = 0, len(indptr) - 1
@@ -278,12 +276,12 @@ def _work_item(call: Call, row: int, columns: tuple[str, ...]) -> WorkItem | Non
     info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
     if row >= info.shape[0] or not bool(mask[row].any()):
         return None
-    indptr = _written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+    indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
     return WorkItem(cu_part=_cu_part(indptr, row), columns=dict(zip(columns, info[row].tolist())))
 
 
 def _reduce_group(call: Call, group: int) -> ReduceGroup | None:
-    indptr = _written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+    indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
     if group + 1 >= len(indptr):
         return None
     final, fmask = call.outputs["reduce_final_map"], call.written["reduce_final_map"]
@@ -300,7 +298,7 @@ def _groups_of(call: Call, name: str, flat: list[int]) -> set[int]:
         return {i // 2 for i in flat}
     if name == "reduce_indptr":
         return {g for i in flat for g in (i - 1, i) if g >= 0}
-    indptr = _written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+    indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
     groups = set()
     for i in flat:
         for g in range(len(indptr) - 1):
@@ -337,6 +335,7 @@ def diff(
         result.inputs.append(fd)
     _provenance_notes(result, expected, actual)
     if expected.error is not None or actual.error is not None:
+        _attribute(result)
         return result
     divergent: dict[str, list[int]] = {}
     for name in OUTPUTS:
@@ -353,7 +352,46 @@ def diff(
         divergent[name] = idx.tolist()
     _decode_work(result, expected, actual, divergent, schema.work_columns, max_items)
     _decode_reduce(result, expected, actual, divergent, max_items)
+    if not all(f.equal for f in result.fields):
+        result.geometry = {"expected": geometry(expected), "actual": geometry(actual)}
+    _attribute(result)
     return result
+
+
+def _attribute(result: Diff) -> None:
+    """Lead with the likeliest cause: what the caller changed first, then what the planner did."""
+    if result.equal:
+        return
+    changed_inputs = [f.name for f in result.inputs if not f.equal]
+    for cause, changes in (("params changed", result.params), ("device changed", result.device), ("env changed", result.env)):
+        if changes:
+            result.cause = cause
+            result.cause_detail = "; ".join(f"{c.path}: {c.expected!r} -> {c.actual!r}" for c in changes)
+            return
+    if changed_inputs:
+        result.cause, result.cause_detail = "inputs changed", ", ".join(changed_inputs)
+        return
+    if result.error:
+        result.cause = "error status changed"
+        result.cause_detail = f"{result.error.expected!r} -> {result.error.actual!r}"
+        return
+    if result.hazards:
+        result.cause, result.cause_detail = "capture hazard", "; ".join(result.hazards)
+        return
+    divergent = [f for f in result.fields if not f.equal]
+    geometry_moved = any(f.status in ("shape", "written") or f.written_only_expected or f.written_only_actual for f in divergent)
+    what = (
+        "written region changed (tile geometry: q tiles / works / groups)"
+        if geometry_moved
+        else "values only (same geometry, moved split points)"
+    )
+    planner = [n for n in result.notes if n.startswith(("backend:", "aiter:", "planner signature"))]
+    if planner:
+        result.cause = f"planner behaviour changed with equal params: {what}"
+        result.cause_detail = "; ".join(planner)
+    else:
+        result.cause = what
+        result.cause_detail = ", ".join(f.name for f in divergent)
 
 
 def _provenance_notes(result: Diff, expected: Call, actual: Call) -> None:
@@ -381,8 +419,8 @@ def _provenance_notes(result: Diff, expected: Call, actual: Call) -> None:
 def _decode_work(
     result: Diff, expected: Call, actual: Call, divergent: dict[str, list[int]], columns: tuple[str, ...], max_items: int
 ) -> None:
-    indptr_e = _written_prefix(expected.outputs["work_indptr"], expected.written["work_indptr"])
-    indptr_a = _written_prefix(actual.outputs["work_indptr"], actual.written["work_indptr"])
+    indptr_e = written_prefix(expected.outputs["work_indptr"], expected.written["work_indptr"])
+    indptr_a = written_prefix(actual.outputs["work_indptr"], actual.written["work_indptr"])
     for i in divergent["work_indptr"][:max_items]:
         part = i - 1 if i > 0 else 0
         result.cu_parts.append(

@@ -37,6 +37,41 @@ def _field_line(fd: FieldDiff) -> str:
     return " ".join(parts)
 
 
+_GEOMETRY_ROWS = (
+    ("CU parts", "cu_parts"),
+    ("works", "works"),
+    ("works per CU part (min/mean/max)", "works_per_cu"),
+    ("kv per CU part (min/mean/max)", "kv_per_cu"),
+    ("idle CU parts", "idle_cu_parts"),
+    ("split works", "split_works"),
+    ("reduce groups (split q tiles)", "reduce_groups"),
+    ("partial tiles", "partial_tiles"),
+)
+
+
+def _geometry_table(console: Any, diff: Diff) -> None:
+    from rich.table import Table
+
+    expected, actual = diff.geometry.get("expected"), diff.geometry.get("actual")
+    table = Table(title="schedule geometry", title_justify="left", show_edge=False)
+    for header in ("", "expected", "actual"):
+        table.add_column(header, justify="right")
+    for label, attr in _GEOMETRY_ROWS:
+        e = getattr(expected, attr) if expected else None
+        a = getattr(actual, attr) if actual else None
+        mark = "" if e == a else " *"
+        table.add_row(label, _fmt_geo(e), _fmt_geo(a) + mark)
+    console.print(table)
+
+
+def _fmt_geo(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, tuple):
+        return "/".join(str(v) for v in value)
+    return str(value)
+
+
 def _work_cells(item: WorkItem | None, columns: list[str]) -> list[str]:
     if item is None:
         return ["-"] + ["(not written)"] + [""] * (len(columns) - 1)
@@ -52,6 +87,8 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     console = Console(file=out, width=width, no_color=True, highlight=False, emoji=False, soft_wrap=True)
     verdict = "EQUAL" if diff.equal else "DIVERGED"
     console.print(f"{verdict} {diff.op}: {diff.expected_name} (expected) vs {diff.actual_name} (actual)", markup=False)
+    if not diff.equal:
+        console.print(f"  likely cause: {diff.cause}" + (f" ({diff.cause_detail})" if diff.cause_detail else ""), markup=False)
     for title, changes in (("params changed", diff.params), ("device changed", diff.device), ("env changed", diff.env)):
         if changes:
             console.print(f"  {title}:", markup=False)
@@ -67,6 +104,8 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     for fd in diff.fields:
         if not fd.equal:
             console.print(f"  {fd.name}: {_field_line(fd)}", markup=False)
+    if diff.geometry:
+        _geometry_table(console, diff)
     if diff.cu_parts:
         console.print("  CU parts whose work range moved (work_indptr):", markup=False)
         for cp in diff.cu_parts:

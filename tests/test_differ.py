@@ -137,3 +137,32 @@ def test_shape_change_is_reported_and_compared_by_flat_index():
     result = mla_golden.diff(expected, actual)
     [field] = [f for f in result.fields if not f.equal]
     assert field.status == "shape" and field.count == 0
+
+
+def test_cause_leads_with_what_the_caller_changed():
+    result = mla_golden.diff(_capture(dtype=torch.float8_e4m3fn), _capture(dtype=None))
+    assert result.cause == "params changed" and "dtype_kv_nope: 'torch.float8_e4m3fn' -> None" in result.cause_detail
+    assert mla_golden.render_text(result).splitlines()[1].startswith("  likely cause: params changed")
+
+
+def test_cause_separates_geometry_changes_from_moved_values():
+    expected = _capture()
+    moved = copy.deepcopy(expected)
+    moved.outputs["work_info_set"][1, 5] += 1
+    assert mla_golden.diff(expected, moved).cause == "values only (same geometry, moved split points)"
+    grown = copy.deepcopy(expected)
+    grown.written["work_info_set"][7] = True
+    result = mla_golden.diff(expected, grown)
+    assert result.cause.startswith("written region changed")
+    assert result.geometry["expected"].works == 5 and result.geometry["actual"].works == 5
+    assert result.geometry["expected"].reduce_groups == 1 and result.geometry["expected"].partial_tiles == 3
+
+
+def test_cause_names_a_planner_change_when_params_are_equal():
+    expected = _capture()
+    other = copy.deepcopy(expected)
+    other.outputs["work_indptr"][4] += 1
+    other.provenance["backend"] = "aiter"
+    result = mla_golden.diff(expected, other)
+    assert result.cause.startswith("planner behaviour changed with equal params")
+    assert "backend: standins -> aiter" in result.cause_detail
