@@ -30,6 +30,7 @@ from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for
 
 FORMAT = "mla-golden/1"
 SUFFIX = ".safetensors"
+TEMP_SUFFIX = ".tmp"
 #: Larger headers are refused before parsing (a golden's header is a few KiB).
 MAX_HEADER_BYTES = 16 * 1024 * 1024
 #: Larger buffers are refused as absurd (aiter's largest are ~1e6 elements).
@@ -394,7 +395,8 @@ def _compare_existing(path: Path, golden: Golden) -> WriteOutcome:
 
 def _write_temp(path: Path, data: bytes) -> Path:
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # The writer's pid in the name lets a later run tell a dead writer's leftovers from a live one's.
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
     except OSError as exc:
         raise GoldenError(path, f"cannot write in {path.parent}: {exc.strerror or exc}") from exc
     tmp = Path(name)
@@ -440,6 +442,26 @@ class GoldenStore:
             return iter(())
         return iter(sorted(p for p in self.root.rglob(f"*{SUFFIX}") if not p.name.startswith(".")))
 
+    def stale_temps(self) -> list[Path]:
+        """Temp files left by writers that died mid-write (their pid no longer runs)."""
+        if not self.root.is_dir():
+            return []
+        stale = []
+        for path in self.root.rglob(f".*{SUFFIX}.*{TEMP_SUFFIX}"):
+            pid = path.name.removesuffix(TEMP_SUFFIX).split(".")[-2]
+            if not pid.isdigit() or not _alive(int(pid)):
+                stale.append(path)
+        return sorted(stale)
+
+    def clean_stale_temps(self) -> list[Path]:
+        """Remove what :meth:`stale_temps` finds; returns the paths removed (to be reported)."""
+        removed = []
+        for path in self.stale_temps():
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(path)
+        return removed
+
     def same_inputs(self, call: Call) -> Iterator[Golden]:
         """Readable goldens of the same op and input tensors as ``call``."""
         want = inputs_digest(call)
@@ -450,3 +472,13 @@ class GoldenStore:
                 continue
             if golden.call.op == call.op and inputs_digest(golden.call) == want:
                 yield golden
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

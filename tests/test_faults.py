@@ -1,0 +1,94 @@
+"""Nothing lost under faults: concurrent writers, writers killed mid-write."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import time
+
+import torch
+
+import mla_golden
+import standins
+from mla_golden.store import Golden, GoldenStore, WriteOutcome, to_bytes
+
+
+def _toy_call(seed: int = 0) -> mla_golden.Call:
+    aiter = standins.fake_aiter()
+    bufs = standins.toy_buffers(3, 400)
+    kv = torch.tensor([0, 50, 200 + seed, 400], dtype=torch.int32)
+    with mla_golden.spy(aiter) as spy:
+        aiter.get_mla_metadata_v1(torch.tensor([0, 1, 2, 3], dtype=torch.int32), kv,
+                                  torch.ones(3, dtype=torch.int32), 16, 1, True, *bufs.values())  # fmt: skip
+    return spy.calls.one()
+
+
+def _writer(root: str, worker: int, barrier, results) -> None:
+    store = GoldenStore(root)
+    shared, own = Golden("shared/one", _toy_call(0)), Golden(f"own/{worker}", _toy_call(worker + 1))
+    barrier.wait()
+    results.put([store.write(shared).value, store.write(own).value])
+
+
+def test_eight_processes_writing_same_and_different_keys(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(8), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), i, barrier, results)) for i in range(8)]
+    for proc in procs:
+        proc.start()
+    outcomes = [results.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    shared = [o[0] for o in outcomes]
+    assert shared.count(WriteOutcome.WRITTEN.value) == 1 and shared.count(WriteOutcome.UNCHANGED.value) == 7
+    assert all(o[1] == WriteOutcome.WRITTEN.value for o in outcomes)
+    store = GoldenStore(tmp_path)
+    assert len(list(store.paths())) == 9 and not list(tmp_path.rglob("*.tmp"))
+    assert mla_golden.diff(_toy_call(0), store.read("shared/one").call).equal
+
+
+def _rewrite_forever(root: str, source: str, ready) -> None:
+    """Rewrite goldens in a loop: the test kills this process somewhere in the middle."""
+    golden = mla_golden.load(source)
+    store = GoldenStore(root)
+    ready.set()
+    i = 0
+    while True:
+        golden.key = f"k/{i % 16}"
+        store.write(golden, update=True)
+        i += 1
+
+
+def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path):
+    source = tmp_path / "source.safetensors"
+    source.write_bytes(to_bytes(Golden("k/0", _toy_call(3))))
+    root = tmp_path / "tree"
+    rng = random.Random(1234)
+    ctx = multiprocessing.get_context("fork")  # forked writers start in milliseconds
+    for _ in range(60):
+        ready = ctx.Event()
+        proc = ctx.Process(target=_rewrite_forever, args=(str(root), str(source), ready))
+        proc.start()
+        assert ready.wait(60)
+        time.sleep(rng.random() * 0.05)  # a random point in the write loop
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+        store = GoldenStore(root)
+        for path in store.paths():
+            assert mla_golden.load(path).key.startswith("k/")  # never partial
+        store.clean_stale_temps()
+        assert not store.stale_temps() and not list(root.rglob("*.tmp"))
+    assert len(list(GoldenStore(root).paths())) == 16
+
+
+def test_a_live_writers_temp_file_is_not_stale(tmp_path):
+    store = GoldenStore(tmp_path)
+    mine = tmp_path / f".x.safetensors.{os.getpid()}.abc.tmp"
+    mine.write_bytes(b"partial")
+    dead = tmp_path / ".x.safetensors.999999999.abc.tmp"
+    dead.write_bytes(b"partial")
+    assert store.stale_temps() == [dead]
+    assert store.clean_stale_temps() == [dead] and mine.exists()
