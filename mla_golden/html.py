@@ -1,7 +1,7 @@
 """A picture of a schedule: one self-contained HTML file (inline CSS and SVG, no network).
 
 Each CU part is a row of its work items drawn to scale by kv length and
-coloured by batch; split works carry a dark cap; divergent works are outlined
+coloured by batch; split works carry a dark left edge; divergent works are outlined
 in red, beside the text report. Every work rect carries ``data-work`` (its
 work_info_set row) and ``data-side``, so the file can be checked by parsing.
 """
@@ -91,7 +91,7 @@ def schedule_svg(call: Call, side: str, highlight: set[int] = frozenset()) -> st
                 f'width="{width:.1f}" height="{_ROW - 1}" fill="{_colour(w.batch_idx)}"><title>{html.escape(tip)}</title></rect>'
             )
             if w.split:
-                parts.append(f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="1.5" fill="#333"/>')
+                parts.append(f'<rect x="{x:.1f}" y="{y}" width="{min(width, 3.0):.1f}" height="{_ROW - 1}" fill="#333"/>')
             x += width
     parts.append("</svg>")
     return "".join(parts)
@@ -131,7 +131,7 @@ def render_html(entries: Iterable[Entry], title: str = "mla-golden report") -> s
         sections.append(_section(entry, f"e{i}"))
     legend = (
         '<p class="legend"><span>width = kv length</span><span>colour = batch</span>'
-        '<span>dark cap = split work</span><span style="color:#e00000">red outline = divergent work</span></p>'
+        '<span>dark left edge = split work</span><span style="color:#e00000">red outline = divergent work</span></p>'
     )
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
