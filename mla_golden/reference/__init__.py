@@ -11,10 +11,17 @@ aiter does.
 Where aiter aborts on a failed ``AITER_CHECK`` the reference raises
 :class:`AiterCheckError` with aiter's message; where aiter would write past a
 caller's buffer it raises :class:`BufferTooSmallError`; where aiter's result is
-undefined it raises :class:`UndefinedResultError`.
+undefined it raises :class:`UndefinedResultError` (inside
+:func:`allow_undefined` it returns, with :data:`UNDEFINED_PLACEHOLDER` where
+aiter's value is not determined by the inputs).
+
+``with as_aiter():`` makes ``import aiter`` give this module, so builder code
+written against aiter runs unchanged in tests.
 """
 
 from mla_golden.reference._device import DEFAULT_DEVICE, Device, current_device, device
+from mla_golden.reference._stand_in import as_aiter
+from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, allow_undefined
 from mla_golden.reference.errors import AiterCheckError, BufferTooSmallError, UndefinedResultError
 from mla_golden.reference.mla_v1 import MlaVersion, get_mla_metadata_info_v1, get_mla_metadata_v1
 from mla_golden.reference.ps_v1 import get_ps_metadata_info_v1, get_ps_metadata_v1
@@ -25,7 +32,10 @@ __all__ = [
     "BufferTooSmallError",
     "Device",
     "MlaVersion",
+    "UNDEFINED_PLACEHOLDER",
     "UndefinedResultError",
+    "allow_undefined",
+    "as_aiter",
     "current_device",
     "device",
     "get_mla_metadata_info_v1",

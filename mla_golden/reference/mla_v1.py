@@ -1,0 +1,477 @@
+"""Bit-exact CPU reference of aiter's MLA decode metadata planner (``get_mla_metadata_v1``).
+
+Ports, from aiter commit e4048607a535ace3a2b51ded31b1c8c2d45c0879 (2026-08-22),
+written from the source (no upstream code copied):
+
+* ``aiter/ops/attention.py``: ``get_mla_decode_fwd_occupancy``,
+  ``get_mla_decode_fwd_max_splits``, ``get_mla_metadata_info_v1`` and the
+  ``get_mla_metadata_v1`` wrapper (legacy ``dtype_q`` / ``dtype_kv`` aliases,
+  ``aiter/utility/dtypes.py::_aiter_dtype_id``);
+* ``csrc/kernels/mla/metadata.cu``: the op's input checks and its choice of
+  planner (``fast_mode`` -> v1_2);
+* ``csrc/kernels/mla/metadata/v1_2_device.cuh`` and ``v1_comm.cuh``: host
+  dispatch (:mod:`.mla_v1_dispatch`), the serial planner (:mod:`.mla_v1_serial`)
+  and the parallel planner (:mod:`.mla_v1_parallel`).
+
+The GPU planned for is :func:`~mla_golden.reference._device.current_device`;
+``AITER_ENABLE_EXPERIMENTAL`` and ``AITER_MLA_META_USE_PARALLEL`` are read from
+``os.environ`` at call time. Where aiter aborts on a failed ``AITER_CHECK`` this
+raises :class:`AiterCheckError`; where it would write past a caller's buffer,
+:class:`BufferTooSmallError` (before touching any buffer); where its result is
+undefined, :class:`UndefinedResultError` unless the caller opted in with
+:func:`mla_golden.reference._undefined.allow_undefined`.
+
+Two deliberate differences: both fp8 torch dtypes (``float8_e4m3fnuz`` and
+``float8_e4m3fn``) count as fp8 on every arch (aiter only accepts the device's
+one), and only ``fast_mode=True`` is ported: ``fast_mode=False`` (aiter's v1_1,
+or v1_0 with ``intra_batch_mode``) raises :class:`NotImplementedError`. As in
+aiter, ``intra_batch_mode`` is ignored when ``fast_mode`` is true.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+import os
+from collections.abc import Sequence
+
+import torch
+
+from mla_golden.reference._device import current_device
+from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, undefined_allowed
+from mla_golden.reference.errors import AiterCheckError, BufferTooSmallError, UndefinedResultError
+from mla_golden.reference.mla_v1_dispatch import (
+    AITER_DTYPE_BF16,
+    MlaV12Dispatch,
+    MlaVersion,
+    get_mla_metadata_v1_2_device,
+)
+from mla_golden.reference.mla_v1_past_end import run_planner
+
+__all__ = [
+    "MlaVersion",
+    "get_mla_decode_fwd_max_splits",
+    "get_mla_decode_fwd_occupancy",
+    "get_mla_metadata_info_v1",
+    "get_mla_metadata_v1",
+    "plan_mla_metadata_v1",
+]
+
+METADATA_CU = "csrc/kernels/mla/metadata.cu"
+FP8_DTYPES = (torch.float8_e4m3fnuz, torch.float8_e4m3fn)
+
+#: ``AiterDtype`` ids (``csrc/include/aiter_enum.h``) of the torch dtypes aiter maps.
+_AITER_DTYPE_IDS: dict[torch.dtype, int] = {
+    torch.float8_e4m3fnuz: 0,
+    torch.float8_e4m3fn: 0,
+    torch.float8_e8m0fnu: 1,
+    torch.float16: 2,
+    torch.bfloat16: 3,
+    torch.float32: 4,
+    getattr(torch, "int4", torch.uint8): 5,  # aiter's i4x2 (a later uint8 entry wins)
+    torch.float4_e2m1fn_x2: 6,
+    torch.uint32: 7,
+    torch.int32: 8,
+    torch.int16: 9,
+    torch.int8: 10,
+    torch.uint8: 11,
+    torch.int64: 12,
+    torch.uint64: 13,
+}
+_AITER_DTYPE_I32 = 8
+
+def _aiter_dtype_id(dtype: object) -> int:
+    """torch dtype -> ``AiterDtype`` id; aiter's message for dtypes it cannot pass."""
+    try:
+        return _AITER_DTYPE_IDS[dtype]  # type: ignore[index]
+    except (KeyError, TypeError):
+        raise AssertionError(f"Unsupported dtype: {dtype}") from None
+
+
+def _is_experimental_enabled() -> bool:
+    """aiter's Python-side reading of ``AITER_ENABLE_EXPERIMENTAL`` (non-numeric = off)."""
+    try:
+        return int(os.environ.get("AITER_ENABLE_EXPERIMENTAL", "0")) != 0
+    except ValueError:
+        return False
+
+
+def get_mla_decode_fwd_occupancy(
+    num_head_qo: int, max_seqlen_qo: int, q_dtype: torch.dtype | None, kv_dtype: torch.dtype | None
+) -> int:
+    """Occupancy of the decode kernel aiter dispatches: 2 for the HK m16x4 kernel, else 1."""
+    is_hk_m16x4 = (
+        current_device().arch == "gfx950"
+        and q_dtype in FP8_DTYPES
+        and kv_dtype in FP8_DTYPES
+        and num_head_qo * max_seqlen_qo == 64
+        and _is_experimental_enabled()
+    )
+    return 2 if is_hk_m16x4 else 1
+
+
+def get_mla_decode_fwd_max_splits(
+    num_head_qo: int, max_seqlen_qo: int, q_dtype: torch.dtype | None, kv_dtype: torch.dtype | None
+) -> int:
+    """Upper bound of splits per query tile: ``cu_num * occupancy``."""
+    occupancy = get_mla_decode_fwd_occupancy(num_head_qo, max_seqlen_qo, q_dtype, kv_dtype)
+    return current_device().cu_num * occupancy
+
+
+def get_mla_metadata_info_v1(
+    batch_size: int,
+    max_seqlen_qo: int,
+    num_head_qo: int,
+    q_dtype: torch.dtype | None,
+    kv_dtype: torch.dtype | None,
+    is_sparse: bool,
+    fast_mode: bool = True,
+    num_kv_splits: int = 32,
+    intra_batch_mode: bool = False,
+    max_split_per_batch: int = -1,
+) -> tuple[tuple[int | tuple[int, int], torch.dtype], ...]:
+    """(shape, dtype) of the six output buffers, as aiter's sizing helper returns them.
+
+    Order: work_metadata_ptrs, work_indptr, work_info_set, reduce_indptr,
+    reduce_final_map, reduce_partial_map; 1-D shapes are plain ints, like aiter's.
+    """
+    if num_head_qo % 8 != 0:
+        raise AssertionError(f"num_head_qo must be a multiple of 8, got {num_head_qo}")
+    arch = current_device().arch
+    q_fp8 = q_dtype in FP8_DTYPES
+    kv_fp8 = kv_dtype in FP8_DTYPES
+    q_bf16 = q_dtype == torch.bfloat16
+    kv_bf16 = kv_dtype == torch.bfloat16
+    max_splits = get_mla_decode_fwd_max_splits(num_head_qo, max_seqlen_qo, q_dtype, kv_dtype)
+
+    effective_seqlen_qo = 1 if is_sparse else max_seqlen_qo
+    packed_qo_len = effective_seqlen_qo * num_head_qo
+    max_qo_tiles_per_batch = math.ceil(packed_qo_len / 16)
+
+    if (
+        arch == "gfx950"
+        and q_bf16
+        and kv_bf16
+        and packed_qo_len >= 64
+        and num_head_qo <= 64
+        and (packed_qo_len < 128 or num_head_qo == 48)
+    ) or (arch == "gfx950" and q_fp8 and kv_fp8 and num_head_qo == 32 and effective_seqlen_qo == 3):
+        # 64 packed rows per tile; one tile per token once heads fill half a tile.
+        if num_head_qo * 2 > 64:
+            max_qo_tiles_per_batch = effective_seqlen_qo
+        else:
+            max_qo_tiles_per_batch = math.ceil(packed_qo_len / 64)
+    elif (
+        num_head_qo == 16
+        or (arch == "gfx942" and num_head_qo == 128 and kv_fp8 and q_fp8)
+        or (
+            arch == "gfx942"
+            and num_head_qo in (16, 32, 64)
+            and num_head_qo * effective_seqlen_qo == 128
+            and kv_fp8
+            and q_fp8
+            and _is_experimental_enabled()
+        )
+        or (
+            arch == "gfx950"
+            and kv_fp8
+            and q_fp8
+            and (
+                (num_head_qo == 32 and effective_seqlen_qo == 4)
+                or num_head_qo == 64
+                or num_head_qo == 128
+            )
+        )
+        or (
+            arch in ("gfx942", "gfx950")
+            and num_head_qo == 64
+            and q_fp8
+            and kv_fp8
+            and effective_seqlen_qo == 1
+        )
+    ):
+        max_qo_tiles_per_batch = math.ceil(packed_qo_len / 128)
+    elif (
+        arch == "gfx950"
+        and (packed_qo_len >= 128 or num_head_qo > 64)
+        and kv_bf16
+        and q_bf16
+        and num_head_qo != 48
+    ):
+        if num_head_qo * 2 > 128:
+            max_qo_tiles_per_batch = effective_seqlen_qo
+        else:
+            max_qo_tiles_per_batch = math.ceil(packed_qo_len / 128)
+
+    batch_size = batch_size * max_seqlen_qo if is_sparse else batch_size
+    tile_cnt = batch_size * max_qo_tiles_per_batch
+
+    if fast_mode:
+        max_work = (batch_size + max_splits - 1) * max_qo_tiles_per_batch
+        max_split_tiles = (
+            min(batch_size + max_splits - 1, (max_splits - 1) * 2) * max_qo_tiles_per_batch
+        )
+    else:
+        max_work = tile_cnt * max_splits
+        max_split_tiles = tile_cnt * max_splits
+
+    # The split cap is global (shared by all tiles): one partial per tile plus the cap.
+    if max_split_per_batch > 0:
+        per_tile_cap = min(max_splits, max_split_per_batch * batch_size)
+        max_split_tiles = max(max_split_tiles, tile_cnt + per_tile_cap)
+
+    if not intra_batch_mode:
+        return (
+            (2, torch.uint64),
+            (max_splits + 1, torch.int32),
+            ((max_work, 8), torch.int32),
+            (tile_cnt + 1, torch.int32),
+            ((tile_cnt, 2), torch.int32),
+            (max_split_tiles, torch.int32),
+        )
+    return (
+        (2, torch.uint64),
+        (max_splits + 1, torch.int32),
+        ((tile_cnt * num_kv_splits, 8), torch.int32),
+        (tile_cnt + 1, torch.int32),
+        ((tile_cnt, 2), torch.int32),
+        (tile_cnt * num_kv_splits, torch.int32),
+    )
+
+
+def _check_input(tensor: torch.Tensor, name: str, line: int) -> None:
+    """metadata.cu's checks of one input: contiguous along dim 0, int32 elements."""
+    if tensor.stride(0) != 1:
+        raise AiterCheckError(
+            f"get_mla_metadata_v1: {name} should be continuous!", f"{METADATA_CU}:{line}"
+        )
+    if _aiter_dtype_id(tensor.dtype) != _AITER_DTYPE_I32:
+        raise AiterCheckError(
+            f"get_mla_metadata_v1: {name}'s element type should be int!",
+            f"{METADATA_CU}:{line + 2}",
+        )
+
+
+def _words(buf: torch.Tensor, name: str, dtype: torch.dtype) -> torch.Tensor:
+    """A caller's buffer as aiter's kernel sees it: its memory as a flat array of ``dtype``."""
+    if not buf.is_contiguous():
+        raise ValueError(
+            f"{name} must be contiguous: aiter writes it through data_ptr() as a flat array"
+        )
+    flat = buf.view(-1)
+    return flat if flat.dtype == dtype else flat.view(dtype)
+
+
+def plan_mla_metadata_v1(
+    seqlens_qo_indptr: torch.Tensor,
+    seqlens_kv_indptr: torch.Tensor,
+    kv_last_page_lens: torch.Tensor,
+    num_heads_per_head_k: int,
+    num_heads_k: int,
+    is_causal: bool,
+    reduce_indptr_size: int,
+    page_size: int = 1,
+    kv_granularity: int = 16,
+    max_seqlen_qo: int = -1,
+    uni_seqlen_qo: int = -1,
+    fast_mode: bool = True,
+    topk: int = -1,
+    max_split_per_batch: int = -1,
+    intra_batch_mode: bool = False,
+    is_cp_round_robin: bool = False,
+    mla_version: int = MlaVersion.V32,
+    dtype_q_nope: int | None = None,
+    dtype_q_rope: int | None = None,
+    dtype_kv_nope: int | None = None,
+    dtype_kv_rope: int | None = None,
+) -> MlaV12Dispatch:
+    """The C++ op up to the kernel launch: input checks, then v1_2 host dispatch.
+
+    Dtypes are ``AiterDtype`` ids (None = not passed). Raises
+    :class:`AiterCheckError` where aiter's checks fail, and
+    :class:`NotImplementedError` for the planners not ported (``fast_mode=False``;
+    like aiter, ``intra_batch_mode`` only matters then).
+    """
+    if kv_granularity & (kv_granularity - 1) != 0:
+        raise AiterCheckError(
+            "get_mla_metadata_v1: kv_granularity Must be power of 2!", f"{METADATA_CU}:70"
+        )
+    if page_size & (page_size - 1) != 0:
+        raise AiterCheckError(
+            "get_mla_metadata_v1: page_size Must be power of 2!", f"{METADATA_CU}:72"
+        )
+    _check_input(seqlens_qo_indptr, "seqlens_qo_indptr", 74)
+    _check_input(seqlens_kv_indptr, "seqlens_kv_indptr", 78)
+    _check_input(kv_last_page_lens, "kv_last_page_lens", 82)
+    if not fast_mode:
+        planner = "v1_0_device.cuh" if intra_batch_mode else "v1_1_device.cuh"
+        raise NotImplementedError(
+            f"get_mla_metadata_v1(fast_mode=False, intra_batch_mode={intra_batch_mode}) runs "
+            f"aiter's csrc/kernels/mla/metadata/{planner}, which the reference does not port"
+        )
+    # Missing nope dtypes mean bf16; missing rope dtypes follow their nope dtype.
+    q_nope = AITER_DTYPE_BF16 if dtype_q_nope is None else dtype_q_nope
+    kv_nope = AITER_DTYPE_BF16 if dtype_kv_nope is None else dtype_kv_nope
+    return get_mla_metadata_v1_2_device(
+        current_device(),
+        num_kv_batches=seqlens_kv_indptr.size(0) - 1,
+        num_heads_per_head_k=num_heads_per_head_k,
+        num_heads_k=num_heads_k,
+        is_causal=is_causal,
+        page_size=page_size,
+        kv_granularity=kv_granularity,
+        max_seqlen_qo=max_seqlen_qo,
+        ori_uni_seqlen_qo=uni_seqlen_qo,
+        topk=topk,
+        max_split_per_batch=max_split_per_batch,
+        q_dtype=q_nope,
+        kv_dtype=kv_nope,
+        q_rope_dtype=q_nope if dtype_q_rope is None else dtype_q_rope,
+        kv_rope_dtype=kv_nope if dtype_kv_rope is None else dtype_kv_rope,
+        is_cp_round_robin=is_cp_round_robin,
+        mla_version=int(mla_version),
+        reduce_indptr_size=reduce_indptr_size,
+    )
+
+
+def get_mla_metadata_v1(
+    seqlens_qo_indptr: torch.Tensor,
+    seqlens_kv_indptr: torch.Tensor,
+    kv_last_page_lens: torch.Tensor,
+    num_heads_per_head_k: int,
+    num_heads_k: int,
+    is_causal: bool,
+    work_metadata_ptrs: torch.Tensor,
+    work_info_set: torch.Tensor,
+    work_indptr: torch.Tensor,
+    reduce_indptr: torch.Tensor,
+    reduce_final_map: torch.Tensor,
+    reduce_partial_map: torch.Tensor,
+    page_size: int = 1,
+    kv_granularity: int = 16,
+    max_seqlen_qo: int = -1,
+    uni_seqlen_qo: int = -1,
+    fast_mode: bool = True,
+    topk: int = -1,
+    max_split_per_batch: int = -1,
+    intra_batch_mode: bool = False,
+    is_cp_round_robin: bool = False,
+    mla_version: int = MlaVersion.V32.value,
+    dtype_q_nope: torch.dtype | None = None,
+    dtype_q_rope: torch.dtype | None = None,
+    dtype_kv_nope: torch.dtype | None = None,
+    dtype_kv_rope: torch.dtype | None = None,
+    dtype_q: torch.dtype | None = None,
+    dtype_kv: torch.dtype | None = None,
+) -> None:
+    """Fill the six metadata buffers in place exactly as aiter's planner does.
+
+    Same signature as aiter's wrapper; computes on CPU and stores only the
+    elements aiter stores (the rest keep the caller's contents).
+    """
+    # The wrapper: legacy aliases fill whichever nope/rope dtype was not given.
+    if dtype_q is not None:
+        dtype_q_nope = dtype_q if dtype_q_nope is None else dtype_q_nope
+        dtype_q_rope = dtype_q if dtype_q_rope is None else dtype_q_rope
+    if dtype_kv is not None:
+        dtype_kv_nope = dtype_kv if dtype_kv_nope is None else dtype_kv_nope
+        dtype_kv_rope = dtype_kv if dtype_kv_rope is None else dtype_kv_rope
+    dtype_ids = [
+        None if dtype is None else _aiter_dtype_id(dtype)
+        for dtype in (dtype_q_nope, dtype_q_rope, dtype_kv_nope, dtype_kv_rope)
+    ]
+    tensors = (
+        seqlens_qo_indptr,
+        seqlens_kv_indptr,
+        kv_last_page_lens,
+        work_metadata_ptrs,
+        work_info_set,
+        work_indptr,
+        reduce_indptr,
+        reduce_final_map,
+        reduce_partial_map,
+    )
+    for tensor in tensors:  # aiter converts each tensor to an aiter_tensor_t
+        _aiter_dtype_id(tensor.dtype)
+
+    dispatch = plan_mla_metadata_v1(
+        seqlens_qo_indptr,
+        seqlens_kv_indptr,
+        kv_last_page_lens,
+        num_heads_per_head_k,
+        num_heads_k,
+        is_causal,
+        reduce_indptr.size(0),
+        page_size=page_size,
+        kv_granularity=kv_granularity,
+        max_seqlen_qo=max_seqlen_qo,
+        uni_seqlen_qo=uni_seqlen_qo,
+        topk=topk,
+        fast_mode=fast_mode,
+        max_split_per_batch=max_split_per_batch,
+        intra_batch_mode=intra_batch_mode,
+        is_cp_round_robin=is_cp_round_robin,
+        mla_version=mla_version,
+        dtype_q_nope=dtype_ids[0],
+        dtype_q_rope=dtype_ids[1],
+        dtype_kv_nope=dtype_ids[2],
+        dtype_kv_rope=dtype_ids[3],
+    )
+
+    inputs = {
+        "seqlens_qo_indptr": seqlens_qo_indptr.reshape(-1).tolist(),
+        "seqlens_kv_indptr": seqlens_kv_indptr.reshape(-1).tolist(),
+        "kv_last_page_lens": kv_last_page_lens.reshape(-1).tolist(),
+    }
+    ptrs = _words(work_metadata_ptrs, "work_metadata_ptrs", torch.uint64)
+    buffers = {
+        "work_info_set": _words(work_info_set, "work_info_set", torch.int32),
+        "work_indptr": _words(work_indptr, "work_indptr", torch.int32),
+        "reduce_indptr": _words(reduce_indptr, "reduce_indptr", torch.int32),
+        "reduce_final_map": _words(reduce_final_map, "reduce_final_map", torch.int32),
+        "reduce_partial_map": _words(reduce_partial_map, "reduce_partial_map", torch.int32),
+    }
+    pointers = [work_indptr.data_ptr(), work_info_set.data_ptr()]
+    if ptrs.numel() < 2:
+        raise BufferTooSmallError("work_metadata_ptrs", ptrs.numel(), 2)
+
+    try:
+        outputs, indeterminate, message = run_planner(dispatch, inputs, uni_seqlen_qo)
+    except UndefinedResultError:
+        if not undefined_allowed():
+            raise
+        ptrs[:2].copy_(torch.tensor(pointers, dtype=torch.uint64))
+        return
+    if indeterminate:
+        if not undefined_allowed():
+            raise UndefinedResultError(message)
+        for field, indices in indeterminate.items():
+            values = getattr(outputs, field)
+            for index in indices:
+                values[index] = UNDEFINED_PLACEHOLDER
+
+    stores = {name: getattr(outputs, name) for name in buffers}
+    for name, values in stores.items():
+        if len(values) > buffers[name].numel():
+            raise BufferTooSmallError(name, buffers[name].numel(), len(values))
+    ptrs[:2].copy_(torch.tensor(pointers, dtype=torch.uint64))
+    for name, values in stores.items():
+        _store(buffers[name], values)
+
+
+def _store(flat: torch.Tensor, values: Sequence[int | None]) -> None:
+    """Write ``values`` to the start of ``flat``, skipping the ``None`` entries."""
+    if not values:
+        return
+    region = flat[: len(values)]
+    if None not in values:
+        region.copy_(_int32_tensor(values))  # type: ignore[arg-type]
+        return
+    mask = torch.frombuffer(bytearray(value is not None for value in values), dtype=torch.bool)
+    dense = _int32_tensor([0 if value is None else value for value in values])
+    region[mask.to(region.device)] = dense[mask].to(region.device)
+
+
+def _int32_tensor(values: list[int]) -> torch.Tensor:
+    """int32 CPU tensor of ``values`` (via array: three times faster than torch.tensor)."""
+    return torch.frombuffer(array.array("i", values), dtype=torch.int32)
