@@ -28,6 +28,7 @@ _EXPORTS = {
     "derived_key": "mla_golden.store",
     "GoldenError": "mla_golden.errors",
     "diff": "mla_golden.differ",
+    "check": "mla_golden.checks",
     "Diff": "mla_golden.differ",
     "render_text": "mla_golden.report",
     "to_json": "mla_golden.report",

@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from mla_golden.call import Call
+from mla_golden.schema import schema_for
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE_DIR = Path(
     os.environ.get("MLA_GOLDEN_CONFORMANCE", ROOT.parent / "shared" / "conformance")
@@ -135,3 +138,63 @@ def alloc_buffers(buffers: dict, fill: int) -> dict[str, torch.Tensor]:
             continue
         out[name] = torch.full(tuple(spec["shape"]), fill, dtype=torch_dtype(spec["dtype"]))
     return out
+
+
+def record_call(record: dict, side: str = "new") -> Call:
+    """A record as an :class:`mla_golden.Call` (``side="old"``: a cross_version record's old commit).
+
+    Parameters get canonical names (legacy ``dtype_q`` / ``dtype_kv`` fill the
+    nope/rope dtypes they leave unset; a parameter the call lacks takes the
+    schema default). ``indeterminate`` elements count as not written.
+    Pointers are not recorded, so the ``ptrs_ok`` fact is unknown (None). The new
+    side of a cross_version record is the per-version record with its case_id.
+    """
+    schema = schema_for(record["op"])
+    source = record if side == "new" else record["old"]
+    call = record.get("call_old", record["call"]) if side == "old" else record["call"]
+    arguments = {**call["args"], **call["kwargs"]}
+    params: dict = {}
+    for name, value in arguments.items():
+        if name in schema.dtype_aliases or isinstance(value, list):
+            continue
+        params[schema.canonical(name)] = value
+    for alias, targets in schema.dtype_aliases.items():
+        if arguments.get(alias) is not None:
+            for target in targets:
+                if params.get(target) is None:
+                    params[target] = arguments[alias]
+    for name, default in schema.scalars.items():
+        params.setdefault(name, default)
+    inputs = input_tensors(call)
+    for name in schema.inputs:
+        if name not in inputs:  # an older signature: every last page holds one token
+            inputs[name] = torch.ones(len(inputs[schema.inputs[0]]) - 1, dtype=torch.int32)
+    outputs, written = {}, {}
+    if source["result"] == "ok":
+        for name, out in expected_outputs(source["outputs"]).items():
+            canonical = schema.canonical(name)
+            mask = out.written & ~out.indeterminate
+            outputs[canonical] = torch.where(mask, out.values, 0).to(out.dtype).reshape(out.shape)
+            written[canonical] = mask.reshape(out.shape)
+    buffers = {
+        schema.canonical(name): {"shape": spec["shape"], "dtype": spec["dtype"]}
+        for name, spec in source["buffers"].items()
+        if isinstance(spec, dict) and "shape" in spec
+    }
+    commit = record.get("old_commit") if side == "old" else record.get("aiter_commit") or record.get("new_commit")
+    return Call(
+        op=record["op"],
+        params=params,
+        inputs=inputs,
+        outputs=outputs,
+        written=written,
+        buffers=buffers,
+        device=dict(record["device"]),
+        env=dict(record["env"]),
+        provenance={
+            "backend": "aiter",
+            "aiter": {"commit": commit},
+            "capture": {"ptrs_ok": None, "deterministic": True},
+        },
+        error=None if source["result"] == "ok" else source["error"]["message"],
+    )
