@@ -1,0 +1,741 @@
+"""The ``mla-golden`` command line: record, diff, show and list goldens.
+
+A thin typer layer over the library. Nothing heavy (torch, the library) is
+imported at module level, so ``mla-golden --help`` is instant; each command
+imports what it needs. Work fans out over processes (``--jobs``), not
+threads: the planners read ``os.environ``, which a process shares.
+
+Exit status everywhere: 0 all equal (or written), 1 some divergence or a
+refused write, 2 bad input or usage; a bad golden never stops the others from
+being checked.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+EXIT_OK, EXIT_DIVERGED, EXIT_BAD = 0, 1, 2
+#: Exit status each result status contributes (the run exits with the largest).
+STATUS_EXIT = {
+    "written": EXIT_OK,
+    "unchanged": EXIT_OK,
+    "updated": EXIT_OK,
+    "equal": EXIT_OK,
+    "skipped": EXIT_OK,
+    "refused": EXIT_DIVERGED,
+    "diverged": EXIT_DIVERGED,
+    "only-expected": EXIT_DIVERGED,
+    "only-actual": EXIT_DIVERGED,
+    "bad": EXIT_BAD,
+    "failed": EXIT_BAD,
+}
+#: Runs at least this long get a progress bar.
+PROGRESS_MIN_ITEMS = 20
+DEFAULT_GOLDENS = Path("goldens")
+
+app = typer.Typer(
+    name="mla-golden",
+    help="Record aiter MLA planner calls into safetensors goldens, and diff them field by field.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Format(str, enum.Enum):
+    text = "text"
+    json = "json"
+
+
+class BackendName(str, enum.Enum):
+    auto = "auto"
+    aiter = "aiter"
+    reference = "reference"
+
+
+@dataclass
+class Result:
+    """What happened to one golden (or one case); plain data so worker processes can return it."""
+
+    key: str
+    status: str
+    path: str | None = None
+    message: str = ""
+    #: The rendered diff, when there is one worth showing.
+    report: str | None = None
+    diff: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- output
+
+
+def _stderr() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _stdout() -> Any:
+    """Where reports go; piped output gets a wide page so tables keep their columns."""
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        console = Console(highlight=False, soft_wrap=True, width=200)
+    return console
+
+
+def _say(message: str, quiet: bool = False) -> None:
+    """A line for people, on stderr (stdout stays data under --format json)."""
+    if not quiet:
+        _stderr().print(message, markup=False)
+
+
+def _exit_code(results: Sequence[Result]) -> int:
+    return max((STATUS_EXIT[r.status] for r in results), default=EXIT_OK)
+
+
+def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header: dict[str, Any]) -> int:
+    """Print per-result reports and the summary (text) or one JSON document; return the exit status."""
+    code = _exit_code(results)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    if fmt is Format.json:
+        document = {
+            "format": "mla-golden-run/1",
+            "command": command,
+            **header,
+            "results": [asdict(r) for r in results],
+            "summary": counts,
+            "exit_code": code,
+        }
+        typer.echo(json.dumps(document, indent=2, default=str))
+        return code
+    from rich.table import Table
+
+    out = _stdout()
+    if not quiet:
+        for r in results:
+            if STATUS_EXIT[r.status] == EXIT_OK:
+                continue
+            out.print(f"{r.status.upper()} {r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
+            if r.message:
+                out.print(f"  {r.message}", markup=False)
+            if r.report:
+                out.print(r.report.rstrip(), markup=False)
+            out.print()
+    table = Table(title=f"mla-golden {command}", title_justify="left")
+    table.add_column("status")
+    table.add_column("count", justify="right")
+    for status in STATUS_EXIT:
+        if counts.get(status):
+            table.add_row(status, str(counts[status]))
+    table.add_row("total", str(len(results)), style="bold")
+    out.print(table)
+    problems = [r for r in results if STATUS_EXIT[r.status] != EXIT_OK]
+    if problems and not quiet:
+        from rich.text import Text
+
+        where = Table(title="not ok", title_justify="left")
+        for header in ("status", "key", "first difference"):
+            where.add_column(header, overflow="fold")
+        for r in problems:
+            where.add_row(r.status, Text(r.key), Text(_headline(r)))
+        out.print(where)
+    verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}[code]
+    out.print(f"exit {code} ({verdict})", markup=False)
+    return code
+
+
+def _headline(result: Result) -> str:
+    """The first thing that differs, in one line: a params change, an error, or a field's first element."""
+    diff = result.diff
+    if diff is None:
+        return result.message
+    for kind in ("params", "device", "env"):
+        if diff[kind]:
+            return f"{kind}: " + ", ".join(f"{c['path']} {c['expected']} -> {c['actual']}" for c in diff[kind])
+    if diff["error"]:
+        return f"error: {diff['error']['expected']} -> {diff['error']['actual']}"
+    for fd in (*diff["inputs"], *diff["fields"]):
+        if fd["status"] == "equal":
+            continue
+        if fd["status"] == "shape" and not fd["count"]:
+            return f"{fd['name']}: shape {fd['expected_shape']} -> {fd['actual_shape']}"
+        first = fd["first"]
+        return f"{fd['name']}{first['index']}: {first['expected']} -> {first['actual']} ({fd['count']} element(s))"
+    return "; ".join(diff["hazards"]) or result.message
+
+
+def _run_items(
+    worker: Callable[..., list[Result]],
+    items: list[Any],
+    args: tuple[Any, ...],
+    jobs: int,
+    quiet: bool,
+    label: str,
+) -> list[Result]:
+    """``worker(chunk, *args)`` over ``items`` in ``jobs`` processes, with a progress bar on long runs."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if not items:
+        return []
+    console = _stderr()
+    show = not quiet and len(items) >= PROGRESS_MIN_ITEMS and console.is_terminal
+    progress = Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
+        disable=not show,
+    )  # fmt: skip
+    chunk = max(1, min(16, len(items) // (4 * max(jobs, 1)) or 1))
+    chunks = [items[i : i + chunk] for i in range(0, len(items), chunk)]
+    results: list[list[Result]] = [[] for _ in chunks]
+    with progress:
+        task = progress.add_task(label, total=len(items))
+        if jobs <= 1:
+            for i, part in enumerate(chunks):
+                results[i] = worker(part, *args)
+                progress.advance(task, len(part))
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            # spawn: a forked child would inherit torch's thread pools half-initialised.
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = {pool.submit(worker, part, *args): i for i, part in enumerate(chunks)}
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    progress.advance(task, len(chunks[futures[future]]))
+    return [r for part in results for r in part]
+
+
+def _single_threaded() -> None:
+    """Planner tensors are tiny: torch's intra-op thread pool only adds overhead (and fights --jobs)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _backend(name: BackendName, quiet: bool) -> Any:
+    """Resolve the backend or exit 2 saying why not; say which one runs."""
+    from mla_golden.backends import BackendError, resolve
+
+    try:
+        backend = resolve(name.value)
+    except BackendError as exc:
+        _say(f"error: backend {name.value}: {exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+    _say(f"backend: {backend.name} ({backend.reason})", quiet)
+    return backend
+
+
+# ---------------------------------------------------------------- record
+
+
+def _record_worker(
+    cases: list[Any], backend_name: str, out: str, update: bool, max_items: int, render: bool
+) -> list[Result]:
+    """Run matrix cases under a spy and write one golden per call (runs in a worker process too)."""
+    from mla_golden.backends import resolve
+    from mla_golden.differ import diff
+    from mla_golden.errors import GoldenError
+    from mla_golden.matrix import capture
+    from mla_golden.report import render_text
+    from mla_golden.store import Golden, GoldenStore, WriteOutcome
+
+    _single_threaded()
+    backend = resolve(backend_name)
+    store = GoldenStore(out)
+    results = []
+    for case, call in capture(cases, backend):
+        path = str(store.path_for(case.name))
+        if isinstance(call, Exception):
+            results.append(Result(case.name, "failed", path, f"the case could not run: {type(call).__name__}: {call}"))
+            continue
+        call.provenance["case"] = {"group": case.group, "model": case.model, "tags": list(case.tags)}
+        result = Result(case.name, "written", path, f"planner raised: {call.error}" if call.error else "")
+        try:
+            result.status = store.write(Golden(case.name, call), update=update).value
+        except GoldenError as exc:
+            result.status, result.message = "failed", str(exc)
+        if result.status == WriteOutcome.REFUSED.value:
+            try:
+                existing = store.read(case.name)
+            except GoldenError as exc:
+                result.message = f"not replaced: the file there is unreadable ({exc.problem}); remove it or use --update"
+            else:
+                found = diff(existing.call, call, expected_name=f"golden {path}", actual_name=f"{backend.name} run", max_items=max_items)
+                result.message = "a different golden exists (use --update to replace it)"
+                result.report = render_text(found) if render else None
+                result.diff = found.to_dict()
+        results.append(result)
+    return results
+
+
+def _record_command(command: list[str], out: Path, update: bool, fmt: Format, quiet: bool) -> int:
+    from mla_golden.import_hook import HookError, run
+
+    _say(f"recording planner calls of: {' '.join(command)}", quiet)
+    try:
+        status, entries = run(command, out, update=update)
+    except HookError as exc:
+        _say(f"error: {exc}")
+        return EXIT_BAD
+    by_key: dict[str, Result] = {}
+    for entry in entries:
+        key = entry.get("key") or f"<call {len(by_key)}>"
+        result = Result(key, entry.get("outcome", "failed"), entry.get("path"), entry.get("problem") or "")
+        if entry.get("error"):
+            result.notes.append(f"planner raised: {entry['error']}")
+        seen = by_key.get(key)
+        if seen is None or STATUS_EXIT[result.status] > STATUS_EXIT[seen.status]:
+            by_key[key] = result
+    results = list(by_key.values())
+    if not entries:
+        _say(
+            "warning: the command made no aiter planner calls (did it import aiter? "
+            "python -S / -I skip the sitecustomize that installs the hook)"
+        )
+    if status != 0:
+        results.append(Result(" ".join(command), "failed", message=f"the command exited with status {status}"))
+    _say(f"{len(entries)} planner call(s) captured, {len(by_key)} distinct", quiet)
+    return _emit("record", results, fmt, quiet, {"out": str(out), "command_line": command, "command_status": status})
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def record(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(help="After --: a program to run with interception installed (records every planner call it makes)."),
+    ] = None,
+    matrix: Annotated[Path | None, typer.Option(help="Case matrix TOML (default: the one shipped in the package).")] = None,
+    out: Annotated[Path, typer.Option(help="Folder the goldens are written to.")] = DEFAULT_GOLDENS,
+    backend: Annotated[BackendName, typer.Option(help="Planner to record from; auto = aiter when it works, else reference.")] = BackendName.auto,
+    device: Annotated[
+        list[str] | None, typer.Option(help="ARCH:CU to plan every case for instead of the matrix's devices (repeatable).")
+    ] = None,
+    update: Annotated[bool, typer.Option("--update", help="Replace existing goldens that differ instead of refusing.")] = False,
+    jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    max_items: Annotated[int, typer.Option(min=1, help="Divergent items shown per diff.")] = 20,
+    format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
+) -> None:
+    """Record goldens: every case of the matrix, or every planner call of COMMAND.
+
+    \b
+    mla-golden record --backend reference --out goldens
+    mla-golden record --out my-goldens -- python -m pytest tests/test_mla.py
+    """
+    if command:
+        if matrix is not None or device:
+            _say("error: --matrix and --device do not apply when recording a command")
+            raise typer.Exit(EXIT_BAD)
+        raise typer.Exit(_record_command(command, out, update, format, quiet))
+    from mla_golden.matrix import MatrixError, load
+
+    chosen = _backend(backend, quiet)
+    devices = list(device or [])
+    if chosen.name == "aiter":
+        live = "{}:{}".format(*chosen.live_device())
+        if any(d != live for d in devices):
+            _say(f"error: aiter plans for the GPU it runs on ({live}) only; drop --device or use --backend reference")
+            raise typer.Exit(EXIT_BAD)
+        devices = [live]
+        _say(f"aiter plans for this GPU: every case is planned for {live}", quiet)
+    try:
+        cases = load(matrix, devices or None)
+    except MatrixError as exc:
+        _say(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+    _say(f"{len(cases)} case(s) from {matrix or 'the default matrix'} -> {out}", quiet)
+    render = format is Format.text and not quiet
+    results = _run_items(_record_worker, cases, (chosen.name, str(out), update, max_items, render), jobs, quiet, "recording")
+    header = {"backend": {"name": chosen.name, "reason": chosen.reason}, "out": str(out)}
+    raise typer.Exit(_emit("record", results, format, quiet, header))
+
+
+# ---------------------------------------------------------------- diff
+
+
+def _replay_worker(paths: list[str], backend_name: str, max_items: int, render: bool) -> list[Result]:
+    """Replay each golden's inputs on the backend and diff against the golden."""
+    from mla_golden.backends import resolve
+    from mla_golden.capture import replay
+    from mla_golden.differ import diff
+    from mla_golden.errors import GoldenError
+    from mla_golden.schema import AdaptationError
+    from mla_golden.store import load
+
+    _single_threaded()
+    backend = resolve(backend_name)
+    live = backend.live_device()
+    results = []
+    for path in paths:
+        try:
+            golden = load(path)
+        except GoldenError as exc:
+            results.append(Result(path, "bad", path, exc.problem))
+            continue
+        device = golden.call.device
+        if live is not None and (device.get("arch"), device.get("cu_num")) != live:
+            where = f"{device.get('arch')}-cu{device.get('cu_num')}"
+            results.append(Result(golden.key, "skipped", path, f"recorded for {where}; this GPU is {live[0]}-cu{live[1]}"))
+            continue
+        try:
+            actual = replay(golden.call, backend.planner(golden.call.op), on=backend.tensor_device)
+        except AdaptationError as exc:
+            results.append(Result(golden.key, "diverged", path, f"cannot replay on {backend.reason}: {exc}"))
+            continue
+        found = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{backend.name} replay", max_items=max_items)
+        results.append(_diff_result(golden.key, path, found, render))
+    return results
+
+
+def _diff_result(key: str, path: str, found: Any, render: bool) -> Result:
+    """A diff as a result; rendering text (rich tables) costs, so only when it will be shown."""
+    from mla_golden.report import render_text
+
+    if found.equal:
+        return Result(key, "equal", path, notes=list(found.notes))
+    report = render_text(found) if render else None
+    return Result(key, "diverged", path, report=report, diff=found.to_dict(), notes=list(found.notes))
+
+
+def _pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool) -> list[Result]:
+    """Diff goldens pairwise: (key, expected path, actual path)."""
+    from mla_golden.differ import diff
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import load
+
+    _single_threaded()
+    results = []
+    for key, expected_path, actual_path in pairs:
+        loaded = []
+        for path in (expected_path, actual_path):
+            try:
+                loaded.append(load(path))
+            except GoldenError as exc:
+                results.append(Result(key, "bad", path, exc.problem))
+        if len(loaded) < 2:
+            continue
+        expected, actual = loaded
+        if expected.call.op != actual.call.op:
+            results.append(Result(key, "diverged", actual_path, f"op {expected.call.op} -> {actual.call.op}"))
+            continue
+        found = diff(expected.call, actual.call, expected_name=expected_path, actual_name=actual_path, max_items=max_items)
+        result = _diff_result(key, actual_path, found, render)
+        if expected.key != actual.key:
+            result.notes.insert(0, f"paired by same op and input tensors; keys {expected.key!r} vs {actual.key!r}")
+            if result.status == "equal":
+                result.status, result.message = "diverged", "same inputs and outputs, but recorded under another key"
+            else:
+                result.message = "same inputs, params changed" if found.params else "same inputs, recorded under another key"
+        results.append(result)
+    return results
+
+
+def _golden_files(paths: Sequence[Path]) -> tuple[list[str], list[Result]]:
+    """Golden files under ``paths`` (files or folders), and a 'bad' result for each path that is neither."""
+    from mla_golden.store import SUFFIX, GoldenStore
+
+    files: list[str] = []
+    bad: list[Result] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(str(p) for p in GoldenStore(path).paths())
+        elif path.is_file():
+            files.append(str(path))
+        else:
+            bad.append(Result(str(path), "bad", str(path), f"no such file or folder (goldens are *{SUFFIX} files)"))
+    return files, bad
+
+
+def _pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[tuple[str, str, str]], list[Result]]:
+    """Pair goldens of two trees by key (= relative path); pair the rest by same op and input tensors.
+
+    Returns the pairs and results for goldens left on one side (and unreadable ones).
+    """
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import SUFFIX, GoldenStore, inputs_digest, load
+
+    def index(root: Path) -> dict[str, Path]:
+        return {p.relative_to(root).as_posix().removesuffix(SUFFIX): p for p in GoldenStore(root).paths()}
+
+    expected, actual = index(expected_root), index(actual_root)
+    pairs = [(rel, str(expected[rel]), str(actual[rel])) for rel in sorted(expected.keys() & actual.keys())]
+    results: list[Result] = []
+    lonely: dict[str, list[tuple[str, Any]]] = {"expected": [], "actual": []}
+    for side, tree, other in (("expected", expected, actual), ("actual", actual, expected)):
+        for rel in sorted(tree.keys() - other.keys()):
+            try:
+                lonely[side].append((rel, load(tree[rel])))
+            except GoldenError as exc:
+                results.append(Result(rel, "bad", str(tree[rel]), exc.problem))
+    unmatched = {rel: golden for rel, golden in lonely["expected"]}
+    by_inputs: dict[tuple[str, str], list[str]] = {}
+    for rel, golden in unmatched.items():
+        by_inputs.setdefault((golden.call.op, inputs_digest(golden.call)), []).append(rel)
+    for rel, golden in lonely["actual"]:
+        twins = by_inputs.get((golden.call.op, inputs_digest(golden.call)), [])
+        twin = twins.pop(0) if twins else None
+        if twin is None:
+            results.append(Result(golden.key, "only-actual", str(actual[rel]), f"no golden for this call in {expected_root}"))
+            continue
+        pairs.append((golden.key, str(expected[twin]), str(actual[rel])))
+        del unmatched[twin]
+    for rel, golden in unmatched.items():
+        results.append(Result(golden.key, "only-expected", str(expected[rel]), f"no golden for this call in {actual_root}"))
+    return pairs, results
+
+
+@app.command()
+def diff(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Golden files or folders (default: ./goldens).", show_default=False)
+    ] = None,
+    backend: Annotated[BackendName, typer.Option(help="Planner to replay on; auto = aiter when it works, else reference.")] = BackendName.auto,
+    against: Annotated[
+        Path | None,
+        typer.Option(help="Compare with this golden tree (expected) instead of replaying; PATHS is then one tree (actual)."),
+    ] = None,
+    format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+    max_items: Annotated[int, typer.Option(min=1, help="Divergent items shown per diff.")] = 20,
+    jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
+) -> None:
+    """Diff goldens: replay their inputs on a backend, or compare two golden trees call by call.
+
+    \b
+    mla-golden diff goldens --backend reference
+    mla-golden diff goldens-aiter-new --against goldens-aiter-old
+    """
+    roots = list(paths or [DEFAULT_GOLDENS])
+    if against is not None:
+        if len(roots) != 1 or not roots[0].is_dir() or not against.is_dir():
+            _say("error: --against compares two folders: mla-golden diff ACTUAL_DIR --against EXPECTED_DIR")
+            raise typer.Exit(EXIT_BAD)
+        pairs, results = _pair_trees(roots[0], against)
+        render = format is Format.text and not quiet
+        results += _run_items(_pair_worker, pairs, (max_items, render), jobs, quiet, "comparing")
+        header = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
+        raise typer.Exit(_emit("diff", sorted(results, key=lambda r: r.key), format, quiet, header))
+    files, results = _golden_files(roots)
+    if not files and not results:
+        _say(f"error: no goldens under {', '.join(map(str, roots))}")
+        raise typer.Exit(EXIT_BAD)
+    chosen = _backend(backend, quiet)
+    render = format is Format.text and not quiet
+    results += _run_items(_replay_worker, files, (chosen.name, max_items, render), jobs, quiet, "replaying")
+    header = {"mode": "replay", "backend": {"name": chosen.name, "reason": chosen.reason}}
+    raise typer.Exit(_emit("diff", results, format, quiet, header))
+
+
+# ---------------------------------------------------------------- show and list
+
+
+def _written_prefix(values: Any, mask: Any) -> list[int]:
+    """The leading written run of a 1-D buffer: the part the planner filled."""
+    flat = mask.reshape(-1)
+    unwritten = (~flat).nonzero()
+    end = int(unwritten[0]) if unwritten.numel() else flat.numel()
+    return values.reshape(-1)[:end].tolist()
+
+
+def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
+    """Everything ``show`` prints, as plain data; work items grouped by CU part."""
+    from mla_golden.schema import OUTPUTS, schema_for
+
+    call = golden.call
+    data: dict[str, Any] = {
+        "key": golden.key,
+        "path": str(golden.path),
+        "op": call.op,
+        "params": call.params,
+        "device": call.device,
+        "env": call.env,
+        "provenance": call.provenance,
+        "error": call.error,
+        "inputs": {name: t.tolist() for name, t in call.inputs.items()},
+        "buffers": {
+            name: {**call.buffers[name], "written": int(call.written[name].sum()) if call.written else 0}
+            for name in OUTPUTS
+        },
+        "cu_parts": [],
+        "reduce_groups": [],
+    }
+    if call.error is not None:
+        return data
+    columns = schema_for(call.op).work_columns
+    info, info_mask = call.outputs["work_info_set"], call.written["work_info_set"]
+    indptr = _written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+    for part in range(max(len(indptr) - 1, 0)):
+        lo, hi = indptr[part], indptr[part + 1]
+        if cu is not None and part != cu:
+            continue
+        if work is not None and not lo <= work < hi:
+            continue
+        items = []
+        for row in range(lo, hi):
+            if work is not None and row != work:
+                continue
+            written = row < info.shape[0] and bool(info_mask[row].all())
+            items.append({"work": row, "columns": dict(zip(columns, info[row].tolist())) if written else None})
+        data["cu_parts"].append({"cu_part": part, "works": [lo, hi], "items": items})
+    if cu is None and work is None:
+        reduce = _written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+        final, final_mask = call.outputs["reduce_final_map"], call.written["reduce_final_map"]
+        partial, partial_mask = call.outputs["reduce_partial_map"], call.written["reduce_partial_map"]
+        for group in range(max(len(reduce) - 1, 0)):
+            start, end = reduce[group], reduce[group + 1]
+            qo = final[group].tolist() if group < final.shape[0] and bool(final_mask[group].all()) else None
+            merged = [int(v) for v, w in zip(partial[start:end].tolist(), partial_mask[start:end].tolist()) if w]
+            data["reduce_groups"].append({"group": group, "qo_range": qo, "partials": merged})
+    return data
+
+
+def _cell(column: str, value: int) -> str:
+    if column == "q_head_range":
+        return f"{value & 0xFFFF}..{value >> 16}"  # (q_head_end << 16) | q_head_start
+    return str(value)
+
+
+def _clip(values: list[int], limit: int = 16) -> str:
+    return str(values) if len(values) <= limit else f"{values[:limit]} ... ({len(values)} values)"
+
+
+@app.command()
+def show(
+    golden: Annotated[Path, typer.Argument(help="A golden file.")],
+    cu: Annotated[int | None, typer.Option(min=0, help="Only this CU part's work items.")] = None,
+    work: Annotated[int | None, typer.Option(min=0, help="Only this work item (and its CU part).")] = None,
+    format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+) -> None:
+    """Show one golden: header, params, device, provenance, inputs, work items by CU part, reduce groups."""
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import load
+
+    try:
+        loaded = load(golden)
+    except GoldenError as exc:
+        _say(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+    data = _show_data(loaded, cu, work)
+    if format is Format.json:
+        typer.echo(json.dumps(data, indent=2, default=str))
+        return
+    from rich.table import Table
+
+    out = _stdout()
+    p = out.print
+    p(f"{data['key']}  ({data['op']}, {data['path']})", markup=False)
+    prov = data["provenance"]
+    aiter = prov.get("aiter") or {}
+    p(
+        f"recorded by {prov.get('backend')} at {prov.get('created')}"
+        + (f", aiter {aiter.get('version')} {aiter.get('commit') or ''}".rstrip() if aiter else "")
+        + f", torch {prov.get('torch')}",
+        markup=False,
+    )
+    p(f"device: {json.dumps(data['device'])}", markup=False)
+    p(f"env: {json.dumps(data['env'])}", markup=False)
+    p("params: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()), markup=False)
+    for note in prov.get("capture", {}).get("notes", []):
+        p(f"note: {note}", markup=False)
+    for name, values in data["inputs"].items():
+        p(f"input {name}: {_clip(values)}", markup=False)
+    if data["error"] is not None:
+        p(f"the planner raised: {data['error']}", markup=False)
+        return
+    for name, spec in data["buffers"].items():
+        p(f"buffer {name}: {spec['dtype']} {spec['shape']}, {spec['written']} element(s) written", markup=False)
+    from mla_golden.schema import schema_for
+
+    columns = schema_for(data["op"]).work_columns
+    table = Table(title="work items by CU part", title_justify="left", show_edge=False)
+    for header in ("cu part", "work", *columns):
+        table.add_column(header, justify="right")
+    for part in data["cu_parts"]:
+        if not part["items"] and (cu is None and work is None):
+            continue
+        for i, item in enumerate(part["items"]):
+            cells = [_cell(c, item["columns"][c]) for c in columns] if item["columns"] else ["(not written)"] + [""] * (len(columns) - 1)
+            table.add_row(str(part["cu_part"]) if i == 0 else "", str(item["work"]), *cells)
+        if not part["items"]:
+            table.add_row(str(part["cu_part"]), "-", "(no work)", *[""] * (len(columns) - 1))
+    out.print(table)
+    if data["reduce_groups"]:
+        p("reduce groups:", markup=False)
+        for g in data["reduce_groups"]:
+            p(f"  group {g['group']}: qo {g['qo_range']} <- partials {g['partials']}", markup=False)
+
+
+@app.command("list")
+def list_(
+    folder: Annotated[Path, typer.Argument(help="Golden folder.")] = DEFAULT_GOLDENS,
+    format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+) -> None:
+    """List goldens: one row per golden (op, device, shape/dtype, backend, aiter version, error)."""
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import GoldenStore, derived_key, load
+
+    if not folder.is_dir():
+        _say(f"error: {folder} is not a folder")
+        raise typer.Exit(EXIT_BAD)
+    rows: list[dict[str, Any]] = []
+    for path in GoldenStore(folder).paths():
+        try:
+            golden = load(path)
+        except GoldenError as exc:
+            rows.append({"path": str(path), "problem": exc.problem})
+            continue
+        call = golden.call
+        aiter = call.provenance.get("aiter") or {}
+        rows.append(
+            {
+                "key": golden.key,
+                "path": str(path),
+                "op": call.op,
+                "device": f"{call.device.get('arch')}-cu{call.device.get('cu_num')}",
+                "shape": derived_key(call).split("/")[2].rsplit("-", 1)[0],
+                "backend": call.provenance.get("backend"),
+                "aiter": aiter.get("version") or aiter.get("commit"),
+                "error": call.error,
+            }
+        )
+    code = EXIT_BAD if any("problem" in r for r in rows) else EXIT_OK
+    if format is Format.json:
+        typer.echo(json.dumps({"format": "mla-golden-list/1", "folder": str(folder), "goldens": rows}, indent=2))
+        raise typer.Exit(code)
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"{len(rows)} golden(s) in {folder}", title_justify="left")
+    for header in ("key", "op", "device", "shape/dtype", "backend", "aiter", "error"):
+        table.add_column(header, overflow="fold")
+    for r in rows:
+        if "problem" in r:
+            cells = [r["path"], "(unreadable)", "", "", "", "", r["problem"]]
+        else:
+            error = (r["error"][:60] + "...") if r["error"] and len(r["error"]) > 60 else (r["error"] or "")
+            cells = [r["key"], r["op"], r["device"], r["shape"], str(r["backend"]), str(r["aiter"] or "-"), error]
+        table.add_row(*(Text(c) for c in cells))
+    _stdout().print(table)
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    """Entry point for ``python -m mla_golden.cli``."""
+    app(prog_name="mla-golden")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""The mla-golden CLI through typer's runner and a real subprocess: exit codes, JSON, refusals, pinpointing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mla_golden.cli import app
+from mla_golden.store import Golden, GoldenStore, load
+
+TESTS = Path(__file__).resolve().parent
+MATRIX = """\
+format = "mla-golden-matrix/1"
+devices = ["gfx942:304"]
+
+[[decode]]
+name = "small"
+heads = [128, 16]
+dtype = "fp8"
+batch = 4
+context = "jitter:2000"
+
+[[prefill]]
+name = "small-prefill"
+heads = 16
+seq_lens = [[600, 7, 300]]
+"""
+KEY_128 = "decode/small/gfx942-cu304/h128-fp8-q1-b4-jitter2000-p1"
+KEY_16 = "decode/small/gfx942-cu304/h16-fp8-q1-b4-jitter2000-p1"
+
+
+def cli(*args: str) -> tuple[int, str]:
+    """Run the CLI in-process: (exit code, stdout)."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout
+
+
+def cli_json(*args: str) -> tuple[int, dict]:
+    code, out = cli(*args, "--format", "json")
+    return code, json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """A golden tree of the small matrix, recorded on the reference."""
+    root = tmp_path_factory.mktemp("recorded")
+    (root / "matrix.toml").write_text(MATRIX)
+    code, report = cli_json("record", "--matrix", root / "matrix.toml", "--backend", "reference", "--out", root / "goldens")
+    assert code == 0 and report["summary"] == {"written": 3}
+    assert report["backend"]["name"] == "reference"
+    return root
+
+
+@pytest.fixture
+def tree(recorded, tmp_path) -> Path:
+    """A fresh copy of the recorded tree, free to damage."""
+    shutil.copytree(recorded / "goldens", tmp_path / "goldens")
+    shutil.copy(recorded / "matrix.toml", tmp_path / "matrix.toml")
+    return tmp_path / "goldens"
+
+
+def rewrite(root: Path, key: str, change) -> None:
+    """Load a golden, let ``change`` edit its call, and store it back in place."""
+    store = GoldenStore(root)
+    golden = store.read(key)
+    change(golden.call)
+    assert store.write(Golden(key, golden.call), update=True).value == "updated"
+
+
+def test_help_is_instant_and_imports_nothing_heavy():
+    probe = "import sys, mla_golden.cli; print(sorted(m for m in ('torch', 'safetensors', 'deepdiff', 'mla_golden.store') if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+    start = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "mla_golden.cli", "--help"], capture_output=True, text=True)
+    assert run.returncode == 0 and "record" in run.stdout and "diff" in run.stdout
+    assert time.perf_counter() - start < 5, "no torch import behind --help (a loaded CI box still answers in ~1 s)"
+
+
+def test_record_then_unchanged_then_refuses_a_different_golden(tree):
+    matrix = tree.parent / "matrix.toml"
+    code, report = cli_json("record", "--matrix", matrix, "--backend", "reference", "--out", tree)
+    assert code == 0 and report["summary"] == {"unchanged": 3}
+    rewrite(tree, KEY_128, lambda call: call.outputs["work_indptr"].__setitem__(1, 999))
+    tampered = GoldenStore(tree).path_for(KEY_128).read_bytes()
+    code, out = cli("record", "--matrix", matrix, "--backend", "reference", "--out", tree)
+    assert code == 1
+    assert f"REFUSED {KEY_128}" in out and "a different golden exists" in out
+    assert "work_indptr: 1 of" in out, "the refusal shows its diff"
+    assert GoldenStore(tree).path_for(KEY_128).read_bytes() == tampered, "refused: the file is untouched"
+    code, report = cli_json("record", "--matrix", matrix, "--backend", "reference", "--out", tree, "--update")
+    assert code == 0 and report["summary"] == {"updated": 1, "unchanged": 2}
+
+
+def test_diff_replays_on_the_reference_and_prints_json(tree):
+    code, report = cli_json("diff", tree, "--backend", "reference")
+    assert code == 0
+    assert report["mode"] == "replay" and report["backend"]["name"] == "reference"
+    assert {r["status"] for r in report["results"]} == {"equal"} and len(report["results"]) == 3
+
+
+def test_jobs_spread_the_work_over_processes_with_the_same_results(tree, tmp_path):
+    code, report = cli_json("record", "--matrix", tree.parent / "matrix.toml", "--backend", "reference", "--out", tmp_path / "par", "--jobs", "2")
+    assert code == 0 and report["summary"] == {"written": 3}
+    code, report = cli_json("diff", tmp_path / "par", "--against", tree, "--jobs", "2")
+    assert code == 0 and report["summary"] == {"equal": 3}
+
+
+def test_diff_replay_flags_a_golden_the_backend_disagrees_with(tree):
+    rewrite(tree, KEY_16, lambda call: call.outputs["work_indptr"].__setitem__(2, 777))
+    code, report = cli_json("diff", tree, "--backend", "reference")
+    assert code == 1 and report["summary"] == {"equal": 2, "diverged": 1}
+    bad = next(r for r in report["results"] if r["status"] != "equal")
+    field = next(f for f in bad["diff"]["fields"] if f["status"] != "equal")
+    assert bad["key"] == KEY_16 and (field["name"], field["count"], field["first"]["index"]) == ("work_indptr", 1, [2])
+    assert field["first"]["expected"] == 777 and bad["diff"]["params"] == []
+
+
+def test_diff_against_pinpoints_one_value_and_one_params_entry(tree, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(tree, other)
+    info = load(GoldenStore(tree).path_for(KEY_128)).call
+    row = int(info.written["work_info_set"].all(dim=1).nonzero()[3])
+
+    def bump_kv_end(call):
+        call.outputs["work_info_set"][row, 5] += 1
+
+    rewrite(other, KEY_128, bump_kv_end)
+    rewrite(other, KEY_16, lambda call: call.params.__setitem__("kv_granularity", 32))
+    code, report = cli_json("diff", other, "--against", tree)
+    assert code == 1 and report["summary"] == {"equal": 1, "diverged": 2}
+    results = {r["key"]: r for r in report["results"]}
+    value = results[KEY_128]["diff"]
+    field = next(f for f in value["fields"] if f["status"] != "equal")
+    assert (field["name"], field["count"], field["first"]["index"]) == ("work_info_set", 1, [row, 5])
+    assert field["first"]["actual"] == field["first"]["expected"] + 1
+    assert [(w["index"], w["changed"]) for w in value["work_items"]] == [(row, ["kv_end"])]
+    assert value["params"] == []
+    params = results[KEY_16]["diff"]
+    assert params["params"] == [{"path": "kv_granularity", "expected": 16, "actual": 32}]
+    assert all(f["status"] == "equal" for f in params["fields"])
+    code, text = cli("diff", other, "--against", tree)
+    assert code == 1 and "kv_granularity: 16 -> 32" in text and "kv_end" in text
+
+
+def test_diff_against_lists_calls_present_on_one_side_only(tree, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(tree, other)
+    GoldenStore(other).path_for(KEY_16).unlink()
+    code, report = cli_json("diff", other, "--against", tree)
+    assert code == 1
+    assert {r["key"]: r["status"] for r in report["results"]}[KEY_16] == "only-expected"
+    code, report = cli_json("diff", tree, "--against", other)
+    assert {r["key"]: r["status"] for r in report["results"]}[KEY_16] == "only-actual"
+
+
+def test_diff_against_pairs_a_renamed_call_by_its_inputs(tree, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(tree, other)
+    store = GoldenStore(other)
+    call = store.read(KEY_16).call
+    call.params["max_split_per_batch"] = 4
+    store.path_for(KEY_16).unlink()
+    store.write(Golden("decode/renamed", call))
+    code, report = cli_json("diff", other, "--against", tree)
+    assert code == 1 and report["summary"] == {"equal": 2, "diverged": 1}
+    paired = next(r for r in report["results"] if r["status"] == "diverged")
+    assert paired["key"] == "decode/renamed" and paired["message"] == "same inputs, params changed"
+    assert paired["diff"]["params"] == [{"path": "max_split_per_batch", "expected": -1, "actual": 4}]
+
+
+def test_corrupt_golden_exits_2_and_the_others_are_still_checked(tree, tmp_path):
+    clean = tmp_path / "clean"
+    shutil.copytree(tree, clean)
+    path = GoldenStore(tree).path_for(KEY_16)
+    path.write_bytes(path.read_bytes()[:100])
+    code, report = cli_json("diff", tree, "--backend", "reference")
+    assert code == 2
+    statuses = {r["path"]: r["status"] for r in report["results"]}
+    assert statuses.pop(str(path)) == "bad"
+    assert list(statuses.values()) == ["equal", "equal"]
+    bad = next(r for r in report["results"] if r["status"] == "bad")
+    assert "truncated" in bad["message"] or "header" in bad["message"]
+    code, report = cli_json("diff", tree, "--against", clean)
+    assert code == 2 and sorted(r["status"] for r in report["results"]) == ["bad", "equal", "equal"]
+    real = subprocess.run([sys.executable, "-m", "mla_golden.cli", "diff", str(tree), "--against", str(clean), "-q"], capture_output=True, text=True)
+    assert real.returncode == 2 and "exit 2 (bad input)" in real.stdout, "the real entry point exits with the status"
+
+
+def test_show_and_list(tree):
+    path = GoldenStore(tree).path_for(KEY_128)
+    code, out = cli("show", path)
+    assert code == 0 and KEY_128 in out and "work items by CU part" in out and "reduce groups" in out
+    code, data = cli_json("show", path, "--work", "3")
+    assert code == 0 and data["key"] == KEY_128
+    (part,) = data["cu_parts"]
+    assert [item["work"] for item in part["items"]] == [3] and part["works"][0] <= 3 < part["works"][1]
+    code, data = cli_json("show", path, "--cu", "0")
+    assert [p["cu_part"] for p in data["cu_parts"]] == [0]
+    code, listing = cli_json("list", tree)
+    assert code == 0 and sorted(g["key"] for g in listing["goldens"])[0].startswith("decode/small/")
+    assert {g["backend"] for g in listing["goldens"]} == {"reference"}
+    assert {g["op"] for g in listing["goldens"]} == {"get_mla_metadata_v1", "get_ps_metadata_v1"}
+    path.write_bytes(b"garbage")
+    assert cli("list", tree)[0] == 2
+    assert cli("show", path)[0] == 2
+
+
+def test_usage_and_bad_input_exit_2(tree, tmp_path):
+    assert cli("diff", tree, "--format", "xml")[0] == 2
+    assert cli("diff", tree, tree, "--against", tree)[0] == 2
+    assert cli("diff", tmp_path / "nowhere", "--backend", "reference")[0] == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text(MATRIX.replace('heads = 16', 'heads = "sixteen"'))
+    result = CliRunner().invoke(app, ["record", "--matrix", str(bad), "--backend", "reference", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and f"{bad}:13:" in result.stderr and "'heads'" in result.stderr
+
+
+STANDIN_AITER = '''\
+"""A stand-in aiter with the 739c6317 planner signature (no real aiter here)."""
+from standins import toy_plan, _is_fp8
+
+__version__ = "0.0.0+standin"
+
+
+def get_mla_metadata_v1(
+    seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k, is_causal,
+    work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map, reduce_partial_map,
+    page_size=1, kv_granularity=16, max_seqlen_qo=-1, uni_seqlen_qo=-1, fast_mode=True, topk=-1,
+    max_split_per_batch=-1, intra_batch_mode=False, dtype_q=None, dtype_kv=None,
+):
+    toy_plan(seqlens_qo_indptr, seqlens_kv_indptr, _is_fp8(dtype_q, dtype_kv), work_metadata_ptrs, work_indptr,
+             work_info_set, reduce_indptr, reduce_final_map, reduce_partial_map)
+'''
+
+SCRIPT = '''\
+"""A builder that imports aiter only after start-up, binds the planner by name, and plans three steps."""
+import torch
+import standins
+
+
+def step(plan, kv):
+    bufs = standins.toy_buffers(len(kv) - 1, 400)
+    qo = torch.arange(len(kv), dtype=torch.int32)
+    plan(qo, torch.tensor(kv, dtype=torch.int32), torch.ones(len(kv) - 1, dtype=torch.int32), 16, 1, True,
+         bufs["work_metadata_ptrs"], bufs["work_info_set"], bufs["work_indptr"], bufs["reduce_indptr"],
+         bufs["reduce_final_map"], bufs["reduce_partial_map"], max_seqlen_qo=1, dtype_q=torch.bfloat16,
+         dtype_kv=torch.bfloat16)
+
+
+def main():
+    from aiter import get_mla_metadata_v1
+    step(get_mla_metadata_v1, [0, 50, 200])
+    step(get_mla_metadata_v1, [0, 50, 200])  # the same call again: same golden
+    step(get_mla_metadata_v1, [0, 10, 400, 410])
+
+
+main()
+'''
+
+
+def test_record_command_captures_the_calls_of_a_script_that_imports_aiter_late(tmp_path):
+    site = tmp_path / "site" / "aiter"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(STANDIN_AITER)
+    script = tmp_path / "builder.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "goldens"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site.parent), str(TESTS)]))
+    cmd = [sys.executable, "-m", "mla_golden.cli", "record", "--out", str(out), "--format", "json", "--", sys.executable, str(script)]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["summary"] == {"written": 2}
+    assert report["command_status"] == 0
+    goldens = [load(p) for p in GoldenStore(out).paths()]
+    assert len(goldens) == 2
+    for golden in goldens:
+        assert golden.key.startswith("get_mla_metadata_v1/gfx942-cu304/b")
+        assert golden.call.provenance["backend"] == "aiter"
+        assert golden.call.provenance["aiter"]["version"] == "0.0.0+standin"
+        assert golden.call.facts["ptrs_ok"] is True
+    assert sorted(g.call.inputs["seqlens_kv_indptr"].tolist() for g in goldens) == [[0, 10, 400, 410], [0, 50, 200]]
+    # An "upgraded" aiter that splits kv differently: same calls, other outputs -> refused, exit 1.
+    (site / "__init__.py").write_text(STANDIN_AITER.replace("_is_fp8(dtype_q, dtype_kv)", "True"))
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    assert json.loads(run.stdout)["summary"] == {"refused": 2}
+
+
+def test_record_command_that_fails_exits_2(tmp_path):
+    run = CliRunner().invoke(app, ["record", "--out", str(tmp_path / "o"), "--", sys.executable, "-c", "import sys; sys.exit(3)"])
+    assert run.exit_code == 2
+    assert "exited with status 3" in run.stdout and "no aiter planner calls" in run.stderr
+    missing = CliRunner().invoke(app, ["record", "--out", str(tmp_path / "o"), "--", str(tmp_path / "no-such-program")])
+    assert missing.exit_code == 2 and "cannot run" in missing.stderr
+
+
+def test_demo_commands_as_the_makefile_runs_them(tmp_path):
+    """`record` into a fresh folder, then `diff NEW --against goldens`: the shipped tree is what the reference records."""
+    shipped = TESTS.parent / "goldens"
+    if not any(GoldenStore(shipped).paths()):
+        pytest.skip("goldens/ not recorded yet")
+    code, report = cli_json("record", "--backend", "reference", "--out", tmp_path / "out", "--quiet")
+    assert code == 0 and set(report["summary"]) == {"written"}
+    code, report = cli_json("diff", tmp_path / "out", "--against", shipped)
+    assert code == 0, [r for r in report["results"] if r["status"] != "equal"][:2]
