@@ -29,9 +29,11 @@ STATUS_EXIT = {
     "unchanged": EXIT_OK,
     "updated": EXIT_OK,
     "equal": EXIT_OK,
+    "passed": EXIT_OK,
     "skipped": EXIT_OK,
     "refused": EXIT_DIVERGED,
     "diverged": EXIT_DIVERGED,
+    "violated": EXIT_DIVERGED,
     "only-expected": EXIT_DIVERGED,
     "only-actual": EXIT_DIVERGED,
     "bad": EXIT_BAD,
@@ -69,6 +71,8 @@ class Result:
     status: str
     path: str | None = None
     message: str = ""
+    #: The expected golden's path when comparing two trees (``path`` is then the actual one).
+    against_path: str | None = None
     #: The rendered diff, when there is one worth showing.
     report: str | None = None
     diff: dict[str, Any] | None = None
@@ -433,6 +437,7 @@ def _pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool
             continue
         found = diff(expected.call, actual.call, expected_name=expected_path, actual_name=actual_path, max_items=max_items)
         result = _diff_result(key, actual_path, found, render)
+        result.against_path = expected_path
         if expected.key != actual.key:
             result.notes.insert(0, f"paired by same op and input tensors; keys {expected.key!r} vs {actual.key!r}")
             if result.status == "equal":
@@ -511,6 +516,9 @@ def diff(
     max_items: Annotated[int, typer.Option(min=1, help="Divergent items shown per diff.")] = 20,
     jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
+    html: Annotated[
+        Path | None, typer.Option(help="Also write a self-contained HTML report (schedules drawn, divergent works marked).")
+    ] = None,
 ) -> None:
     """Diff goldens: replay their inputs on a backend, or compare two golden trees call by call.
 
@@ -527,7 +535,10 @@ def diff(
         render = format is Format.text and not quiet
         results += _run_items(_pair_worker, pairs, (max_items, render), jobs, quiet, "comparing")
         header = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
-        raise typer.Exit(_emit("diff", sorted(results, key=lambda r: r.key), format, quiet, header))
+        results.sort(key=lambda r: r.key)
+        if html is not None:
+            _write_html(html, results, None, max_items, quiet)
+        raise typer.Exit(_emit("diff", results, format, quiet, header))
     files, results = _golden_files(roots)
     if not files and not results:
         _say(f"error: no goldens under {', '.join(map(str, roots))}")
@@ -536,22 +547,114 @@ def diff(
     render = format is Format.text and not quiet
     results += _run_items(_replay_worker, files, (chosen.name, max_items, render), jobs, quiet, "replaying")
     header = {"mode": "replay", "backend": {"name": chosen.name, "reason": chosen.reason}}
+    if html is not None:
+        _write_html(html, results, chosen, max_items, quiet)
     raise typer.Exit(_emit("diff", results, format, quiet, header))
+
+
+#: Divergent calls drawn in an HTML report (the summary table lists every call).
+HTML_MAX_PICTURES = 50
+
+
+def _write_html(path: Path, results: list[Result], backend: Any, max_items: int, quiet: bool) -> None:
+    """Write the HTML report of a diff run: every result in the summary, divergent ones drawn.
+
+    Workers return plain data, so the calls of the divergent results are
+    loaded (or replayed) again here.
+    """
+    from mla_golden.capture import replay
+    from mla_golden.differ import diff
+    from mla_golden.html import Entry, render_html
+    from mla_golden.store import load
+
+    entries, drawn = [], 0
+    for r in results:
+        if r.status == "equal":
+            entries.append(Entry(r.key))
+        elif r.status == "diverged" and r.path and drawn < HTML_MAX_PICTURES and r.diff is not None:
+            if r.against_path is not None:
+                expected, actual = load(r.against_path).call, load(r.path).call
+            else:
+                expected = load(r.path).call
+                actual = replay(expected, backend.planner(expected.op), on=backend.tensor_device)
+            entries.append(Entry(r.key, diff(expected, actual, max_items=max_items), expected, actual))
+            drawn += 1
+        else:
+            entries.append(Entry(r.key, problem=f"{r.status}: {r.message}"))
+    _atomic_text(path, render_html(entries, title="mla-golden diff"))
+    _say(f"HTML report: {path}", quiet)
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    """Write a report file whole or not at all."""
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- check
+
+
+def _check_worker(paths: list[str]) -> list[Result]:
+    """Check each golden's metadata against the planner's invariants."""
+    from mla_golden.checks import check, render_check_text
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import load
+
+    _single_threaded()
+    results = []
+    for path in paths:
+        try:
+            golden = load(path)
+        except GoldenError as exc:
+            results.append(Result(path, "bad", path, exc.problem))
+            continue
+        found = check(golden.call)
+        hazards = [f"hazard {h.hazard}: {h.message}" for h in found.hazards]
+        if found.ok:
+            results.append(Result(golden.key, "passed", path, notes=hazards))
+        else:
+            first = found.violations[0]
+            results.append(
+                Result(golden.key, "violated", path, f"{first.invariant} at {first.where}: {first.message}",
+                       report=render_check_text(found), notes=hazards)  # fmt: skip
+            )
+    return results
+
+
+@app.command("check")
+def check_(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Golden files or folders (default: ./goldens).", show_default=False)
+    ] = None,
+    format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+    jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
+) -> None:
+    """Check goldens against what the kernels rely on (coverage, splits, reduce groups), no golden to compare with.
+
+    \b
+    mla-golden check goldens
+    """
+    files, results = _golden_files(list(paths or [DEFAULT_GOLDENS]))
+    if not files and not results:
+        _say("error: no goldens found")
+        raise typer.Exit(EXIT_BAD)
+    results += _run_items(_check_worker, files, (), jobs, quiet, "checking")
+    raise typer.Exit(_emit("check", results, format, quiet, {}))
 
 
 # ---------------------------------------------------------------- show and list
 
 
-def _written_prefix(values: Any, mask: Any) -> list[int]:
-    """The leading written run of a 1-D buffer: the part the planner filled."""
-    flat = mask.reshape(-1)
-    unwritten = (~flat).nonzero()
-    end = int(unwritten[0]) if unwritten.numel() else flat.numel()
-    return values.reshape(-1)[:end].tolist()
-
-
 def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
     """Everything ``show`` prints, as plain data; work items grouped by CU part."""
+    from mla_golden.geometry import reduce_group, written_prefix
     from mla_golden.schema import OUTPUTS, schema_for
 
     call = golden.call
@@ -576,7 +679,7 @@ def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
         return data
     columns = schema_for(call.op).work_columns
     info, info_mask = call.outputs["work_info_set"], call.written["work_info_set"]
-    indptr = _written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+    indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
     for part in range(max(len(indptr) - 1, 0)):
         lo, hi = indptr[part], indptr[part + 1]
         if cu is not None and part != cu:
@@ -591,14 +694,11 @@ def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
             items.append({"work": row, "columns": dict(zip(columns, info[row].tolist())) if written else None})
         data["cu_parts"].append({"cu_part": part, "works": [lo, hi], "items": items})
     if cu is None and work is None:
-        reduce = _written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
-        final, final_mask = call.outputs["reduce_final_map"], call.written["reduce_final_map"]
-        partial, partial_mask = call.outputs["reduce_partial_map"], call.written["reduce_partial_map"]
-        for group in range(max(len(reduce) - 1, 0)):
-            start, end = reduce[group], reduce[group + 1]
-            qo = final[group].tolist() if group < final.shape[0] and bool(final_mask[group].all()) else None
-            merged = [int(v) for v, w in zip(partial[start:end].tolist(), partial_mask[start:end].tolist()) if w]
-            data["reduce_groups"].append({"group": group, "qo_range": qo, "partials": merged})
+        indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+        for group in range(max(len(indptr) - 1, 0)):
+            found = reduce_group(call, group, indptr)
+            if found is not None and found.partials:  # tiles that were split
+                data["reduce_groups"].append({"group": group, "qo_range": found.qo_range, "partials": found.partials})
     return data
 
 
@@ -618,6 +718,7 @@ def show(
     cu: Annotated[int | None, typer.Option(min=0, help="Only this CU part's work items.")] = None,
     work: Annotated[int | None, typer.Option(min=0, help="Only this work item (and its CU part).")] = None,
     format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+    html: Annotated[Path | None, typer.Option(help="Also write the schedule as a self-contained HTML picture.")] = None,
 ) -> None:
     """Show one golden: header, params, device, provenance, inputs, work items by CU part, reduce groups."""
     from mla_golden.errors import GoldenError
@@ -628,6 +729,11 @@ def show(
     except GoldenError as exc:
         _say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
+    if html is not None:
+        from mla_golden.html import Entry, render_html
+
+        _atomic_text(html, render_html([Entry(loaded.key, expected=loaded.call)], title=f"mla-golden show {loaded.key}"))
+        _say(f"HTML picture: {html}")
     data = _show_data(loaded, cu, work)
     if format is Format.json:
         typer.echo(json.dumps(data, indent=2, default=str))

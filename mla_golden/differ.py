@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
-from mla_golden.geometry import Geometry, geometry, written_prefix
+from mla_golden.geometry import Geometry, ReduceGroup, geometry, reduce_group, written_prefix
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
 
 #: Decoded work items / reduce groups / samples kept per diff.
@@ -79,14 +79,6 @@ class WorkItemDiff:
     actual: WorkItem | None
     #: Columns whose value (or written state) differs.
     changed: list[str]
-
-
-@dataclass
-class ReduceGroup:
-    """One reduce group on one side: where its merged result goes and which partials it merges."""
-
-    qo_range: list[int] | None
-    partials: list[int]
 
 
 @dataclass
@@ -280,18 +272,6 @@ def _work_item(call: Call, row: int, columns: tuple[str, ...]) -> WorkItem | Non
     return WorkItem(cu_part=_cu_part(indptr, row), columns=dict(zip(columns, info[row].tolist())))
 
 
-def _reduce_group(call: Call, group: int) -> ReduceGroup | None:
-    indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
-    if group + 1 >= len(indptr):
-        return None
-    final, fmask = call.outputs["reduce_final_map"], call.written["reduce_final_map"]
-    qo = final[group].tolist() if group < final.shape[0] and bool(fmask[group].all()) else None
-    partial, pmask = call.outputs["reduce_partial_map"], call.written["reduce_partial_map"]
-    start, end = indptr[group], indptr[group + 1]
-    partials = [int(v) for v, w in zip(partial[start:end].tolist(), pmask[start:end].tolist()) if w]
-    return ReduceGroup(qo_range=qo, partials=partials)
-
-
 def _groups_of(call: Call, name: str, flat: list[int]) -> set[int]:
     """Reduce groups touched by divergent flat indices of reduce buffer ``name``."""
     if name == "reduce_final_map":
@@ -451,6 +431,6 @@ def _decode_reduce(result: Diff, expected: Call, actual: Call, divergent: dict[s
         flat = divergent[name][: max_items * 4]
         groups |= _groups_of(expected, name, flat) | _groups_of(actual, name, flat)
     for group in sorted(groups)[:max_items]:
-        e, a = _reduce_group(expected, group), _reduce_group(actual, group)
+        e, a = reduce_group(expected, group), reduce_group(actual, group)
         if e != a:
             result.reduce_groups.append(ReduceGroupDiff(group=group, expected=e, actual=a))

@@ -62,6 +62,28 @@ def written_prefix(values: torch.Tensor, mask: torch.Tensor) -> list[int]:
     return values.reshape(-1)[:end].tolist()
 
 
+@dataclass
+class ReduceGroup:
+    """One reduce group: where its merged result goes and which partials it merges."""
+
+    qo_range: list[int] | None  # None where reduce_final_map was not written
+    partials: list[int]
+
+
+def reduce_group(call: Call, group: int, indptr: list[int] | None = None) -> ReduceGroup | None:
+    """Reduce group ``group`` of ``call`` (None past the written reduce_indptr); pass ``indptr`` to reuse it."""
+    if indptr is None:
+        indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+    if group + 1 >= len(indptr):
+        return None
+    final, fmask = call.outputs["reduce_final_map"], call.written["reduce_final_map"]
+    qo = final[group].tolist() if group < final.shape[0] and bool(fmask[group].all()) else None
+    partial, pmask = call.outputs["reduce_partial_map"], call.written["reduce_partial_map"]
+    start, end = indptr[group], indptr[group + 1]
+    partials = [int(v) for v, w in zip(partial[start:end].tolist(), pmask[start:end].tolist()) if w]
+    return ReduceGroup(qo_range=qo, partials=partials)
+
+
 def works_by_cu(call: Call) -> list[list[Work]]:
     """Each CU part's works in order, following work_indptr over written work_info_set rows."""
     indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])

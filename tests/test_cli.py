@@ -315,3 +315,32 @@ def test_demo_commands_as_the_makefile_runs_them(tmp_path):
     assert code == 0 and set(report["summary"]) == {"written"}
     code, report = cli_json("diff", tmp_path / "out", "--against", shipped)
     assert code == 0, [r for r in report["results"] if r["status"] != "equal"][:2]
+
+
+def test_check_passes_recorded_goldens_and_flags_a_broken_one(tree):
+    code, report = cli_json("check", tree)
+    assert code == 0 and report["summary"] == {"passed": 3}
+    info = load(GoldenStore(tree).path_for(KEY_16)).call
+    row = int(info.written["work_info_set"].all(dim=1).nonzero()[0])
+
+    def overlap(call):  # a work's kv range now runs past its batch's end
+        call.outputs["work_info_set"][row, 5] += 10_000
+
+    rewrite(tree, KEY_16, overlap)
+    code, report = cli_json("check", tree)
+    assert code == 1 and report["summary"] == {"passed": 2, "violated": 1}
+    bad = next(r for r in report["results"] if r["status"] == "violated")
+    assert bad["key"] == KEY_16 and f"work {row}" in bad["message"]
+
+
+def test_html_reports_of_diff_and_show(tree, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(tree, other)
+    rewrite(other, KEY_128, lambda call: call.outputs["work_info_set"].__setitem__((0, 5), 1))
+    page = tmp_path / "report.html"
+    code, _ = cli("diff", other, "--against", tree, "--html", page)
+    text = page.read_text()
+    assert code == 1 and 'class="work divergent" data-work="0"' in text and KEY_128 in text
+    picture = tmp_path / "show.html"
+    code, _ = cli("show", GoldenStore(tree).path_for(KEY_16), "--html", picture)
+    assert code == 0 and 'class="work"' in picture.read_text() and 'class="work divergent"' not in picture.read_text()

@@ -50,12 +50,12 @@ def test_eight_processes_writing_same_and_different_keys(tmp_path):
     assert mla_golden.diff(_toy_call(0), store.read("shared/one").call).equal
 
 
-def _rewrite_forever(root: str, source: str, ready) -> None:
+def _rewrite_forever(root: str, source: str, start: int, ready) -> None:
     """Rewrite goldens in a loop: the test kills this process somewhere in the middle."""
     golden = mla_golden.load(source)
     store = GoldenStore(root)
     ready.set()
-    i = 0
+    i = start
     while True:
         golden.key = f"k/{i % 16}"
         store.write(golden, update=True)
@@ -70,7 +70,7 @@ def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path):
     ctx = multiprocessing.get_context("fork")  # forked writers start in milliseconds
     for _ in range(60):
         ready = ctx.Event()
-        proc = ctx.Process(target=_rewrite_forever, args=(str(root), str(source), ready))
+        proc = ctx.Process(target=_rewrite_forever, args=(str(root), str(source), rng.randrange(16), ready))
         proc.start()
         assert ready.wait(60)
         time.sleep(rng.random() * 0.05)  # a random point in the write loop
@@ -81,7 +81,7 @@ def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path):
             assert mla_golden.load(path).key.startswith("k/")  # never partial
         store.clean_stale_temps()
         assert not store.stale_temps() and not list(root.rglob("*.tmp"))
-    assert len(list(GoldenStore(root).paths())) == 16
+    assert 1 <= len(list(GoldenStore(root).paths())) <= 16
 
 
 def test_a_live_writers_temp_file_is_not_stale(tmp_path):
