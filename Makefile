@@ -13,12 +13,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## The main job: record the default matrix on the reference backend and diff the shipped goldens.
+## The main job: record the default matrix on the reference backend, diff and check the shipped goldens.
 demo: install
 	rm -rf .mla-golden-out
 	$(VENV)/bin/mla-golden record --backend reference --out .mla-golden-out
 	$(VENV)/bin/mla-golden diff goldens --backend reference
 	$(VENV)/bin/mla-golden diff .mla-golden-out --against goldens
+	$(VENV)/bin/mla-golden check goldens
 
 ## The tests (what CI runs).
 test: install
@@ -27,6 +28,7 @@ test: install
 ## Benchmarks: ratios against baselines measured in the same run.
 bench: install
 	$(PY) -m pytest -q benchmarks --benchmark-only --benchmark-columns=min,median,mean,rounds
+	$(PY) benchmarks/bench.py goldens
 
 clean:
 	rm -rf $(VENV) .mla-golden-out

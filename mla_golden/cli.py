@@ -49,6 +49,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: rich's help formatter costs ~100 ms of imports, and --help must be instant.
+    rich_markup_mode=None,
 )
 
 

@@ -196,7 +196,8 @@ def load(path: Path | str) -> Golden:
             if 8 + header_len > size:
                 raise GoldenError(path, f"truncated: header claims {header_len} bytes, file has {size - 8} after the length")
             header_bytes = fh.read(header_len)
-            body = fh.read()
+            body = bytearray(size - 8 - header_len)  # writable, so tensors view it without a copy each
+            fh.readinto(body)
     except OSError as exc:
         raise GoldenError(path, f"cannot read: {exc.strerror or exc}") from exc
     header = _parse_header(path, header_bytes)
@@ -226,7 +227,7 @@ def _check_format(path: Path, metadata: dict[str, str]) -> None:
         raise GoldenError(path, f"unknown format {fmt!r} (this mla-golden reads {FORMAT!r})")
 
 
-def _tensor(path: Path, name: str, spec: Any, body: bytes) -> torch.Tensor:
+def _tensor(path: Path, name: str, spec: Any, body: bytearray) -> torch.Tensor:
     """One tensor, after checking its header entry against the data actually there."""
     if not (
         isinstance(spec, dict)
@@ -247,14 +248,17 @@ def _tensor(path: Path, name: str, spec: Any, body: bytes) -> torch.Tensor:
     dtype = _SAFETENSORS_DTYPES[spec["dtype"]]
     if not 0 <= start <= end <= len(body) or end - start != numel * dtype.itemsize:
         raise GoldenError(path, f"tensor {name!r}: data offsets {start}..{end} do not fit (truncated or corrupt)")
-    raw = bytearray(body[start:end])
+    if end == start:
+        return torch.empty(spec["shape"], dtype=dtype)
+    if start % dtype.itemsize:
+        # safetensors aligns data, but a hand-made file need not be: copy to an aligned buffer
+        body, start = bytearray(body[start:end]), 0
     if dtype == torch.bool:
-        values = torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+        values = torch.frombuffer(body, dtype=torch.uint8, count=numel, offset=start)
         if bool((values > 1).any()):
             raise GoldenError(path, f"tensor {name!r}: bool tensor holds values other than 0/1")
-        return values.to(torch.bool).reshape(spec["shape"])
-    tensor = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
-    return tensor.reshape(spec["shape"])
+        return values.view(torch.bool).reshape(spec["shape"])
+    return torch.frombuffer(body, dtype=dtype, count=numel, offset=start).reshape(spec["shape"])
 
 
 def _json_field(path: Path, metadata: dict[str, str], key: str, kind: type) -> Any:
