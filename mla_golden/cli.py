@@ -287,9 +287,20 @@ def _record_worker(
     return results
 
 
+def _clean_stale_temps(out: Path, quiet: bool) -> None:
+    """Remove temp files a killed earlier run left in ``out``, and say so."""
+    from mla_golden.store import GoldenStore
+
+    removed = GoldenStore(out).clean_stale_temps()
+    if removed:
+        shown = ", ".join(str(p) for p in removed[:3]) + (" ..." if len(removed) > 3 else "")
+        _say(f"removed {len(removed)} temp file(s) left by an interrupted run: {shown}", quiet)
+
+
 def _record_command(command: list[str], out: Path, update: bool, fmt: Format, quiet: bool) -> int:
     from mla_golden.import_hook import HookError, run
 
+    _clean_stale_temps(out, quiet)
     _say(f"recording planner calls of: {' '.join(command)}", quiet)
     try:
         status, entries = run(command, out, update=update)
@@ -348,6 +359,7 @@ def record(
         raise typer.Exit(_record_command(command, out, update, format, quiet))
     from mla_golden.matrix import MatrixError, load
 
+    _clean_stale_temps(out, quiet)
     chosen = _backend(backend, quiet)
     devices = list(device or [])
     if chosen.name == "aiter":

@@ -293,7 +293,8 @@ def _decode(path: Path, metadata: dict[str, str], tensors: dict[str, torch.Tenso
         raise GoldenError(path, f"unexpected tensors: {', '.join(extra)}")
     for name in schema.inputs:
         tensor = tensors[f"input.{name}"]
-        if tensor.dtype != torch.int32 or tensor.dim() != 1:
+        # int32 is what planners take; int64 is kept so a call rejected for its dtype replays as rejected.
+        if tensor.dtype not in (torch.int32, torch.int64) or tensor.dim() != 1:
             raise GoldenError(path, f"input.{name}: expected a 1-D int32 tensor, got {tensor.dtype} {list(tensor.shape)}")
     if error is None:
         for name in OUTPUTS:

@@ -343,3 +343,31 @@ def test_html_reports_of_diff_and_show(tree, tmp_path):
     picture = tmp_path / "show.html"
     code, _ = cli("show", GoldenStore(tree).path_for(KEY_16), "--html", picture)
     assert code == 0 and 'class="work"' in picture.read_text() and 'class="work divergent"' not in picture.read_text()
+
+
+def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cleans_up(tmp_path):
+    """SIGKILL a real `mla-golden record` mid-run (seeded points); every golden left loads, and a rerun finishes the tree."""
+    import random
+    import signal
+
+    from mla_golden.store import GoldenStore, load
+
+    (tmp_path / "matrix.toml").write_text(MATRIX)
+    out = tmp_path / "out"
+    exe = Path(sys.executable).parent / "mla-golden"
+    args = [str(exe), "record", "--matrix", str(tmp_path / "matrix.toml"), "--backend", "reference", "--out", str(out), "--update"]
+    rng = random.Random(7)
+    for _ in range(4):
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.5 + rng.random() * 2.5)  # start-up takes ~2 s; then somewhere in the recording
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        for path in GoldenStore(out).paths():
+            load(path)  # never partial
+    # A temp file as a killed writer leaves it (its pid is gone):
+    out.mkdir(exist_ok=True)
+    (out / ".orphan.safetensors.999999999.x.tmp").write_bytes(b"partial")
+    done = subprocess.run(args, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "removed 1 temp file(s) left by an interrupted run" in done.stderr
+    assert not list(out.rglob("*.tmp")) and len(list(GoldenStore(out).paths())) == 3
