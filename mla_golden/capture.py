@@ -18,7 +18,15 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.context import backend_of, device_snapshot, env_snapshot, provenance
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, BoundCall, build_arguments, schema_for, signature_of, to_dtype
+from mla_golden.schema import (
+    OUTPUTS,
+    POINTER_OUTPUT,
+    BoundCall,
+    build_arguments,
+    schema_for,
+    signature_of,
+    to_dtype,
+)
 
 #: Two fill values per dtype that differ in every element.
 CANARIES: dict[torch.dtype, tuple[int, int]] = {

@@ -42,11 +42,25 @@ from mla_golden.call import Call
 from mla_golden.capture import planner_env
 from mla_golden.reference._device import device as reference_device
 from mla_golden.reference.errors import AiterCheckError, UndefinedResultError
-from mla_golden.reference.mla_v1 import FP8_DTYPES, get_mla_metadata_info_v1, plan_mla_metadata_v1
-from mla_golden.reference.mla_v1_comm import QoState, c_div, c_mod, integer_divide_ceil, mla_v12_num_qo_tiles
-from mla_golden.reference.mla_v1_dispatch import AITER_DTYPE_BF16, AITER_DTYPE_FP8, MlaV12Dispatch
+from mla_golden.reference.mla_v1 import (
+    FP8_DTYPES,
+    get_mla_metadata_info_v1,
+    plan_mla_metadata_v1,
+)
+from mla_golden.reference.mla_v1_comm import (
+    QoState,
+    c_div,
+    c_mod,
+    integer_divide_ceil,
+    mla_v12_num_qo_tiles,
+)
+from mla_golden.reference.mla_v1_dispatch import (
+    AITER_DTYPE_BF16,
+    AITER_DTYPE_FP8,
+    MlaV12Dispatch,
+)
 from mla_golden.reference.ps_v1 import get_ps_metadata_info_v1
-from mla_golden.schema import MLA_OP, POINTER_OUTPUT, PS_OP, to_dtype
+from mla_golden.schema import MLA_OP, OUTPUTS, POINTER_OUTPUT, PS_OP, to_dtype
 
 #: Every invariant :func:`check` knows, with what it asserts.
 INVARIANTS: dict[str, str] = {
@@ -355,14 +369,7 @@ def _check_sizing(c: _Checker, helper: dict[str, int], used: dict[str, int]) -> 
 
 
 def _helper_numels(sizes: Sequence[tuple[Any, torch.dtype]]) -> dict[str, int]:
-    names = (
-        "work_metadata_ptrs",
-        "work_indptr",
-        "work_info_set",
-        "reduce_indptr",
-        "reduce_final_map",
-        "reduce_partial_map",
-    )
+    names = OUTPUTS  # the order get_*_info_v1 returns them in
     return {
         name: math.prod(shape) if isinstance(shape, tuple) else shape
         for name, (shape, _dtype) in zip(names, sizes)

@@ -192,7 +192,13 @@ def _run_items(
     label: str,
 ) -> list[Result]:
     """``worker(chunk, *args)`` over ``items`` in ``jobs`` processes, with a progress bar on long runs."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     if not items:
         return []
@@ -389,19 +395,15 @@ def _replay_worker(paths: list[str], backend_name: str, max_items: int, render: 
     from mla_golden.backends import resolve
     from mla_golden.capture import replay
     from mla_golden.differ import diff
-    from mla_golden.errors import GoldenError
     from mla_golden.schema import AdaptationError
-    from mla_golden.store import load
 
     _single_threaded()
     backend = resolve(backend_name)
     live = backend.live_device()
     results = []
     for path in paths:
-        try:
-            golden = load(path)
-        except GoldenError as exc:
-            results.append(Result(path, "bad", path, exc.problem))
+        golden = _load_or_bad(path, results)
+        if golden is None:
             continue
         device = golden.call.device
         if live is not None and (device.get("arch"), device.get("cu_num")) != live:
@@ -416,6 +418,18 @@ def _replay_worker(paths: list[str], backend_name: str, max_items: int, render: 
         found = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{backend.name} replay", max_items=max_items)
         results.append(_diff_result(golden.key, path, found, render))
     return results
+
+
+def _load_or_bad(path: str, results: list[Result]) -> Any:
+    """The golden at ``path``, or None after recording a 'bad' result naming the problem."""
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import load
+
+    try:
+        return load(path)
+    except GoldenError as exc:
+        results.append(Result(path, "bad", path, exc.problem))
+        return None
 
 
 def _diff_result(key: str, path: str, found: Any, render: bool) -> Result:
@@ -617,16 +631,12 @@ def _atomic_text(path: Path, text: str) -> None:
 def _check_worker(paths: list[str]) -> list[Result]:
     """Check each golden's metadata against the planner's invariants."""
     from mla_golden.checks import check, render_check_text
-    from mla_golden.errors import GoldenError
-    from mla_golden.store import load
 
     _single_threaded()
     results = []
     for path in paths:
-        try:
-            golden = load(path)
-        except GoldenError as exc:
-            results.append(Result(path, "bad", path, exc.problem))
+        golden = _load_or_bad(path, results)
+        if golden is None:
             continue
         found = check(golden.call)
         hazards = [f"hazard {h.hazard}: {h.message}" for h in found.hazards]

@@ -15,7 +15,13 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
-from mla_golden.geometry import Geometry, ReduceGroup, geometry, reduce_group, written_prefix
+from mla_golden.geometry import (
+    Geometry,
+    ReduceGroup,
+    geometry,
+    reduce_group,
+    written_prefix,
+)
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
 
 #: Decoded work items / reduce groups / samples kept per diff.

@@ -18,12 +18,13 @@ import itertools
 import math
 import random
 import re
-import tomllib
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import tomllib
 
 if TYPE_CHECKING:
     from mla_golden.backends import Backend

@@ -23,7 +23,8 @@ import torch
 MLA_OP = "get_mla_metadata_v1"
 PS_OP = "get_ps_metadata_v1"
 
-#: Output buffers, canonical names, in the order goldens and reports list them.
+#: Output buffers, canonical names, in the order goldens and reports list them
+#: (also the order aiter's get_*_info_v1 sizing helpers return their shapes).
 OUTPUTS = (
     "work_metadata_ptrs",
     "work_indptr",

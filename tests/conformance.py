@@ -23,14 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE_DIR = Path(
     os.environ.get("MLA_GOLDEN_CONFORMANCE", ROOT.parent / "shared" / "conformance")
 )
-OUTPUT_NAMES = (
-    "work_metadata_ptrs",
-    "work_indptr",
-    "work_info_set",
-    "reduce_indptr",
-    "reduce_final_map",
-    "reduce_partial_map",
-)
 
 
 def torch_dtype(name: str | None) -> torch.dtype | None:

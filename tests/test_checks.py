@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conformance import record_call, record_params, records
 
 import mla_golden
-from conformance import record_call, record_params, records
 from mla_golden.call import Call
 from mla_golden.capture import planner_env, replay
 from mla_golden.checks import HAZARDS, INVARIANTS, CheckResult, check, render_check_text
@@ -36,6 +36,7 @@ from mla_golden.reference import (
 )
 from mla_golden.reference._device import LDS_BYTES
 from mla_golden.reference._device import device as reference_device
+from mla_golden.schema import OUTPUTS
 
 OLD_FILE = "cross_version-33d168a06297-"
 
@@ -375,14 +376,7 @@ def test_every_shipped_golden_passes(path: Path) -> None:
 # Beyond the records: whatever the reference planner (bit-exact to aiter) plans passes
 # ---------------------------------------------------------------------------
 
-_SIZING_ORDER = (
-    "work_metadata_ptrs",
-    "work_indptr",
-    "work_info_set",
-    "reduce_indptr",
-    "reduce_final_map",
-    "reduce_partial_map",
-)
+_SIZING_ORDER = OUTPUTS  # get_*_info_v1 return order
 
 
 def _specs(sizes: tuple) -> dict[str, dict]:

@@ -42,10 +42,16 @@ from typing import Any
 
 import pytest
 import torch
+from conformance import (
+    conformance_files,
+    expected_outputs,
+    input_tensors,
+    records,
+    torch_dtype,
+)
 from typer.testing import CliRunner
 
 import mla_golden
-from conformance import conformance_files, expected_outputs, input_tensors, records, torch_dtype
 from mla_golden.capture import planner_env
 from mla_golden.cli import app
 from mla_golden.reference import device

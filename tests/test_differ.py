@@ -6,10 +6,10 @@ import copy
 import json
 
 import pytest
+import standins
 import torch
 
 import mla_golden
-import standins
 
 
 def _capture(kv=(0, 50, 200, 210), dtype=torch.float8_e4m3fn, garbage_seed=None):
@@ -17,7 +17,7 @@ def _capture(kv=(0, 50, 200, 210), dtype=torch.float8_e4m3fn, garbage_seed=None)
     bufs = standins.toy_buffers(3, 200)
     if garbage_seed is not None:
         gen = torch.Generator().manual_seed(garbage_seed)
-        for name, buf in bufs.items():
+        for buf in bufs.values():
             if buf.dtype == torch.int32:
                 buf.copy_(torch.randint(-(2**31), 2**31 - 1, buf.shape, generator=gen, dtype=torch.int32))
     with mla_golden.spy(aiter) as spy:

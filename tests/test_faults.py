@@ -8,10 +8,10 @@ import random
 import signal
 import time
 
+import standins
 import torch
 
 import mla_golden
-import standins
 from mla_golden.store import Golden, GoldenStore, WriteOutcome, to_bytes
 
 

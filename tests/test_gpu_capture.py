@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import standins
 import torch
 
 import mla_golden
-import standins
 
 pytestmark = [
     pytest.mark.gpu,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-
 STANDINS = Path(__file__).with_name("standins.py").read_text()
 
 TEST_FILE = textwrap.dedent(

@@ -7,10 +7,10 @@ import threading
 import types
 
 import pytest
+import standins
 import torch
 
 import mla_golden
-import standins
 from mla_golden.call import CallNotFound
 
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conformance import (
     Expected,
     alloc_buffers,
@@ -23,14 +22,20 @@ from conformance import (
     record_params,
     torch_dtype,
 )
+
 from mla_golden.reference import _device
 from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, allow_undefined
-from mla_golden.reference.errors import AiterCheckError, BufferTooSmallError, UndefinedResultError
+from mla_golden.reference.errors import (
+    AiterCheckError,
+    BufferTooSmallError,
+    UndefinedResultError,
+)
 from mla_golden.reference.mla_v1 import (
     get_mla_metadata_info_v1,
     get_mla_metadata_v1,
     plan_mla_metadata_v1,
 )
+from mla_golden.schema import OUTPUTS
 
 RECORDS = record_params("mla_v1-")
 CANARY = 0x5A5A5A5A
@@ -43,15 +48,7 @@ BUFFER_NAMES = (
     "reduce_final_map",
     "reduce_partial_map",
 )
-#: get_mla_metadata_info_v1's return order.
-SIZING_ORDER = (
-    "work_metadata_ptrs",
-    "work_indptr",
-    "work_info_set",
-    "reduce_indptr",
-    "reduce_final_map",
-    "reduce_partial_map",
-)
+SIZING_ORDER = OUTPUTS  # get_mla_metadata_info_v1 return order
 DTYPE_KWARGS = (
     "dtype_q_nope",
     "dtype_q_rope",

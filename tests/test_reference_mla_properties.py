@@ -31,17 +31,10 @@ from mla_golden.reference.mla_v1_comm import MlaV12Traits
 from mla_golden.reference.mla_v1_dispatch import MlaV12Dispatch
 from mla_golden.reference.mla_v1_parallel import kn_get_mla_metadata_v1_2_parallel
 from mla_golden.reference.mla_v1_serial import kn_get_mla_metadata_v1_2
+from mla_golden.schema import OUTPUTS
 
 CANARY = 0x5A5A5A5A
-#: get_mla_metadata_info_v1's return order.
-SIZING_ORDER = (
-    "work_metadata_ptrs",
-    "work_indptr",
-    "work_info_set",
-    "reduce_indptr",
-    "reduce_final_map",
-    "reduce_partial_map",
-)
+SIZING_ORDER = OUTPUTS  # get_mla_metadata_info_v1 return order
 DEVICES = [("gfx942", 304), ("gfx950", 256), ("gfx942", 80), ("gfx950", 8)]
 FP8 = {"gfx942": torch.float8_e4m3fnuz, "gfx950": torch.float8_e4m3fn}
 PROPERTY_SETTINGS = settings(
@@ -310,7 +303,7 @@ def test_reduce_groups_match_split_tiles(case: Decode) -> None:
         if begin != end:
             groups[tuple(final_map[group])] = partial_map[begin:end]
     split = {}
-    for (batch, qo_start, qo_end), locs in tiles.items():
+    for (_batch, qo_start, qo_end), locs in tiles.items():
         if len(locs) == 1:
             assert locs == [-1], "a tile with one work is not split"
         else:

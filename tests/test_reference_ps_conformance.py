@@ -13,8 +13,14 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from conformance import (
+    alloc_buffers,
+    expected_outputs,
+    input_tensors,
+    record_params,
+    torch_dtype,
+)
 
-from conformance import alloc_buffers, expected_outputs, input_tensors, record_params, torch_dtype
 from mla_golden.reference import (
     AiterCheckError,
     BufferTooSmallError,

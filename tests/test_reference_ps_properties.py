@@ -138,7 +138,7 @@ def test_every_tile_and_head_sees_its_kv_exactly_once(batch: Batch) -> None:
                 ctx = batch.context_lens[b]
                 visible = min(ctx - qo_len + local_end, ctx) if batch.is_causal else ctx
                 assert ranges[0][0] == kv_begin
-                for (_, prev_end), (start, end) in zip(ranges, ranges[1:]):
+                for (_, prev_end), (start, _end) in zip(ranges, ranges[1:]):
                     assert start == prev_end, f"gap or overlap in {key}: {ranges}"
                 units = -(-visible // batch.kvlen_granularity)
                 blocks = units * (batch.kvlen_granularity // batch.block_size)

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import pytest
+import standins
 import torch
 
-import standins
-from mla_golden.schema import MLA_OP, PS_OP, AdaptationError, bind, build_arguments, schema_for
+from mla_golden.schema import (
+    MLA_OP,
+    PS_OP,
+    AdaptationError,
+    bind,
+    build_arguments,
+    schema_for,
+)
 
 QO = torch.tensor([0, 1, 3], dtype=torch.int32)
 KV = torch.tensor([0, 40, 100], dtype=torch.int32)

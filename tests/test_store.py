@@ -7,14 +7,24 @@ import os
 import struct
 
 import pytest
+import standins
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save
 
 import mla_golden
-import standins
-from mla_golden.store import FORMAT, Golden, GoldenStore, WriteOutcome, derived_key, key_path, load, to_bytes, write
+from mla_golden.store import (
+    FORMAT,
+    Golden,
+    GoldenStore,
+    WriteOutcome,
+    derived_key,
+    key_path,
+    load,
+    to_bytes,
+    write,
+)
 
 
 @pytest.fixture(scope="module")

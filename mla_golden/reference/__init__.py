@@ -22,8 +22,16 @@ written against aiter runs unchanged in tests.
 from mla_golden.reference._device import DEFAULT_DEVICE, Device, current_device, device
 from mla_golden.reference._stand_in import as_aiter
 from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, allow_undefined
-from mla_golden.reference.errors import AiterCheckError, BufferTooSmallError, UndefinedResultError
-from mla_golden.reference.mla_v1 import MlaVersion, get_mla_metadata_info_v1, get_mla_metadata_v1
+from mla_golden.reference.errors import (
+    AiterCheckError,
+    BufferTooSmallError,
+    UndefinedResultError,
+)
+from mla_golden.reference.mla_v1 import (
+    MlaVersion,
+    get_mla_metadata_info_v1,
+    get_mla_metadata_v1,
+)
 from mla_golden.reference.ps_v1 import get_ps_metadata_info_v1, get_ps_metadata_v1
 
 __all__ = [

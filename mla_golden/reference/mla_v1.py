@@ -39,7 +39,11 @@ import torch
 
 from mla_golden.reference._device import current_device
 from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, undefined_allowed
-from mla_golden.reference.errors import AiterCheckError, BufferTooSmallError, UndefinedResultError
+from mla_golden.reference.errors import (
+    AiterCheckError,
+    BufferTooSmallError,
+    UndefinedResultError,
+)
 from mla_golden.reference.mla_v1_dispatch import (
     AITER_DTYPE_BF16,
     MlaV12Dispatch,

@@ -16,20 +16,10 @@ from typing import Any
 from mla_golden.reference.errors import UndefinedResultError
 from mla_golden.reference.mla_v1_comm import WORK_INFO_DWORDS, MlaV12Outputs
 from mla_golden.reference.mla_v1_dispatch import MlaV12Dispatch
+from mla_golden.schema import MLA
 
 #: Output fields a kernel stores (``work_metadata_ptrs`` never depends on the inputs).
 FIELDS = ("work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
-WORK_INFO_COLUMNS = (
-    "batch_idx",
-    "partial_qo_loc",
-    "qo_start",
-    "qo_end",
-    "kv_start",
-    "kv_end",
-    "kv_offset",
-    "pad",
-)
-
 #: What the planner finds past an input's end, one run each: two negative bases and a
 #: positive one, so that a min() or max() in the planner cannot hide a dependence.
 GARBAGE = (-(1 << 24), -(1 << 25), 1 << 26)
@@ -73,7 +63,7 @@ def _describe(field: str, indices: list[int]) -> str:
     if field == "work_info_set":
         rows = sorted({index // WORK_INFO_DWORDS for index in indices})
         columns = sorted({index % WORK_INFO_DWORDS for index in indices})
-        names = ", ".join(WORK_INFO_COLUMNS[column] for column in columns)
+        names = ", ".join(MLA.work_columns[column] for column in columns)
         return f"work_info_set {names} of {len(rows)} works (rows {rows[0]}..{rows[-1]})"
     if field == "reduce_final_map":
         tiles = sorted({index // 2 for index in indices})
