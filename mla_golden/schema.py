@@ -212,6 +212,34 @@ def signature_of(fn: Callable[..., Any], schema: OpSchema) -> inspect.Signature:
         )
 
 
+def canonical_params(op: str, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Scalar arguments (by any version's names) -> canonical params, and what had to be assumed.
+
+    Legacy ``dtype_q`` / ``dtype_kv`` fill the nope and rope dtypes not given,
+    as aiter's wrapper does; a scalar the signature lacks takes the value
+    aiter assumes when it is absent. Tensor arguments are skipped.
+    """
+    schema = schema_for(op)
+    params: dict[str, Any] = {}
+    notes: list[str] = []
+    for name, value in arguments.items():
+        canonical = schema.canonical(name)
+        if name in schema.dtype_aliases or schema.kind(canonical) != "scalar":
+            continue
+        params[canonical] = dtype_name(value) if canonical in schema.dtype_params else _scalar(value)
+    for alias, targets in schema.dtype_aliases.items():
+        if arguments.get(alias) is not None:
+            for target in targets:
+                if params.get(target) is None:
+                    params[target] = dtype_name(arguments[alias])
+    for name, default in schema.scalars.items():
+        if name not in params:
+            params[name] = default
+            if default is not None or name not in schema.dtype_params:
+                notes.append(f"{name} not in this signature; taken as {default!r}")
+    return params, notes
+
+
 def bind(op: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> BoundCall:
     """Normalise a call ``fn(*args, **kwargs)`` of ``op`` to canonical names.
 
@@ -222,16 +250,12 @@ def bind(op: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> BoundCal
     sig = signature_of(fn, schema)
     bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
-    params: dict[str, Any] = {}
     inputs: dict[str, torch.Tensor] = {}
     buffers: dict[str, torch.Tensor] = {}
-    legacy_dtypes: dict[str, Any] = {}
-    notes: list[str] = []
+    named: dict[str, Any] = {}
+    unknown: list[str] = []
     for name, value in bound.arguments.items():
         if sig.parameters[name].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            continue
-        if name in schema.dtype_aliases:
-            legacy_dtypes[name] = value
             continue
         canonical = schema.canonical(name)
         kind = schema.kind(canonical)
@@ -239,24 +263,15 @@ def bind(op: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> BoundCal
             inputs[canonical] = value
         elif kind == "output":
             buffers[canonical] = value
-        elif kind == "scalar":
-            params[canonical] = dtype_name(value) if canonical in schema.dtype_params else _scalar(value)
+        elif kind == "scalar" or name in schema.dtype_aliases:
+            named[name] = value
         else:
-            notes.append(f"parameter {name!r} is not in the {op} schema; ignored")
-    # aiter's wrapper: a legacy alias fills nope and rope where those were not given.
-    for alias, targets in schema.dtype_aliases.items():
-        if alias in legacy_dtypes and legacy_dtypes[alias] is not None:
-            for target in targets:
-                if params.get(target) is None:
-                    params[target] = dtype_name(legacy_dtypes[alias])
-    for name, default in schema.scalars.items():
-        if name not in params:
-            params[name] = default
-            if default is not None or name not in schema.dtype_params:
-                notes.append(f"{name} not in this signature; taken as {default!r}")
+            unknown.append(f"parameter {name!r} is not in the {op} schema; ignored")
+    params, notes = canonical_params(op, named)
+    notes = unknown + notes
     for name in schema.inputs:
         if name not in inputs:
-            inputs[name] = _implied_input(schema, name, inputs)
+            inputs[name] = implied_input(schema, name, inputs)
             notes.append(f"{name} not in this signature; implied {schema.implied_inputs[name]}")
     missing = [n for n in OUTPUTS if n not in buffers]
     if missing:
@@ -264,7 +279,8 @@ def bind(op: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> BoundCal
     return BoundCall(op, params, inputs, buffers, list(sig.parameters), notes)
 
 
-def _implied_input(schema: OpSchema, name: str, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+def implied_input(schema: OpSchema, name: str, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The value of input ``name`` for a signature that lacks it (e.g. all-ones kv_last_page_lens)."""
     rule = schema.implied_inputs.get(name)
     if rule != "ones":
         raise TypeError(f"{schema.name}: required input {name!r} missing from the call")
@@ -326,7 +342,7 @@ def build_arguments(
         carried.add(canonical)
     for name in schema.inputs:
         if name not in carried:
-            implied = _implied_input(schema, name, dict(inputs))
+            implied = implied_input(schema, name, inputs)
             if not torch.equal(inputs[name].cpu(), implied.cpu()):
                 raise AdaptationError(f"this signature has no {name}; the call needs {name} other than its implied value")
             notes.append(f"{name} dropped: not in this signature (it held the implied {schema.implied_inputs[name]})")

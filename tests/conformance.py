@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from mla_golden.call import Call
-from mla_golden.schema import schema_for
+from mla_golden.schema import canonical_params, implied_input, schema_for
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE_DIR = Path(
@@ -144,23 +144,11 @@ def record_call(record: dict, side: str = "new") -> Call:
     schema = schema_for(record["op"])
     source = record if side == "new" else record["old"]
     call = record.get("call_old", record["call"]) if side == "old" else record["call"]
-    arguments = {**call["args"], **call["kwargs"]}
-    params: dict = {}
-    for name, value in arguments.items():
-        if name in schema.dtype_aliases or isinstance(value, list):
-            continue
-        params[schema.canonical(name)] = value
-    for alias, targets in schema.dtype_aliases.items():
-        if arguments.get(alias) is not None:
-            for target in targets:
-                if params.get(target) is None:
-                    params[target] = arguments[alias]
-    for name, default in schema.scalars.items():
-        params.setdefault(name, default)
+    params, _ = canonical_params(record["op"], {**call["args"], **call["kwargs"]})
     inputs = input_tensors(call)
     for name in schema.inputs:
-        if name not in inputs:  # an older signature: every last page holds one token
-            inputs[name] = torch.ones(len(inputs[schema.inputs[0]]) - 1, dtype=torch.int32)
+        if name not in inputs:  # an older signature
+            inputs[name] = implied_input(schema, name, inputs)
     outputs, written = {}, {}
     if source["result"] == "ok":
         for name, out in expected_outputs(source["outputs"]).items():
