@@ -547,6 +547,7 @@ def diff(
     html: Annotated[
         Path | None, typer.Option(help="Also write a self-contained HTML report (schedules drawn, divergent works marked).")
     ] = None,
+    png: Annotated[Path | None, typer.Option(help="Also draw the first divergent call as a PNG (needs the plot extra).")] = None,
 ) -> None:
     """Diff goldens: replay their inputs on a backend, or compare two golden trees call by call.
 
@@ -566,6 +567,8 @@ def diff(
         results.sort(key=lambda r: r.key)
         if html is not None:
             _write_html(html, results, None, max_items, quiet)
+        if png is not None:
+            _write_png(png, results, None, quiet)
         raise typer.Exit(_emit("diff", results, format, quiet, header))
     files, results = _golden_files(roots)
     if not files and not results:
@@ -577,6 +580,8 @@ def diff(
     header = {"mode": "replay", "backend": {"name": chosen.name, "reason": chosen.reason}}
     if html is not None:
         _write_html(html, results, chosen, max_items, quiet)
+    if png is not None:
+        _write_png(png, results, chosen, quiet)
     raise typer.Exit(_emit("diff", results, format, quiet, header))
 
 
@@ -584,33 +589,62 @@ def diff(
 HTML_MAX_PICTURES = 50
 
 
-def _write_html(path: Path, results: list[Result], backend: Any, max_items: int, quiet: bool) -> None:
-    """Write the HTML report of a diff run: every result in the summary, divergent ones drawn.
+def _divergent_calls(results: list[Result], backend: Any, limit: int) -> dict[str, tuple[Any, Any]]:
+    """(expected, actual) calls of the first ``limit`` diverged results, by key.
 
-    Workers return plain data, so the calls of the divergent results are
-    loaded (or replayed) again here.
+    Workers return plain data, so the calls are loaded (or replayed) again here.
     """
     from mla_golden.capture import replay
-    from mla_golden.differ import diff
-    from mla_golden.html import Entry, render_html
     from mla_golden.store import load
 
-    entries, drawn = [], 0
+    calls: dict[str, tuple[Any, Any]] = {}
     for r in results:
-        if r.status == "equal":
-            entries.append(Entry(r.key))
-        elif r.status == "diverged" and r.path and drawn < HTML_MAX_PICTURES and r.diff is not None:
-            if r.against_path is not None:
-                expected, actual = load(r.against_path).call, load(r.path).call
-            else:
-                expected = load(r.path).call
-                actual = replay(expected, backend.planner(expected.op), on=backend.tensor_device)
+        if len(calls) >= limit:
+            break
+        if r.status != "diverged" or not r.path or r.diff is None:
+            continue
+        if r.against_path is not None:
+            calls[r.key] = (load(r.against_path).call, load(r.path).call)
+        else:
+            expected = load(r.path).call
+            calls[r.key] = (expected, replay(expected, backend.planner(expected.op), on=backend.tensor_device))
+    return calls
+
+
+def _write_html(path: Path, results: list[Result], backend: Any, max_items: int, quiet: bool) -> None:
+    """Write the HTML report of a diff run: every result in the summary, divergent ones drawn."""
+    from mla_golden.differ import diff
+    from mla_golden.html import Entry, render_html
+
+    drawn = _divergent_calls(results, backend, HTML_MAX_PICTURES)
+    entries = []
+    for r in results:
+        if r.key in drawn:
+            expected, actual = drawn[r.key]
             entries.append(Entry(r.key, diff(expected, actual, max_items=max_items), expected, actual))
-            drawn += 1
+        elif r.status == "equal":
+            entries.append(Entry(r.key))
         else:
             entries.append(Entry(r.key, problem=f"{r.status}: {r.message}"))
     _atomic_text(path, render_html(entries, title="mla-golden diff"))
     _say(f"HTML report: {path}", quiet)
+
+
+def _write_png(path: Path, results: list[Result], backend: Any, quiet: bool) -> None:
+    """Draw the first divergent call, expected beside actual (the plot extra)."""
+    from mla_golden.plot import PlotExtraMissing, save_png
+
+    first = _divergent_calls(results, backend, 1)
+    if not first:
+        _say(f"no divergent call to draw; {path} not written", quiet)
+        return
+    key, (expected, actual) = next(iter(first.items()))
+    try:
+        save_png(path, expected, actual, title=key)
+    except PlotExtraMissing as exc:
+        _say(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+    _say(f"PNG of {key}: {path}", quiet)
 
 
 def _atomic_text(path: Path, text: str) -> None:
@@ -743,6 +777,7 @@ def show(
     work: Annotated[int | None, typer.Option(min=0, help="Only this work item (and its CU part).")] = None,
     format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
     html: Annotated[Path | None, typer.Option(help="Also write the schedule as a self-contained HTML picture.")] = None,
+    png: Annotated[Path | None, typer.Option(help="Also draw the schedule as a PNG (needs the plot extra).")] = None,
 ) -> None:
     """Show one golden: header, params, device, provenance, inputs, work items by CU part, reduce groups."""
     from mla_golden.errors import GoldenError
@@ -758,6 +793,15 @@ def show(
 
         _atomic_text(html, render_html([Entry(loaded.key, expected=loaded.call)], title=f"mla-golden show {loaded.key}"))
         _say(f"HTML picture: {html}")
+    if png is not None:
+        from mla_golden.plot import PlotExtraMissing, save_png
+
+        try:
+            save_png(png, loaded.call, title=loaded.key)
+        except PlotExtraMissing as exc:
+            _say(f"error: {exc}")
+            raise typer.Exit(EXIT_BAD) from exc
+        _say(f"PNG picture: {png}")
     data = _show_data(loaded, cu, work)
     if format is Format.json:
         typer.echo(json.dumps(data, indent=2, default=str))

@@ -371,3 +371,20 @@ def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cl
     assert done.returncode == 0, done.stdout + done.stderr
     assert "removed 1 temp file(s) left by an interrupted run" in done.stderr
     assert not list(out.rglob("*.tmp")) and len(list(GoldenStore(out).paths())) == 3
+
+
+def test_png_of_show_and_diff(tree, tmp_path):
+    pytest.importorskip("matplotlib")
+    other = tmp_path / "other"
+    shutil.copytree(tree, other)
+    rewrite(other, KEY_128, lambda call: call.outputs["work_info_set"].__setitem__((0, 5), 1))
+    code, _ = cli("diff", other, "--against", tree, "--png", tmp_path / "diff.png")
+    assert code == 1 and (tmp_path / "diff.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, _ = cli("show", GoldenStore(tree).path_for(KEY_16), "--png", tmp_path / "show.png")
+    assert code == 0 and (tmp_path / "show.png").stat().st_size > 5_000
+
+
+def test_png_without_the_plot_extra_names_it(tree, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    result = CliRunner().invoke(app, ["show", str(GoldenStore(tree).path_for(KEY_16)), "--png", str(tmp_path / "x.png")])
+    assert result.exit_code == 2 and "mla-golden[plot]" in result.output and not (tmp_path / "x.png").exists()
