@@ -29,6 +29,13 @@ from mla_golden.reference.mla_v1_comm import (
 )
 
 
+def paged_kv_offset(curr_kv_end: int, kv_end: int, page_size: int, kv_last_page_lens: Sequence[int], batch: int) -> int:
+    """Tokens from ``kv_end`` (a page index) to the batch's end: whole pages, then the last page's fill."""
+    if curr_kv_end == kv_end:
+        return 0
+    return (curr_kv_end - kv_end - 1) * page_size + kv_last_page_lens[batch]
+
+
 def kn_get_mla_metadata_v1_2(
     params: MlaV12Params,
     traits: MlaV12Traits,
@@ -167,12 +174,7 @@ def kn_get_mla_metadata_v1_2(
                         batch_idx, kv_offset = sparse_fixup(kv_offset)
                 else:
                     kv_end = min(kv_start + remain_kv_blocks * kv_granularity, curr_kv_end)
-                    kv_offset = (
-                        0
-                        if curr_kv_end == kv_end
-                        else (curr_kv_end - kv_end - 1) * page_size
-                        + kv_last_page_lens[curr_batch_kv]
-                    )
+                    kv_offset = paged_kv_offset(curr_kv_end, kv_end, page_size, kv_last_page_lens, curr_batch_kv)
                 if curr_n_split_idx > 0:
                     # Last piece of a split tile: record its reduce group.
                     partial_qo_loc = partial_idx
@@ -257,12 +259,7 @@ def kn_get_mla_metadata_v1_2(
                             batch_idx, kv_offset = sparse_fixup(kv_offset)
                     else:
                         kv_end = min(kv_start + consuming_blks * kv_granularity, curr_kv_end)
-                        kv_offset = (
-                            0
-                            if curr_kv_end == kv_end
-                            else (curr_kv_end - kv_end - 1) * page_size
-                            + kv_last_page_lens[curr_batch_kv]
-                        )
+                        kv_offset = paged_kv_offset(curr_kv_end, kv_end, page_size, kv_last_page_lens, curr_batch_kv)
                     if not cur_tail_done:
                         work_info_set.extend(
                             (batch_idx, partial_idx, qo_start, qo_end)
