@@ -7,7 +7,10 @@ without aiter and without depending on the reference planners.
 
 from __future__ import annotations
 
+import inspect
 import types
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -136,6 +139,20 @@ def mla_e4048607(
 
 
 HISTORY = [mla_2025_10, mla_2025_12, mla_33d168a0, mla_739c6317, mla_e4048607]
+
+
+def with_signature(template: Callable[..., Any], body: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
+    """A planner with ``template``'s exact signature whose body gets the bound arguments by name."""
+    sig = inspect.signature(template)
+
+    def planner(*args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return body(dict(bound.arguments))
+
+    planner.__signature__ = sig  # type: ignore[attr-defined]
+    planner.__name__ = planner.__qualname__ = template.__name__
+    return planner
 
 
 def toy_buffers(batch: int, max_kv: int, device: str = "cpu") -> dict[str, torch.Tensor]:

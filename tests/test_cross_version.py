@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import standins
 import torch
 from conformance import (
     conformance_files,
@@ -80,28 +81,14 @@ def _emit(buffers: dict[str, torch.Tensor]) -> None:
         flat[expected.indeterminate] = INDETERMINATE
 
 
-# The planners' Python signatures at the two commits (DESIGN.md 2.1, conformance README).
+def _emit_named(arguments: dict[str, Any]) -> None:
+    """A stand-in's body: its bound arguments by name -> the output buffers by canonical name."""
+    _emit({n: arguments["work_info" if n == "work_info_set" and "work_info" in arguments else n] for n in OUTPUTS})
 
 
-def mla_33d168a0(
-    seqlens_qo_indptr, seqlens_kv_indptr, num_heads_per_head_k, num_heads_k, is_causal,
-    work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map, reduce_partial_map,
-    kv_granularity=16, max_seqlen_qo=-1, uni_seqlen_qo=-1, fast_mode=True, topk=-1,
-    max_split_per_batch=-1, intra_batch_mode=False, dtype_q=None, dtype_kv=None,
-):  # fmt: skip
-    _emit(dict(work_metadata_ptrs=work_metadata_ptrs, work_indptr=work_indptr, work_info_set=work_info_set,
-               reduce_indptr=reduce_indptr, reduce_final_map=reduce_final_map, reduce_partial_map=reduce_partial_map))  # fmt: skip
-
-
-def mla_e4048607(
-    seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k, is_causal,
-    work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map, reduce_partial_map,
-    page_size=1, kv_granularity=16, max_seqlen_qo=-1, uni_seqlen_qo=-1, fast_mode=True, topk=-1,
-    max_split_per_batch=-1, intra_batch_mode=False, is_cp_round_robin=False, mla_version=0,
-    dtype_q_nope=None, dtype_q_rope=None, dtype_kv_nope=None, dtype_kv_rope=None, dtype_q=None, dtype_kv=None,
-):  # fmt: skip
-    _emit(dict(work_metadata_ptrs=work_metadata_ptrs, work_indptr=work_indptr, work_info_set=work_info_set,
-               reduce_indptr=reduce_indptr, reduce_final_map=reduce_final_map, reduce_partial_map=reduce_partial_map))  # fmt: skip
+# The planners' Python signatures at the two commits (DESIGN.md 2.1, conformance README), from tests/standins.py.
+mla_33d168a0 = standins.with_signature(standins.mla_33d168a0, _emit_named)
+mla_e4048607 = standins.with_signature(standins.mla_e4048607, _emit_named)
 
 
 def ps_v1(

@@ -142,11 +142,10 @@ def test_planner_error_is_captured_and_reraised_unchanged(fake_aiter, monkeypatc
     aiter, _ = fake_aiter
     boom = RuntimeError("get_mla_metadata_v1_2_device: only supports #heads in [16, 64, 128]")
 
-    def failing(*args, **kwargs):
+    def failing(arguments):
         raise boom
 
-    failing.__signature__ = __import__("inspect").signature(standins.mla_e4048607)
-    monkeypatch.setattr(aiter, "get_mla_metadata_v1", failing)
+    monkeypatch.setattr(aiter, "get_mla_metadata_v1", standins.with_signature(standins.mla_e4048607, failing))
     with mla_golden.spy() as spy:
         with pytest.raises(RuntimeError) as info:
             builder(aiter.get_mla_metadata_v1)
@@ -157,12 +156,11 @@ def test_planner_error_is_captured_and_reraised_unchanged(fake_aiter, monkeypatc
 def test_pointers_aimed_elsewhere_are_a_recorded_fact(fake_aiter, monkeypatch):
     aiter, _ = fake_aiter
 
-    def stray(*args, **kwargs):
-        standins.mla_e4048607(*args, **kwargs)
-        args[6][0] = 12345  # work_metadata_ptrs[0] no longer at work_indptr
+    def stray(arguments):
+        standins.mla_e4048607(**arguments)
+        arguments["work_metadata_ptrs"][0] = 12345  # no longer at work_indptr
 
-    stray.__signature__ = __import__("inspect").signature(standins.mla_e4048607)
-    monkeypatch.setattr(aiter, "get_mla_metadata_v1", stray)
+    monkeypatch.setattr(aiter, "get_mla_metadata_v1", standins.with_signature(standins.mla_e4048607, stray))
     with mla_golden.spy() as spy:
         builder(aiter.get_mla_metadata_v1)
     assert spy.calls.one().facts["ptrs_ok"] is False
@@ -172,13 +170,12 @@ def test_nondeterministic_planner_is_flagged(fake_aiter, monkeypatch):
     aiter, _ = fake_aiter
     runs = iter(range(100))
 
-    def flaky(*args, **kwargs):
-        standins.mla_e4048607(*args, **kwargs)
+    def flaky(arguments):
+        standins.mla_e4048607(**arguments)
         if next(runs) == 0:  # the caller's run differs from the probe runs
-            args[7][0, 4] += 1
+            arguments["work_info_set"][0, 4] += 1
 
-    flaky.__signature__ = __import__("inspect").signature(standins.mla_e4048607)
-    monkeypatch.setattr(aiter, "get_mla_metadata_v1", flaky)
+    monkeypatch.setattr(aiter, "get_mla_metadata_v1", standins.with_signature(standins.mla_e4048607, flaky))
     with mla_golden.spy() as spy:
         builder(aiter.get_mla_metadata_v1)
     assert spy.calls.one().facts["deterministic"] is False
