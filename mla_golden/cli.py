@@ -12,10 +12,11 @@ being checked.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -410,14 +411,24 @@ def _replay_worker(paths: list[str], backend_name: str, max_items: int, render: 
             where = f"{device.get('arch')}-cu{device.get('cu_num')}"
             results.append(Result(golden.key, "skipped", path, f"recorded for {where}; this GPU is {live[0]}-cu{live[1]}"))
             continue
-        try:
-            actual = replay(golden.call, backend.planner(golden.call.op), on=backend.tensor_device)
-        except AdaptationError as exc:
-            results.append(Result(golden.key, "diverged", path, f"cannot replay on {backend.reason}: {exc}"))
-            continue
-        found = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{backend.name} replay", max_items=max_items)
-        results.append(_diff_result(golden.key, path, found, render))
+        with _guard(golden.key, path, results):
+            try:
+                actual = replay(golden.call, backend.planner(golden.call.op), on=backend.tensor_device)
+            except AdaptationError as exc:
+                results.append(Result(golden.key, "diverged", path, f"cannot replay on {backend.reason}: {exc}"))
+                continue
+            found = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{backend.name} replay", max_items=max_items)
+            results.append(_diff_result(golden.key, path, found, render))
     return results
+
+
+@contextlib.contextmanager
+def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
+    """Whatever goes wrong with one golden is reported as 'failed' (exit 2) and never stops the others."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - reported with its type, the run goes on
+        results.append(Result(key, "failed", path, f"{type(exc).__name__}: {exc}"))
 
 
 def _load_or_bad(path: str, results: list[Result]) -> Any:
@@ -444,7 +455,6 @@ def _diff_result(key: str, path: str, found: Any, render: bool) -> Result:
 
 def _pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool) -> list[Result]:
     """Diff goldens pairwise: (key, expected path, actual path)."""
-    from mla_golden.differ import diff
     from mla_golden.errors import GoldenError
     from mla_golden.store import load
 
@@ -463,17 +473,28 @@ def _pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool
         if expected.call.op != actual.call.op:
             results.append(Result(key, "diverged", actual_path, f"op {expected.call.op} -> {actual.call.op}"))
             continue
-        found = diff(expected.call, actual.call, expected_name=expected_path, actual_name=actual_path, max_items=max_items)
-        result = _diff_result(key, actual_path, found, render)
-        result.against_path = expected_path
-        if expected.key != actual.key:
-            result.notes.insert(0, f"paired by same op and input tensors; keys {expected.key!r} vs {actual.key!r}")
-            if result.status == "equal":
-                result.status, result.message = "diverged", "same inputs and outputs, but recorded under another key"
-            else:
-                result.message = "same inputs, params changed" if found.params else "same inputs, recorded under another key"
-        results.append(result)
+        with _guard(key, actual_path, results):
+            _pair_one(key, expected, actual, expected_path, actual_path, max_items, render, results)
     return results
+
+
+def _pair_one(
+    key: str, expected: Any, actual: Any, expected_path: str, actual_path: str, max_items: int, render: bool,
+    results: list[Result],
+) -> None:  # fmt: skip
+    """Diff one expected/actual pair of goldens into ``results``."""
+    from mla_golden.differ import diff
+
+    found = diff(expected.call, actual.call, expected_name=expected_path, actual_name=actual_path, max_items=max_items)
+    result = _diff_result(key, actual_path, found, render)
+    result.against_path = expected_path
+    if expected.key != actual.key:
+        result.notes.insert(0, f"paired by same op and input tensors; keys {expected.key!r} vs {actual.key!r}")
+        if result.status == "equal":
+            result.status, result.message = "diverged", "same inputs and outputs, but recorded under another key"
+        else:
+            result.message = "same inputs, params changed" if found.params else "same inputs, recorded under another key"
+    results.append(result)
 
 
 def _golden_files(paths: Sequence[Path]) -> tuple[list[str], list[Result]]:
@@ -664,25 +685,30 @@ def _atomic_text(path: Path, text: str) -> None:
 
 def _check_worker(paths: list[str]) -> list[Result]:
     """Check each golden's metadata against the planner's invariants."""
-    from mla_golden.checks import check, render_check_text
-
     _single_threaded()
     results = []
     for path in paths:
         golden = _load_or_bad(path, results)
         if golden is None:
             continue
-        found = check(golden.call)
-        hazards = [f"hazard {h.hazard}: {h.message}" for h in found.hazards]
-        if found.ok:
-            results.append(Result(golden.key, "passed", path, notes=hazards))
-        else:
-            first = found.violations[0]
-            results.append(
-                Result(golden.key, "violated", path, f"{first.invariant} at {first.where}: {first.message}",
-                       report=render_check_text(found), notes=hazards)  # fmt: skip
-            )
+        with _guard(golden.key, path, results):
+            _check_one(golden, path, results)
     return results
+
+
+def _check_one(golden: Any, path: str, results: list[Result]) -> None:
+    from mla_golden.checks import check, render_check_text
+
+    found = check(golden.call)
+    hazards = [f"hazard {h.hazard}: {h.message}" for h in found.hazards]
+    if found.ok:
+        results.append(Result(golden.key, "passed", path, notes=hazards))
+        return
+    first = found.violations[0]
+    results.append(
+        Result(golden.key, "violated", path, f"{first.invariant} at {first.where}: {first.message}",
+               report=render_check_text(found), notes=hazards)  # fmt: skip
+    )
 
 
 @app.command("check")

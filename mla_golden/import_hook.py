@@ -99,12 +99,15 @@ class _GoldenWriter:
 
 def _wrap(module: ModuleType) -> None:
     """Spy on ``module``'s planners for the rest of the process, writing each call as a golden."""
-    from mla_golden.recorder import Spy
+    from mla_golden.recorder import NothingToIntercept, Spy
 
     spy = Spy(module)
     writer = _GoldenWriter(os.environ[ENV_OUT], os.environ.get(ENV_UPDATE) == "1", os.environ.get(ENV_LOG))
     spy.calls = writer  # type: ignore[assignment]  # the spy only appends
-    spy.__enter__()
+    try:
+        spy.__enter__()
+    except NothingToIntercept:
+        return  # this aiter has no planners to wrap; the program runs on unchanged
     _active.append(spy)
 
 
@@ -183,8 +186,19 @@ def run(command: Sequence[str], out: Path | str, *, update: bool = False) -> tup
         env[ENV_LOG] = str(log)
         env[ENV_PKG] = str(Path(__file__).resolve().parent.parent)
         try:
-            status = subprocess.run(list(command), env=env, check=False).returncode
+            status = _run_to_stderr(list(command), env)
         except OSError as exc:
             raise HookError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from exc
         entries = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
     return status, entries
+
+
+def _run_to_stderr(command: list[str], env: dict[str, str]) -> int:
+    """Run the program with its stdout sent to our stderr: our stdout carries the report (JSON under --format json)."""
+    try:
+        target = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # stderr is not a file (e.g. captured in a test runner)
+        done = subprocess.run(command, env=env, check=False, stdout=subprocess.PIPE, text=True)
+        sys.stderr.write(done.stdout)
+        return done.returncode
+    return subprocess.run(command, env=env, check=False, stdout=target).returncode

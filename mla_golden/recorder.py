@@ -17,6 +17,7 @@ import contextlib
 import importlib
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
 from typing import Any
@@ -27,10 +28,14 @@ from mla_golden.schema import SCHEMAS, bind
 
 _WRAPPED = "__mla_golden_original__"
 _lock = threading.RLock()
-#: original function -> (wrapper, op, number of spies wanting it)
+#: original function -> [wrapper, op, number of active spy entries wanting it]
 _installed: dict[Callable[..., Any], list[Any]] = {}
-#: active spies and the originals each wants
-_spies: list[tuple["Spy", frozenset[int]]] = []
+#: active spy entries: (spy, entry token, ids of the originals it wants); a spy re-entered has several
+_entries: list[tuple["Spy", object, frozenset[int]]] = []
+
+
+class NothingToIntercept(LookupError):
+    """spy() found no planner function in its targets (aiter not importable, or a module without them)."""
 
 
 def _original(fn: Any) -> Any:
@@ -41,6 +46,8 @@ def _holders(target: Any, extra: Iterable[ModuleType] = ()) -> Iterator[tuple[Mo
     """Every (module, attribute) that currently holds ``target``: loaded modules plus ``extra``."""
     modules = {id(m): m for m in [*sys.modules.values(), *extra]}
     for module in modules.values():
+        if type(module).__name__ == "_LazyModule":
+            continue  # importlib.util.LazyLoader: touching it would run its import; it cannot hold an alias yet
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict):
             continue
@@ -49,15 +56,28 @@ def _holders(target: Any, extra: Iterable[ModuleType] = ()) -> Iterator[tuple[Mo
                 yield module, name
 
 
+def _takers(original: Callable[..., Any]) -> list["Spy"]:
+    """Active spies that want calls of ``original``, each once (however often it was entered)."""
+    with _lock:
+        return list({id(spy): spy for spy, _, wanted in _entries if id(original) in wanted}.values())
+
+
 def _make_wrapper(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        takers = _takers(original)
+        if not takers:  # an alias kept outside any module outlived its spy: no capture cost
+            return original(*args, **kwargs)
         try:
             bound = bind(op, original, args, kwargs)
         except TypeError:
-            return original(*args, **kwargs)  # let the planner report the bad call itself
+            return original(*args, **kwargs)  # the arguments do not fit: let the planner say so
+        except ValueError as exc:  # fits, but an argument mla-golden cannot record: never silently
+            message = f"a {op} call was not captured: {exc}"
+            warnings.warn(f"mla-golden: {message}", stacklevel=2)
+            for spy in takers:
+                spy.missed.append(message)
+            return original(*args, **kwargs)
         call, result, exc = capture_live(op, original, bound, args, kwargs)
-        with _lock:
-            takers = [spy for spy, wanted in _spies if id(original) in wanted]
         for spy in takers:
             spy.calls.append(call)
         if exc is not None:
@@ -94,46 +114,58 @@ class Spy(contextlib.ContextDecorator):
     """Capture every planner call made inside the block into ``self.calls``.
 
     ``targets``: modules (or module names) whose planner functions to
-    intercept, with every alias of them; default ``aiter`` when importable.
+    intercept, with every alias of them; default ``aiter``. Finding no
+    planner there raises :class:`NothingToIntercept` (a spy that sees nothing
+    would pass every test). Calls whose arguments cannot be recorded are
+    listed in ``self.missed`` and warned about.
     """
 
     def __init__(self, *targets: ModuleType | str) -> None:
         self.targets = targets or ("aiter",)
         self.calls = Calls()
-        self._originals: dict[Callable[..., Any], str] = {}
-        self._modules: list[ModuleType] = []
+        self.missed: list[str] = []
+        #: one entry per __enter__ not yet exited: (token, originals, modules)
+        self._stack: list[tuple[object, dict[Callable[..., Any], str], list[ModuleType]]] = []
 
     def __enter__(self) -> "Spy":
         with _lock:
-            self._originals, self._modules = _resolve(self.targets)
-            for original, op in self._originals.items():
+            originals, modules = _resolve(self.targets)
+            if not originals:
+                names = ", ".join(t if isinstance(t, str) else t.__name__ for t in self.targets)
+                raise NothingToIntercept(
+                    f"mla_golden.spy(): no get_mla_metadata_v1 / get_ps_metadata_v1 to intercept in {names} "
+                    "(is aiter importable? without it, pass the planner module, e.g. spy(mla_golden.reference))"
+                )
+            for original, op in originals.items():
                 entry = _installed.get(original)
                 if entry is None:
                     entry = [_make_wrapper(op, original), op, 0]
                     _installed[original] = entry
                 entry[2] += 1
-                for module, name in list(_holders(original, self._modules)):
+                for module, name in list(_holders(original, modules)):
                     setattr(module, name, entry[0])
-            _spies.append((self, frozenset(id(o) for o in self._originals)))
+            token = object()
+            self._stack.append((token, originals, modules))
+            _entries.append((self, token, frozenset(id(o) for o in originals)))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         with _lock:
-            _spies[:] = [(s, w) for s, w in _spies if s is not self]
-            for original in self._originals:
+            token, originals, modules = self._stack.pop()
+            _entries[:] = [e for e in _entries if e[1] is not token]
+            for original in originals:
                 entry = _installed[original]
                 entry[2] -= 1
                 if entry[2] == 0:
-                    for module, name in list(_holders(entry[0], self._modules)):
+                    for module, name in list(_holders(entry[0], modules)):
                         setattr(module, name, original)
                     del _installed[original]
-            self._originals = {}
 
 
 def spy(*targets: ModuleType | str) -> Spy:
     """Intercept planner calls inside a ``with`` block (or a decorated function).
 
-    >>> with mla_golden.spy() as s:
+    >>> with mla_golden.spy(aiter) as s:
     ...     builder.build(...)
     >>> call = s.calls.one("get_mla_metadata_v1")
     """

@@ -163,7 +163,7 @@ def dtype_name(value: Any) -> str | None:
         return str(value)
     if isinstance(value, str) and isinstance(getattr(torch, value.removeprefix("torch."), None), torch.dtype):
         return "torch." + value.removeprefix("torch.")
-    raise TypeError(f"expected a torch dtype or None, got {value!r}")
+    raise ValueError(f"expected a torch dtype or None, got {value!r}")
 
 
 def to_dtype(name: str | None) -> torch.dtype | None:
@@ -177,14 +177,22 @@ def to_dtype(name: str | None) -> torch.dtype | None:
 
 
 def _scalar(value: Any) -> Any:
-    """A JSON-able form of a scalar argument (enums -> int, tensors refused)."""
+    """A JSON-able form of a scalar argument: enums and numpy / 0-d tensor scalars become plain values."""
     if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
         return value
     if isinstance(value, int):
         return int(value)  # IntEnum -> plain int
     if hasattr(value, "value") and isinstance(value.value, int):
         return int(value.value)  # plain Enum such as aiter's MlaVersion
-    raise TypeError(f"unexpected scalar argument {value!r}")
+    item = getattr(value, "item", None)
+    if callable(item):  # numpy scalar, one-element tensor
+        try:
+            plain = item()
+        except (ValueError, RuntimeError) as exc:
+            raise ValueError(f"expected a scalar argument, got {type(value).__name__} ({exc})") from exc
+        if isinstance(plain, (bool, int, float)):
+            return plain
+    raise ValueError(f"unexpected scalar argument {value!r}")
 
 
 @dataclass

@@ -12,10 +12,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
+import socket
 import struct
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -26,15 +29,21 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.errors import GoldenError
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for, to_dtype
 
 FORMAT = "mla-golden/1"
 SUFFIX = ".safetensors"
 TEMP_SUFFIX = ".tmp"
+#: A temp file younger than this is never taken for a dead writer's.
+STALE_AFTER_S = 10.0
+FOREIGN_STALE_AFTER_S = 3600.0
+_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 #: Larger headers are refused before parsing (a golden's header is a few KiB).
 MAX_HEADER_BYTES = 16 * 1024 * 1024
-#: Larger buffers are refused as absurd (aiter's largest are ~1e6 elements).
-MAX_ELEMENTS = 1 << 28
+#: Larger buffers are refused as absurd (aiter's largest are a few million elements).
+MAX_ELEMENTS = 1 << 25
 _JSON_KEYS = ("params", "device", "env", "buffers", "provenance")
 _SAFETENSORS_DTYPES = {"I32": torch.int32, "U64": torch.uint64, "BOOL": torch.bool, "I64": torch.int64}
 
@@ -166,7 +175,10 @@ def to_bytes(golden: Golden) -> bytes:
 
 def same_content(a: Call, b: Call) -> bool:
     """Equal in everything but provenance (who recorded it, and when)."""
-    if (a.op, a.params, a.device, a.env, a.buffers, a.error) != (b.op, b.params, b.device, b.env, b.buffers, b.error):
+    def plain(call: Call) -> str:  # JSON, so True and 1 stay different as they do on disk
+        return json.dumps([call.op, call.params, call.device, call.env, call.buffers, call.error], sort_keys=True)
+
+    if plain(a) != plain(b):
         return False
     for mine, theirs in ((a.inputs, b.inputs), (a.outputs, b.outputs), (a.written, b.written)):
         if mine.keys() != theirs.keys():
@@ -182,7 +194,11 @@ def same_content(a: Call, b: Call) -> bool:
 
 
 def load(path: Path | str) -> Golden:
-    """Read and validate one golden; GoldenError naming the file and problem otherwise."""
+    """Read and validate one golden; GoldenError naming the file and problem otherwise.
+
+    The header is checked before any tensor data is read, and only the bytes
+    the header declares are read: a huge foreign file costs no memory.
+    """
     path = Path(path)
     try:
         with path.open("rb") as fh:
@@ -195,25 +211,28 @@ def load(path: Path | str) -> Golden:
                 raise GoldenError(path, f"not a golden: header claims {header_len} bytes (limit {MAX_HEADER_BYTES})")
             if 8 + header_len > size:
                 raise GoldenError(path, f"truncated: header claims {header_len} bytes, file has {size - 8} after the length")
-            header_bytes = fh.read(header_len)
-            body = bytearray(size - 8 - header_len)  # writable, so tensors view it without a copy each
+            header = _parse_header(path, fh.read(header_len))
+            metadata = header.pop("__metadata__", None)
+            if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+                raise GoldenError(path, "not a golden: no string __metadata__ in the safetensors header")
+            _check_format(path, metadata)
+            specs = {name: _tensor_spec(path, name, spec) for name, spec in header.items()}
+            end = max((spec[3] for spec in specs.values()), default=0)
+            if 8 + header_len + end > size:
+                raise GoldenError(path, f"truncated: tensor data ends at byte {8 + header_len + end}, file has {size}")
+            body = bytearray(end)  # writable, so tensors view it without a copy each
             fh.readinto(body)
     except OSError as exc:
         raise GoldenError(path, f"cannot read: {exc.strerror or exc}") from exc
-    header = _parse_header(path, header_bytes)
-    metadata = header.pop("__metadata__", None)
-    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise GoldenError(path, "not a golden: no string __metadata__ in the safetensors header")
-    _check_format(path, metadata)
-    tensors = {name: _tensor(path, name, spec, body) for name, spec in header.items()}
+    tensors = {name: _tensor(path, name, spec, body) for name, spec in specs.items()}
     return _decode(path, metadata, tensors)
 
 
 def _parse_header(path: Path, raw: bytes) -> dict[str, Any]:
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise GoldenError(path, f"not a safetensors file: header is not JSON ({exc})") from exc
+    except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, absurd nesting or numbers
+        raise GoldenError(path, f"not a safetensors file: header is not JSON ({type(exc).__name__}: {str(exc)[:200]})") from exc
     if not isinstance(header, dict):
         raise GoldenError(path, "not a safetensors file: header is not a JSON object")
     return header
@@ -227,8 +246,8 @@ def _check_format(path: Path, metadata: dict[str, str]) -> None:
         raise GoldenError(path, f"unknown format {fmt!r} (this mla-golden reads {FORMAT!r})")
 
 
-def _tensor(path: Path, name: str, spec: Any, body: bytearray) -> torch.Tensor:
-    """One tensor, after checking its header entry against the data actually there."""
+def _tensor_spec(path: Path, name: str, spec: Any) -> tuple[torch.dtype, list[int], int, int]:
+    """(dtype, shape, start, end) of a header entry, checked for sanity."""
     if not (
         isinstance(spec, dict)
         and spec.get("dtype") in _SAFETENSORS_DTYPES
@@ -239,17 +258,22 @@ def _tensor(path: Path, name: str, spec: Any, body: bytearray) -> torch.Tensor:
         and all(isinstance(o, int) and not isinstance(o, bool) for o in spec["data_offsets"])
     ):
         raise GoldenError(path, f"tensor {name!r}: unsupported dtype or malformed shape/offsets in header")
-    numel = 1
-    for dim in spec["shape"]:
-        numel *= dim
+    numel = math.prod(spec["shape"])
     if numel > MAX_ELEMENTS:
         raise GoldenError(path, f"tensor {name!r}: absurd shape {spec['shape']}")
     start, end = spec["data_offsets"]
     dtype = _SAFETENSORS_DTYPES[spec["dtype"]]
-    if not 0 <= start <= end <= len(body) or end - start != numel * dtype.itemsize:
-        raise GoldenError(path, f"tensor {name!r}: data offsets {start}..{end} do not fit (truncated or corrupt)")
+    if not 0 <= start <= end or end - start != numel * dtype.itemsize:
+        raise GoldenError(path, f"tensor {name!r}: data offsets {start}..{end} do not fit its shape (corrupt)")
+    return dtype, spec["shape"], start, end
+
+
+def _tensor(path: Path, name: str, spec: tuple[torch.dtype, list[int], int, int], body: bytearray) -> torch.Tensor:
+    """One tensor, viewing the data read for it."""
+    dtype, shape, start, end = spec
+    numel = math.prod(shape)
     if end == start:
-        return torch.empty(spec["shape"], dtype=dtype)
+        return torch.empty(shape, dtype=dtype)
     if start % dtype.itemsize:
         # safetensors aligns data, but a hand-made file need not be: copy to an aligned buffer
         body, start = bytearray(body[start:end]), 0
@@ -257,8 +281,8 @@ def _tensor(path: Path, name: str, spec: Any, body: bytearray) -> torch.Tensor:
         values = torch.frombuffer(body, dtype=torch.uint8, count=numel, offset=start)
         if bool((values > 1).any()):
             raise GoldenError(path, f"tensor {name!r}: bool tensor holds values other than 0/1")
-        return values.view(torch.bool).reshape(spec["shape"])
-    return torch.frombuffer(body, dtype=dtype, count=numel, offset=start).reshape(spec["shape"])
+        return values.view(torch.bool).reshape(shape)
+    return torch.frombuffer(body, dtype=dtype, count=numel, offset=start).reshape(shape)
 
 
 def _json_field(path: Path, metadata: dict[str, str], key: str, kind: type) -> Any:
@@ -266,8 +290,8 @@ def _json_field(path: Path, metadata: dict[str, str], key: str, kind: type) -> A
         raise GoldenError(path, f"metadata {key!r} missing")
     try:
         value = json.loads(metadata[key])
-    except json.JSONDecodeError as exc:
-        raise GoldenError(path, f"metadata {key!r} is not valid JSON ({exc.msg})") from exc
+    except (ValueError, RecursionError) as exc:
+        raise GoldenError(path, f"metadata {key!r} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]})") from exc
     if not isinstance(value, kind):
         raise GoldenError(path, f"metadata {key!r} should be a JSON {kind.__name__}")
     return value
@@ -283,6 +307,7 @@ def _decode(path: Path, metadata: dict[str, str], tensors: dict[str, torch.Tenso
     fields = {key: _json_field(path, metadata, key, dict) for key in _JSON_KEYS}
     error = metadata.get("error")
     _check_buffers(path, fields["buffers"])
+    _check_context(path, schema, fields)
     expected = {f"input.{n}" for n in schema.inputs}
     if error is None:
         expected |= {f"{kind}.{n}" for kind in ("output", "written") for n in OUTPUTS}
@@ -334,6 +359,32 @@ def _check_buffers(path: Path, buffers: dict[str, Any]) -> None:
             and spec.get("dtype") in ("torch.int32", "torch.uint64")
         ):
             raise GoldenError(path, f"metadata 'buffers': entry for {name!r} missing or malformed")
+        if math.prod(spec["shape"]) > MAX_ELEMENTS:
+            raise GoldenError(path, f"metadata 'buffers': absurd shape {spec['shape']} for {name!r}")
+
+
+def _check_context(path: Path, schema: Any, fields: dict[str, Any]) -> None:
+    """params, device and env hold what a replay will feed the planner: known names, plain values."""
+    for name, value in fields["params"].items():
+        if name not in schema.scalars:
+            raise GoldenError(path, f"metadata 'params': unknown parameter {name!r} for {schema.name}")
+        if name in schema.dtype_params:
+            try:
+                to_dtype(value)
+            except ValueError as exc:
+                raise GoldenError(path, f"metadata 'params': {name}: {exc}") from exc
+        elif not (value is None or isinstance(value, (bool, int, float, str))):
+            raise GoldenError(path, f"metadata 'params': {name} should be a scalar, got {type(value).__name__}")
+    device = fields["device"]
+    if not isinstance(device.get("arch"), str):
+        raise GoldenError(path, "metadata 'device': 'arch' should be a string like 'gfx942'")
+    for key in ("cu_num", "warp_size", "lds_bytes"):
+        value = device.get(key)
+        if (key == "cu_num" or value is not None) and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise GoldenError(path, f"metadata 'device': {key!r} should be a positive int, got {value!r}")
+    for key, value in fields["env"].items():
+        if not (isinstance(key, str) and (value is None or isinstance(value, str))):
+            raise GoldenError(path, f"metadata 'env': {key!r} should map to a string or null")
 
 
 # ---------------------------------------------------------------- writing
@@ -400,8 +451,9 @@ def _compare_existing(path: Path, golden: Golden) -> WriteOutcome:
 
 def _write_temp(path: Path, data: bytes) -> Path:
     try:
-        # The writer's pid in the name lets a later run tell a dead writer's leftovers from a live one's.
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
+        # Host and pid in the name let a later run tell a dead writer's leftovers from a live one's.
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{_HOST}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; a golden is as readable as any file the user writes
     except OSError as exc:
         raise GoldenError(path, f"cannot write in {path.parent}: {exc.strerror or exc}") from exc
     tmp = Path(name)
@@ -447,21 +499,35 @@ class GoldenStore:
             return iter(())
         return iter(sorted(p for p in self.root.rglob(f"*{SUFFIX}") if not p.name.startswith(".")))
 
-    def stale_temps(self) -> list[Path]:
-        """Temp files left by writers that died mid-write (their pid no longer runs)."""
+    def stale_temps(self, min_age: float = STALE_AFTER_S) -> list[Path]:
+        """Temp files left by writers that died mid-write.
+
+        A temp file is stale when it is at least ``min_age`` seconds old and
+        its writer, on this host, no longer runs; one from another host (a
+        shared folder) only after an hour, since its pid cannot be checked.
+        """
         if not self.root.is_dir():
             return []
+        now = time.time()
         stale = []
         for path in self.root.rglob(f".*{SUFFIX}.*{TEMP_SUFFIX}"):
-            pid = path.name.removesuffix(TEMP_SUFFIX).split(".")[-2]
-            if not pid.isdigit() or not _alive(int(pid)):
+            parts = path.name.removesuffix(TEMP_SUFFIX).split(".")
+            host, pid = parts[-3], parts[-2]
+            try:
+                age = now - path.stat().st_mtime
+            except FileNotFoundError:
+                continue  # its writer just finished
+            if age < min_age:
+                continue
+            dead = host == _HOST and (not pid.isdigit() or not _alive(int(pid)))
+            if dead or (host != _HOST and age >= FOREIGN_STALE_AFTER_S):
                 stale.append(path)
         return sorted(stale)
 
-    def clean_stale_temps(self) -> list[Path]:
+    def clean_stale_temps(self, min_age: float = STALE_AFTER_S) -> list[Path]:
         """Remove what :meth:`stale_temps` finds; returns the paths removed (to be reported)."""
         removed = []
-        for path in self.stale_temps():
+        for path in self.stale_temps(min_age):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 removed.append(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -263,6 +264,7 @@ def main():
     step(get_mla_metadata_v1, [0, 50, 200])
     step(get_mla_metadata_v1, [0, 50, 200])  # the same call again: same golden
     step(get_mla_metadata_v1, [0, 10, 400, 410])
+    print("builder done")  # the program's own stdout must not spoil the report on ours
 
 
 main()
@@ -282,7 +284,7 @@ def test_record_command_captures_the_calls_of_a_script_that_imports_aiter_late(t
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["summary"] == {"written": 2}
-    assert report["command_status"] == 0
+    assert report["command_status"] == 0 and "builder done" in run.stderr
     goldens = [load(p) for p in GoldenStore(out).paths()]
     assert len(goldens) == 2
     for golden in goldens:
@@ -364,12 +366,18 @@ def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cl
         proc.wait()
         for path in GoldenStore(out).paths():
             load(path)  # never partial
+        for temp in out.rglob("*.tmp"):  # as if the next run came later: old enough to be taken as stale
+            os.utime(temp, (time.time() - 60, time.time() - 60))
     # A temp file as a killed writer leaves it (its pid is gone):
     out.mkdir(exist_ok=True)
-    (out / ".orphan.safetensors.999999999.x.tmp").write_bytes(b"partial")
+    from mla_golden.store import _HOST
+
+    orphan = out / f".orphan.safetensors.{_HOST}.999999999.x.tmp"
+    orphan.write_bytes(b"partial")
+    os.utime(orphan, (time.time() - 60, time.time() - 60))
     done = subprocess.run(args, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "removed 1 temp file(s) left by an interrupted run" in done.stderr
+    assert re.search(r"removed \d+ temp file\(s\) left by an interrupted run", done.stderr)
     assert not list(out.rglob("*.tmp")) and len(list(GoldenStore(out).paths())) == 3
 
 
@@ -388,3 +396,20 @@ def test_png_without_the_plot_extra_names_it(tree, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     result = CliRunner().invoke(app, ["show", str(GoldenStore(tree).path_for(KEY_16)), "--png", str(tmp_path / "x.png")])
     assert result.exit_code == 2 and "mla-golden[plot]" in result.output and not (tmp_path / "x.png").exists()
+
+
+def test_an_unexpected_failure_on_one_golden_is_reported_and_the_rest_still_checked(tree, monkeypatch):
+    import mla_golden.capture
+
+    real = mla_golden.capture.replay
+
+    def flaky_replay(call, fn, **kwargs):
+        if call.op == "get_mla_metadata_v1" and call.params.get("num_heads_per_head_k") == 16:
+            raise KeyError("boom")
+        return real(call, fn, **kwargs)
+
+    monkeypatch.setattr(mla_golden.capture, "replay", flaky_replay)
+    code, report = cli_json("diff", tree, "--backend", "reference")
+    assert code == 2 and report["summary"] == {"equal": 2, "failed": 1}
+    failed = next(r for r in report["results"] if r["status"] == "failed")
+    assert failed["key"] == KEY_16 and "KeyError" in failed["message"]

@@ -79,16 +79,31 @@ def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path):
         store = GoldenStore(root)
         for path in store.paths():
             assert mla_golden.load(path).key.startswith("k/")  # never partial
-        store.clean_stale_temps()
-        assert not store.stale_temps() and not list(root.rglob("*.tmp"))
+        store.clean_stale_temps(min_age=0)  # the writer is dead: no need to wait
+        assert not store.stale_temps(min_age=0) and not list(root.rglob("*.tmp"))
     assert 1 <= len(list(GoldenStore(root).paths())) <= 16
 
 
-def test_a_live_writers_temp_file_is_not_stale(tmp_path):
+def test_only_a_dead_local_writers_old_temp_file_is_stale(tmp_path):
+    from mla_golden.store import _HOST
+
     store = GoldenStore(tmp_path)
-    mine = tmp_path / f".x.safetensors.{os.getpid()}.abc.tmp"
-    mine.write_bytes(b"partial")
-    dead = tmp_path / ".x.safetensors.999999999.abc.tmp"
-    dead.write_bytes(b"partial")
-    assert store.stale_temps() == [dead]
-    assert store.clean_stale_temps() == [dead] and mine.exists()
+    old = time.time() - 60
+    live = tmp_path / f".x.safetensors.{_HOST}.{os.getpid()}.abc.tmp"
+    dead = tmp_path / f".x.safetensors.{_HOST}.999999999.abc.tmp"
+    fresh_dead = tmp_path / f".y.safetensors.{_HOST}.999999999.abc.tmp"
+    foreign = tmp_path / ".x.safetensors.otherhost.1.abc.tmp"
+    for path in (live, dead, fresh_dead, foreign):
+        path.write_bytes(b"partial")
+    for path in (live, dead, foreign):
+        os.utime(path, (old, old))
+    assert store.stale_temps() == [dead]  # live writer, too young, or another host's (not yet an hour old)
+    assert store.clean_stale_temps() == [dead] and live.exists() and fresh_dead.exists() and foreign.exists()
+
+
+def test_goldens_get_the_users_umask_not_0600(tmp_path):
+    store = GoldenStore(tmp_path)
+    store.write(Golden("k", _toy_call(0)))
+    from mla_golden.store import _UMASK
+
+    assert store.path_for("k").stat().st_mode & 0o777 == 0o666 & ~_UMASK

@@ -11,6 +11,7 @@ import standins
 import torch
 
 import mla_golden
+import mla_golden.recorder
 from mla_golden.call import CallNotFound
 
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
@@ -179,3 +180,87 @@ def test_nondeterministic_planner_is_flagged(fake_aiter, monkeypatch):
     with mla_golden.spy() as spy:
         builder(aiter.get_mla_metadata_v1)
     assert spy.calls.one().facts["deterministic"] is False
+
+
+def test_reentering_one_spy_unwinds_fully_and_records_each_call_once(fake_aiter):
+    aiter, _ = fake_aiter
+    original = aiter.get_mla_metadata_v1
+    spy = mla_golden.spy()
+    with spy:
+        with spy:
+            builder(aiter.get_mla_metadata_v1)
+        assert aiter.get_mla_metadata_v1 is not original  # the outer entry still spies
+        builder(aiter.get_mla_metadata_v1)
+    assert aiter.get_mla_metadata_v1 is original
+    assert len(spy.calls) == 2 and spy.calls[0] is not spy.calls[1]
+
+
+def test_decorated_recursive_function_records_every_call_once(fake_aiter):
+    aiter, _ = fake_aiter
+    spy = mla_golden.spy()
+
+    @spy
+    def plan(depth):
+        builder(aiter.get_mla_metadata_v1)
+        if depth:
+            plan(depth - 1)
+
+    plan(2)
+    assert len(spy.calls) == 3 and len({id(c) for c in spy.calls}) == 3
+    assert aiter.get_mla_metadata_v1 is standins.mla_e4048607
+
+
+def test_numpy_and_tensor_scalars_are_recorded_as_plain_values(fake_aiter):
+    aiter, _ = fake_aiter
+    np = pytest.importorskip("numpy")
+    bufs = standins.toy_buffers(3, 200)
+    with mla_golden.spy() as spy:
+        aiter.get_mla_metadata_v1(QO, KV, torch.ones(3, dtype=torch.int32), torch.tensor(16), 1, True, *bufs.values(),
+                                  max_seqlen_qo=np.int64(1))  # fmt: skip
+    params = spy.calls.one().params
+    assert (params["num_heads_per_head_k"], params["max_seqlen_qo"]) == (16, 1)
+    assert type(params["max_seqlen_qo"]) is int
+
+
+def test_a_call_that_cannot_be_recorded_is_warned_about_not_dropped_silently(fake_aiter):
+    aiter, _ = fake_aiter
+    bufs = standins.toy_buffers(3, 200)
+    with mla_golden.spy() as spy, pytest.warns(UserWarning, match="not captured"):
+        aiter.get_mla_metadata_v1(QO, KV, torch.ones(3, dtype=torch.int32), torch.tensor([16, 16]), 1, True, *bufs.values())
+    assert len(spy.calls) == 0 and spy.missed == [spy.missed[0]] and "expected a scalar argument" in spy.missed[0]
+
+
+def test_an_alias_kept_outside_modules_stops_capturing_after_the_spy(fake_aiter, monkeypatch):
+    aiter, _ = fake_aiter
+    holder = {}
+    with mla_golden.spy():
+        holder["plan"] = aiter.get_mla_metadata_v1  # e.g. stored on a builder object
+    probes = []
+    monkeypatch.setattr("mla_golden.recorder.capture_live", lambda *a, **k: probes.append(a))
+    builder(holder["plan"])  # still the wrapper, but no spy listens: straight to the planner
+    assert probes == []
+
+
+def test_nothing_to_intercept_is_an_error_not_a_silent_pass(monkeypatch):
+    monkeypatch.setitem(sys.modules, "aiter", None)  # import aiter -> ImportError
+    with pytest.raises(mla_golden.recorder.NothingToIntercept, match="is aiter importable"):
+        with mla_golden.spy():
+            pass
+    with pytest.raises(mla_golden.recorder.NothingToIntercept):
+        with mla_golden.spy(types.ModuleType("empty")):
+            pass
+
+
+def test_lazily_loaded_modules_are_not_imported_by_a_spy(fake_aiter, tmp_path, monkeypatch):
+    import importlib.util
+
+    (tmp_path / "lazy_probe.py").write_text("import sys\nsys.modules['lazy_probe_ran'] = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = importlib.util.find_spec("lazy_probe")
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "lazy_probe", module)
+    spec.loader.exec_module(module)
+    with mla_golden.spy():
+        pass
+    assert "lazy_probe_ran" not in sys.modules

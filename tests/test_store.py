@@ -233,3 +233,55 @@ def test_random_byte_flips_only_ever_raise_golden_error(tmp_path, golden_bytes, 
         load(path)  # a flip in tensor data may still be a valid golden
     except mla_golden.GoldenError as exc:
         assert str(path) in str(exc)
+
+
+@pytest.mark.parametrize(
+    "header, match",
+    [
+        (b"[" * 200_000, "RecursionError"),
+        (b'{"a": ' + b"9" * 5000 + b"}", "not JSON"),
+    ],
+    ids=["deep-nesting", "huge-number"],
+)
+def test_hostile_headers_are_golden_errors(tmp_path, header, match):
+    _expect_golden_error(tmp_path, struct.pack("<Q", len(header)) + header, match)
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda t, m: m.update(params=json.dumps({"dtype_q_nope": "torch.notadtype"})), "unknown torch dtype"),
+        (lambda t, m: m.update(params=json.dumps({"no_such_param": 1})), "unknown parameter 'no_such_param'"),
+        (lambda t, m: m.update(params=json.dumps({"topk": [1, 2]})), "topk should be a scalar"),
+        (lambda t, m: m.update(device=json.dumps({"arch": "gfx942"})), "'cu_num' should be a positive int"),
+        (lambda t, m: m.update(device=json.dumps({"arch": 7, "cu_num": 304})), "'arch' should be a string"),
+        (lambda t, m: m.update(env=json.dumps({"AITER_ENABLE_EXPERIMENTAL": 1})), "should map to a string or null"),
+    ],
+    ids=["bad-dtype", "unknown-param", "list-param", "no-cu-num", "arch-type", "env-type"],
+)
+def test_loadable_but_unusable_context_is_named(tmp_path, golden_bytes, edit, match):
+    _expect_golden_error(tmp_path, _rewrite(golden_bytes, edit), match)
+
+
+def test_error_golden_with_absurd_buffers_is_refused(tmp_path, call):
+    failed = mla_golden.Call(op=call.op, params=call.params, inputs=call.inputs, device=call.device, env=call.env,
+                             buffers={**call.buffers, "work_info_set": {"shape": [2**20, 2**10], "dtype": "torch.int32"}},
+                             provenance={}, error="boom")  # fmt: skip
+    _expect_golden_error(tmp_path, to_bytes(Golden("e", failed)), "absurd shape")
+
+
+def test_a_huge_foreign_file_is_refused_without_reading_it(tmp_path):
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2**28], "data_offsets": [0, 2**30]}}).encode()
+    path = tmp_path / "huge.safetensors"
+    with path.open("wb") as fh:
+        fh.write(struct.pack("<Q", len(header)) + header)
+        fh.truncate(8 + len(header) + 2**30)  # sparse: 1 GiB of data that is never read
+    with pytest.raises(mla_golden.GoldenError, match="not a golden"):
+        load(path)
+
+
+def test_true_and_1_are_different_content(tmp_path, call):
+    store = GoldenStore(tmp_path)
+    store.write(Golden("k", call))
+    as_int = mla_golden.Call(**{**call.__dict__, "params": {**call.params, "is_causal": 1}})
+    assert store.write(Golden("k", as_int)) is WriteOutcome.REFUSED
