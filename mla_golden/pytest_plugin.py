@@ -86,6 +86,20 @@ def mla_golden(request: pytest.FixtureRequest) -> MlaGoldenFixture:
     )
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, hand this worker's writes to the controller, which prints the summary."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["mla_golden_written"] = [list(w) for w in session.config.stash.get(_WRITTEN, [])]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist controller: collect a finished worker's writes."""
+    written = getattr(node, "workeroutput", {}).get("mla_golden_written", [])
+    node.config.stash[_WRITTEN].extend(tuple(w) for w in written)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     written = config.stash.get(_WRITTEN, [])
     if written:

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# pytester's in-process runs drop modules imported during them; torch cannot be imported twice in one
+# process, so it must already be loaded before the first inner run.
+import torch  # noqa: F401, I001
+
 STANDINS = Path(__file__).with_name("standins.py").read_text()
 
 TEST_FILE = textwrap.dedent(
@@ -94,3 +98,10 @@ def test_concurrent_xdist_workers_writing_the_same_goldens_end_with_valid_files(
     golden = mla_golden.load(project.path / "goldens" / "tests" / "shared.safetensors")
     assert golden.key == "shared"
     assert not list((project.path / "goldens").rglob("*.tmp"))
+
+
+def test_update_summary_is_printed_under_xdist(project):
+    pytest.importorskip("xdist")
+    result = project.runpytest("-n", "2", "--mla-golden-update")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*mla-golden: goldens 2 written*"])
