@@ -179,18 +179,18 @@ def planner_env(env: Mapping[str, str | None]) -> Iterator[None]:
     with _ENV_LOCK:
         saved = {k: os.environ.get(k) for k in env}
         try:
-            for key, value in env.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+            _set_env(env)
             yield
         finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+            _set_env(saved)
+
+
+def _set_env(env: Mapping[str, str | None]) -> None:
+    for key, value in env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def replay(call: Call, fn: Callable[..., Any], *, on: str | torch.device = "cpu") -> Call:
