@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from mla_golden.errors import BackendError
+
 NAMES = ("auto", "aiter", "reference")
 #: Buffer-sizing helper of each planner op.
 SIZERS = {"get_mla_metadata_v1": "get_mla_metadata_info_v1", "get_ps_metadata_v1": "get_ps_metadata_info_v1"}
-
-
-class BackendError(RuntimeError):
-    """The requested backend cannot be used here (the message says why)."""
 
 
 @dataclass(frozen=True)

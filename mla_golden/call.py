@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from mla_golden.errors import CallNotFound
+
 
 @dataclass
 class Call:
@@ -41,10 +43,6 @@ class Call:
     def facts(self) -> dict[str, Any]:
         """Capture facts: ``deterministic`` and ``ptrs_ok`` (pointers aimed at the caller's buffers)."""
         return self.provenance.get("capture", {})
-
-
-class CallNotFound(LookupError):
-    """``Calls.one`` found zero or several calls."""
 
 
 class Calls:

@@ -1,11 +1,21 @@
-"""The library's error types."""
+"""Every error mla-golden raises, under one base class users can catch.
+
+Each class also keeps the built-in base it had (``LookupError``,
+``ValueError``, ``RuntimeError``, ``ImportError``), so code that caught those
+keeps working. The modules that raise them re-export them under their old
+names (``mla_golden.reference.AiterCheckError`` and so on).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 
-class GoldenError(Exception):
+class MlaGoldenError(Exception):
+    """Base of every error mla-golden raises on purpose."""
+
+
+class GoldenError(MlaGoldenError):
     """A golden file that cannot be used, or a golden that cannot be written.
 
     Always names the file and what is wrong with it.
@@ -15,3 +25,72 @@ class GoldenError(Exception):
         super().__init__(f"{path}: {problem}")
         self.path = Path(path)
         self.problem = problem
+
+
+class CallNotFound(MlaGoldenError, LookupError):
+    """``Calls.one`` found zero or several calls."""
+
+
+class NothingToIntercept(MlaGoldenError, LookupError):
+    """spy() found no planner function in its targets (aiter not importable, or a module without them)."""
+
+
+class AdaptationError(MlaGoldenError, ValueError):
+    """A recorded call cannot be expressed in the target function's signature."""
+
+
+class MatrixError(MlaGoldenError, ValueError):
+    """A matrix file that cannot be used; the message names file, line and key."""
+
+
+class BackendError(MlaGoldenError, RuntimeError):
+    """The requested backend cannot be used here (the message says why)."""
+
+
+class HookError(MlaGoldenError, RuntimeError):
+    """The command could not be started."""
+
+
+class PlotExtraMissing(MlaGoldenError, ImportError):
+    """matplotlib is not installed."""
+
+
+# ---------------------------------------------------------------- the reference planners
+
+
+class AiterCheckError(MlaGoldenError, RuntimeError):
+    """An input aiter rejects with a failed ``AITER_CHECK``.
+
+    aiter prints ``[AITER] <source> <message>`` and aborts the process; the
+    reference raises instead, carrying aiter's message verbatim.
+    """
+
+    def __init__(self, message: str, source: str) -> None:
+        super().__init__(f"[AITER] {source} {message}")
+        self.message = message
+        self.source = source
+
+
+class BufferTooSmallError(MlaGoldenError, ValueError):
+    """A caller's output buffer is smaller than what the planner must write.
+
+    aiter would silently write past the end (cf. aiter issue 5559); the
+    reference refuses and touches nothing.
+    """
+
+    def __init__(self, buffer: str, numel: int, needed: int) -> None:
+        super().__init__(
+            f"output buffer {buffer!r} holds {numel} elements but the planner "
+            f"must write {needed}; size it larger"
+        )
+        self.buffer = buffer
+        self.numel = numel
+        self.needed = needed
+
+
+class UndefinedResultError(MlaGoldenError, RuntimeError):
+    """aiter's result for these inputs is not defined by the inputs.
+
+    It reads memory past the end of an input tensor or LDS before writing it,
+    so any value it returns would be made up.
+    """

@@ -7,7 +7,8 @@ with a spy whose calls are written to DIR as goldens the moment they are made,
 keyed by :func:`~mla_golden.store.derived_key`. Processes the program starts
 (vLLM workers) inherit the environment and record too.
 
-Only the standard library is imported here at module level: this runs at the
+Only the standard library (and :mod:`mla_golden.errors`, which needs nothing
+else) is imported here at module level: this runs at the
 start of every Python process of the recorded program.
 """
 
@@ -25,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from mla_golden.errors import HookError
 
 #: Where the goldens go; the hook does nothing when unset.
 ENV_OUT = "MLA_GOLDEN_RECORD_OUT"
@@ -58,10 +61,6 @@ del _mla_golden_install
 
 #: Spies installed in this process (kept alive for its lifetime).
 _active: list[Any] = []
-
-
-class HookError(RuntimeError):
-    """The command could not be started."""
 
 
 class _GoldenWriter:

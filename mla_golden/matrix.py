@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import tomllib
 
+from mla_golden.errors import MatrixError
+
 if TYPE_CHECKING:
     from mla_golden.backends import Backend
     from mla_golden.call import Call
@@ -43,10 +45,6 @@ PREFILL_KVLEN_GRANULARITY = 128
 
 _DEVICE_RE = re.compile(r"^(gfx[0-9a-z]+):([1-9][0-9]*)$")
 _CONTEXT_RE = re.compile(r"^(uniform|jitter):([1-9][0-9]*)$")
-
-
-class MatrixError(ValueError):
-    """A matrix file that cannot be used; the message names file, line and key."""
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,9 @@ import tempfile
 from pathlib import Path
 
 from mla_golden.call import Call
+from mla_golden.errors import PlotExtraMissing
 from mla_golden.geometry import works_by_cu
 from mla_golden.html import divergent_rows
-
-
-class PlotExtraMissing(ImportError):
-    """matplotlib is not installed."""
 
 
 def _pyplot():

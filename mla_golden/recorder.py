@@ -24,6 +24,7 @@ from typing import Any
 
 from mla_golden.call import Calls
 from mla_golden.capture import capture_live
+from mla_golden.errors import NothingToIntercept
 from mla_golden.schema import SCHEMAS, bind
 
 _WRAPPED = "__mla_golden_original__"
@@ -32,10 +33,6 @@ _lock = threading.RLock()
 _installed: dict[Callable[..., Any], list[Any]] = {}
 #: active spy entries: (spy, entry token, ids of the originals it wants); a spy re-entered has several
 _entries: list[tuple["Spy", object, frozenset[int]]] = []
-
-
-class NothingToIntercept(LookupError):
-    """spy() found no planner function in its targets (aiter not importable, or a module without them)."""
 
 
 def _original(fn: Any) -> Any:

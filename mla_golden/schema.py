@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from mla_golden.errors import AdaptationError
+
 MLA_OP = "get_mla_metadata_v1"
 PS_OP = "get_ps_metadata_v1"
 
@@ -294,10 +296,6 @@ def implied_input(schema: OpSchema, name: str, inputs: Mapping[str, torch.Tensor
         raise TypeError(f"{schema.name}: required input {name!r} missing from the call")
     indptr = inputs[schema.inputs[0]]
     return torch.ones(max(indptr.numel() - 1, 0), dtype=torch.int32, device=indptr.device)
-
-
-class AdaptationError(ValueError):
-    """A recorded call cannot be expressed in the target function's signature."""
 
 
 def build_arguments(
