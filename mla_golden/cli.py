@@ -647,7 +647,9 @@ def _write_html(path: Path, results: list[Result], backend: Any, max_items: int,
             entries.append(Entry(r.key))
         else:
             entries.append(Entry(r.key, problem=f"{r.status}: {r.message}"))
-    _atomic_text(path, render_html(entries, title="mla-golden diff"))
+    from mla_golden.files import atomic_write
+
+    atomic_write(path, render_html(entries, title="mla-golden diff"))
     _say(f"HTML report: {path}", quiet)
 
 
@@ -666,18 +668,6 @@ def _write_png(path: Path, results: list[Result], backend: Any, quiet: bool) -> 
         _say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
     _say(f"PNG of {key}: {path}", quiet)
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    """Write a report file whole or not at all."""
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------- check
@@ -815,9 +805,10 @@ def show(
         _say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
     if html is not None:
+        from mla_golden.files import atomic_write
         from mla_golden.html import Entry, render_html
 
-        _atomic_text(html, render_html([Entry(loaded.key, expected=loaded.call)], title=f"mla-golden show {loaded.key}"))
+        atomic_write(html, render_html([Entry(loaded.key, expected=loaded.call)], title=f"mla-golden show {loaded.key}"))
         _say(f"HTML picture: {html}")
     if png is not None:
         from mla_golden.plot import PlotExtraMissing, save_png

@@ -8,12 +8,12 @@ works outlined in red.
 from __future__ import annotations
 
 import colorsys
-import os
-import tempfile
+import io
 from pathlib import Path
 
 from mla_golden.call import Call
 from mla_golden.errors import PlotExtraMissing
+from mla_golden.files import atomic_write
 from mla_golden.geometry import works_by_cu
 from mla_golden.html import divergent_rows
 
@@ -64,14 +64,9 @@ def save_png(path: Path | str, expected: Call, actual: Call | None = None, title
     for ax, (side, call) in zip(axes[0], panels):
         _draw(ax, call, f"{title} ({side})" if title else side, highlight)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    os.close(fd)
+    picture = io.BytesIO()
     try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
+        fig.savefig(picture, format="png", dpi=110)
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(path, picture.getvalue())

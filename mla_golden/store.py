@@ -15,9 +15,7 @@ import json
 import math
 import os
 import re
-import socket
 import struct
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,17 +27,14 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.errors import GoldenError
+from mla_golden.files import HOST, TEMP_SUFFIX, fsync_dir, write_temp
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for, to_dtype
 
 FORMAT = "mla-golden/1"
 SUFFIX = ".safetensors"
-TEMP_SUFFIX = ".tmp"
 #: A temp file younger than this is never taken for a dead writer's.
 STALE_AFTER_S = 10.0
 FOREIGN_STALE_AFTER_S = 3600.0
-_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
 #: Larger headers are refused before parsing (a golden's header is a few KiB).
 MAX_HEADER_BYTES = 16 * 1024 * 1024
 #: Larger buffers are refused as absurd (aiter's largest are a few million elements).
@@ -390,15 +385,6 @@ def _check_context(path: Path, schema: Any, fields: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- writing
 
 
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def write(path: Path, golden: Golden, *, update: bool = False) -> WriteOutcome:
     """Write ``golden`` to ``path`` atomically.
 
@@ -423,14 +409,14 @@ def write(path: Path, golden: Golden, *, update: bool = False) -> WriteOutcome:
     try:
         if update:
             os.replace(tmp, path)
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
             return WriteOutcome.UPDATED if existed else WriteOutcome.WRITTEN
         try:
             os.link(tmp, path)
         except FileExistsError:
             # Another writer got there first: same content is fine, else refuse.
             return _compare_existing(path, golden)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return WriteOutcome.WRITTEN
     except OSError as exc:
         raise GoldenError(path, f"cannot write: {exc.strerror or exc}") from exc
@@ -451,22 +437,9 @@ def _compare_existing(path: Path, golden: Golden) -> WriteOutcome:
 
 def _write_temp(path: Path, data: bytes) -> Path:
     try:
-        # Host and pid in the name let a later run tell a dead writer's leftovers from a live one's.
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{_HOST}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; a golden is as readable as any file the user writes
+        return write_temp(path, data)
     except OSError as exc:
         raise GoldenError(path, f"cannot write in {path.parent}: {exc.strerror or exc}") from exc
-    tmp = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except OSError as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise GoldenError(path, f"cannot write: {exc.strerror or exc}") from exc
-    return tmp
 
 
 # ---------------------------------------------------------------- the tree
@@ -519,8 +492,8 @@ class GoldenStore:
                 continue  # its writer just finished
             if age < min_age:
                 continue
-            dead = host == _HOST and (not pid.isdigit() or not _alive(int(pid)))
-            if dead or (host != _HOST and age >= FOREIGN_STALE_AFTER_S):
+            dead = host == HOST and (not pid.isdigit() or not _alive(int(pid)))
+            if dead or (host != HOST and age >= FOREIGN_STALE_AFTER_S):
                 stale.append(path)
         return sorted(stale)
 

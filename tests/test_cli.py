@@ -370,7 +370,7 @@ def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cl
             os.utime(temp, (time.time() - 60, time.time() - 60))
     # A temp file as a killed writer leaves it (its pid is gone):
     out.mkdir(exist_ok=True)
-    from mla_golden.store import _HOST
+    from mla_golden.files import HOST as _HOST
 
     orphan = out / f".orphan.safetensors.{_HOST}.999999999.x.tmp"
     orphan.write_bytes(b"partial")

@@ -8,6 +8,7 @@ import random
 import signal
 import time
 
+import pytest
 import standins
 import torch
 
@@ -85,7 +86,7 @@ def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path):
 
 
 def test_only_a_dead_local_writers_old_temp_file_is_stale(tmp_path):
-    from mla_golden.store import _HOST
+    from mla_golden.files import HOST as _HOST
 
     store = GoldenStore(tmp_path)
     old = time.time() - 60
@@ -101,9 +102,18 @@ def test_only_a_dead_local_writers_old_temp_file_is_stale(tmp_path):
     assert store.clean_stale_temps() == [dead] and live.exists() and fresh_dead.exists() and foreign.exists()
 
 
-def test_goldens_get_the_users_umask_not_0600(tmp_path):
-    store = GoldenStore(tmp_path)
-    store.write(Golden("k", _toy_call(0)))
-    from mla_golden.store import _UMASK
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_goldens_and_reports_get_the_users_umask_not_0600(tmp_path, umask):
+    from mla_golden.files import atomic_write
 
-    assert store.path_for("k").stat().st_mode & 0o777 == 0o666 & ~_UMASK
+    store = GoldenStore(tmp_path)
+    before = os.umask(umask)
+    try:
+        store.write(Golden("k", _toy_call(0)))
+        atomic_write(tmp_path / "report.html", "<p>x</p>")
+    finally:
+        os.umask(before)
+    assert store.path_for("k").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert (tmp_path / "report.html").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert (tmp_path / "report.html").read_text() == "<p>x</p>"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.safetensors", "report.html"]

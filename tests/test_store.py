@@ -120,12 +120,12 @@ def test_failed_write_leaves_existing_golden_and_no_temp(tmp_path, call, monkeyp
 
 
 def test_unwritable_folder_is_a_clear_error(tmp_path, call, monkeypatch):
-    import tempfile
+    import mla_golden.files
 
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(tempfile, "mkstemp", denied)  # a read-only folder, even for root
+    monkeypatch.setattr(mla_golden.files, "temp_name", denied)  # a read-only folder, even for root
     with pytest.raises(mla_golden.GoldenError, match="cannot write in .*Permission denied"):
         write(tmp_path / "k.safetensors", Golden("k", call))
     assert list(tmp_path.iterdir()) == []
