@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
-from mla_golden.context import backend_of, device_snapshot, env_snapshot, provenance
+from mla_golden.context import backend_of, device_snapshot, env_snapshot, plan_for, provenance
 from mla_golden.schema import (
     OUTPUTS,
     POINTER_OUTPUT,
@@ -232,13 +232,6 @@ def replay(call: Call, fn: Callable[..., Any], *, on: str | torch.device = "cpu"
 
 def _device_context(fn: Callable[..., Any], device: Mapping[str, Any]) -> contextlib.AbstractContextManager:
     """Plan for the recorded device when the backend is the reference."""
-    if backend_of(fn) != "reference" or not device:
+    if backend_of(fn) != "reference":
         return contextlib.nullcontext()
-    from mla_golden.reference._device import device as reference_device
-
-    return reference_device(
-        device["arch"],
-        device["cu_num"],
-        warp_size=device.get("warp_size", 64),
-        lds_bytes=device.get("lds_bytes"),
-    )
+    return plan_for(device)

@@ -28,7 +28,6 @@ written (``indeterminate`` in conformance records) are never read.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import dataclasses
 import math
 from collections import defaultdict
@@ -40,20 +39,16 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.capture import planner_env
-from mla_golden.reference._device import device as reference_device
+from mla_golden.context import plan_for
+from mla_golden.geometry import written_prefix
+from mla_golden.reference._cint import c_div, c_mod, integer_divide_ceil
 from mla_golden.reference.errors import AiterCheckError, UndefinedResultError
 from mla_golden.reference.mla_v1 import (
     FP8_DTYPES,
     get_mla_metadata_info_v1,
     plan_mla_metadata_v1,
 )
-from mla_golden.reference.mla_v1_comm import (
-    QoState,
-    c_div,
-    c_mod,
-    integer_divide_ceil,
-    mla_v12_num_qo_tiles,
-)
+from mla_golden.reference.mla_v1_comm import QoState, mla_v12_num_qo_tiles
 from mla_golden.reference.mla_v1_dispatch import (
     AITER_DTYPE_BF16,
     AITER_DTYPE_FP8,
@@ -237,18 +232,16 @@ class _Checker:
         if name not in self.result.hazard_names:
             self.result.hazards.append(Hazard(name, message))
 
+    def prefix(self, name: str) -> list[int]:
+        """A buffer's leading written run (what the planner filled)."""
+        return written_prefix(self.call.outputs[name], self.call.written[name])
+
     def flat(self, name: str) -> tuple[list[int], list[bool]]:
         """A buffer's values and written flags, flat."""
         return (
             self.call.outputs[name].reshape(-1).tolist(),
             self.call.written[name].reshape(-1).tolist(),
         )
-
-
-def _prefix(values: list[int], written: list[bool]) -> list[int]:
-    """The leading written run (what the planner filled)."""
-    end = written.index(False) if False in written else len(written)
-    return values[:end]
 
 
 def _ints(tensor: torch.Tensor | None) -> list[int]:
@@ -498,8 +491,7 @@ def _check_splits(c: _Checker, tiles: list[_Tile]) -> dict[int, _Tile]:
 
 def _check_reduce(c: _Checker, owner: dict[int, _Tile], partial_entries: int | None) -> None:
     """reduce_indptr is a CSR over reduce_partial_map; each split tile owns exactly one group."""
-    values, written = c.flat("reduce_indptr")
-    indptr = _prefix(values, written)
+    indptr = c.prefix("reduce_indptr")
     pmap, pwritten = c.flat("reduce_partial_map")
     fmap, fwritten = c.flat("reduce_final_map")
     split_tiles = {id(t): t for t in owner.values() if not t.excused}
@@ -581,13 +573,6 @@ def _dtype_id(name: str | None) -> int | None:
     return AITER_DTYPE_BF16 if dtype == torch.bfloat16 else -1
 
 
-def _reference_device(call: Call) -> contextlib.AbstractContextManager[Any]:
-    d = call.device
-    return reference_device(
-        d.get("arch", "gfx942"), d.get("cu_num"), warp_size=d.get("warp_size", 64), lds_bytes=d.get("lds_bytes")
-    )
-
-
 def _numel(call: Call, name: str) -> int:
     """Elements of the caller's buffer ``name`` (from its spec, else from the recorded output)."""
     spec = call.buffers.get(name)
@@ -600,7 +585,7 @@ def _decode_dispatch(c: _Checker) -> MlaV12Dispatch | None:
     """aiter's host decision (folding, tiles, clusters) for this call, or None when aiter aborts."""
     call, p = c.call, c.call.params
     try:
-        with planner_env(call.env), _reference_device(call):
+        with planner_env(call.env), plan_for(call.device):
             return plan_mla_metadata_v1(
                 call.inputs["seqlens_qo_indptr"].to(torch.int32).contiguous(),
                 call.inputs["seqlens_kv_indptr"].to(torch.int32).contiguous(),
@@ -902,8 +887,7 @@ def _check_decode(c: _Checker) -> None:
         c.result.skipped.append("the call raised: no metadata" if call.error is not None else "no outputs recorded")
         return
     _check_pointers(c)
-    values, written = c.flat("work_indptr")
-    indptr = _prefix(values, written)
+    indptr = c.prefix("work_indptr")
     rows_written = call.written["work_info_set"].reshape(-1, 8).any(dim=1).tolist()
     num_works = rows_written.index(False) if False in rows_written else len(rows_written)
     undefined = c.result.hazard_names & set(_DECODE_HAZARDS_UNDEFINED)
@@ -960,7 +944,7 @@ def _decode_helper(call: Call, longest_qo: int) -> dict[str, int]:
     """Buffer sizes aiter's own helper gives for the query lengths actually passed."""
     p = call.params
     try:
-        with planner_env(call.env), _reference_device(call):
+        with planner_env(call.env), plan_for(call.device):
             sizes = get_mla_metadata_info_v1(
                 len(call.inputs["seqlens_kv_indptr"]) - 1,
                 max(p.get("max_seqlen_qo", -1), longest_qo),
@@ -1007,8 +991,7 @@ def _check_ps(c: _Checker) -> None:
         return
     _check_pointers(c)
     cu_num = call.device.get("cu_num")
-    values, written = c.flat("work_indptr")
-    indptr = _prefix(values, written)
+    indptr = c.prefix("work_indptr")
     if cu_num is not None:
         if cu_num + 1 > len(indptr):
             c.flag(
@@ -1122,8 +1105,7 @@ def _check_ps_offsets(c: _Checker, tiles: list[_Tile], ctx: list[int], block: in
 
 def _ps_used(c: _Checker, num_works: int, cu_num: int | None) -> dict[str, int]:
     """How much of each buffer holds plan rather than the planner's zero fill."""
-    values, written = c.flat("reduce_indptr")
-    reduce = _prefix(values, written)
+    reduce = c.prefix("reduce_indptr")
     groups = next((g for g in range(len(reduce) - 1, 0, -1) if reduce[g] != reduce[g - 1]), 0)
     return {
         "work_indptr": (cu_num or 0) + 1,
@@ -1139,7 +1121,7 @@ def _ps_helper(call: Call, longest_qo: int) -> dict[str, int]:
     p = call.params
     if p.get("qlen_granularity", 256) <= 0:
         return {}
-    with _reference_device(call):
+    with plan_for(call.device):
         sizes = get_ps_metadata_info_v1(
             len(call.inputs["seqlens_qo_indptr"]) - 1, p["num_heads_k"], longest_qo, p.get("qlen_granularity", 256)
         )

@@ -6,11 +6,12 @@ flags (DESIGN.md 2.1), so every Call carries them.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import importlib.metadata
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -48,6 +49,23 @@ def device_snapshot(fn: Callable[..., Any], tensors: Iterable[torch.Tensor]) -> 
 
     dev = current_device()
     return {"arch": dev.arch, "cu_num": dev.cu_num, "warp_size": dev.warp_size, "lds_bytes": dev.lds_bytes}
+
+
+def plan_for(device: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
+    """The reference's device context for a recorded device dict (the inverse of :func:`device_snapshot`).
+
+    Missing keys take the reference's defaults: arch gfx942, the arch's full
+    CU count and LDS size, warp size 64.
+    """
+    from mla_golden.reference._device import DEFAULT_DEVICE
+    from mla_golden.reference._device import device as reference_device
+
+    return reference_device(
+        device.get("arch", DEFAULT_DEVICE.arch),
+        device.get("cu_num"),
+        warp_size=device.get("warp_size", DEFAULT_DEVICE.warp_size),
+        lds_bytes=device.get("lds_bytes"),
+    )
 
 
 def _gpu_device(device: torch.device) -> dict[str, Any]:

@@ -100,6 +100,14 @@ def works_by_cu(call: Call) -> list[list[Work]]:
     return per_cu
 
 
+def batch_colour(batch: int) -> tuple[float, float, float]:
+    """(hue in degrees, saturation, lightness) of a batch in the schedule pictures (HTML and PNG alike).
+
+    Golden-angle hue steps keep neighbouring batches far apart on the wheel.
+    """
+    return ((batch * 137.508) % 360, 0.55, 0.62)
+
+
 def _stats(values: list[int]) -> tuple[int, float, int]:
     if not values:
         return (0, 0.0, 0)

@@ -16,7 +16,7 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.differ import Diff
-from mla_golden.geometry import works_by_cu
+from mla_golden.geometry import batch_colour, works_by_cu
 from mla_golden.report import render_text
 
 _WIDTH = 880
@@ -61,7 +61,8 @@ def divergent_rows(expected: Call, actual: Call) -> set[int]:
 
 
 def _colour(batch: int) -> str:
-    return f"hsl({(batch * 137.508) % 360:.0f},55%,62%)"
+    hue, saturation, lightness = batch_colour(batch)
+    return f"hsl({hue:.0f},{saturation:.0%},{lightness:.0%})"
 
 
 def schedule_svg(call: Call, side: str, highlight: set[int] = frozenset()) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from mla_golden.call import Call
 from mla_golden.errors import PlotExtraMissing
 from mla_golden.files import atomic_write
-from mla_golden.geometry import works_by_cu
+from mla_golden.geometry import batch_colour, works_by_cu
 from mla_golden.html import divergent_rows
 
 
@@ -30,7 +30,8 @@ def _pyplot():
 
 
 def _colour(batch: int) -> tuple[float, float, float]:
-    return colorsys.hls_to_rgb(((batch * 137.508) % 360) / 360, 0.62, 0.55)
+    hue, saturation, lightness = batch_colour(batch)
+    return colorsys.hls_to_rgb(hue / 360, lightness, saturation)
 
 
 def _draw(ax, call: Call, title: str, highlight: set[int]) -> None:

@@ -15,35 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mla_golden.reference._cint import c_div
 from mla_golden.reference.errors import UndefinedResultError
 
 #: aiter's ``MlaWorkInfo``: eight int32 per work.
 WORK_INFO_DWORDS = 8
-
-
-def c_div(a: int, b: int) -> int:
-    """C's ``a / b`` on ints (truncates toward zero); aiter divides by zero only on bad inputs."""
-    if b == 0:
-        raise UndefinedResultError(
-            "aiter's MLA metadata planner divides by zero for these inputs "
-            "(e.g. max_split_per_batch=0, uni_seqlen_qo=0 with head folding, or a sparse call "
-            "whose first batch has no query tokens)"
-        )
-    quotient = abs(a) // abs(b)
-    return quotient if (a < 0) == (b < 0) else -quotient
-
-
-def c_mod(a: int, b: int) -> int:
-    """C's ``a % b`` (sign of the dividend)."""
-    return a - b * c_div(a, b)
-
-
-def integer_divide_ceil(x: int, y: int) -> int:
-    """``(x + y - 1) / y`` as aiter writes it (C division)."""
-    numerator = x + y - 1
-    if numerator >= 0 and y > 0:  # the usual case, where C and Python agree
-        return numerator // y
-    return c_div(numerator, y)
 
 
 @dataclass(frozen=True)

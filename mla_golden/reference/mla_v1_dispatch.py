@@ -16,13 +16,13 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mla_golden.reference._cint import c_div
 from mla_golden.reference._device import Device
 from mla_golden.reference.errors import AiterCheckError, UndefinedResultError
 from mla_golden.reference.mla_v1_comm import (
     MlaV12Outputs,
     MlaV12Params,
     MlaV12Traits,
-    c_div,
 )
 from mla_golden.reference.mla_v1_parallel import kn_get_mla_metadata_v1_2_parallel
 from mla_golden.reference.mla_v1_serial import kn_get_mla_metadata_v1_2

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mla_golden.reference._cint import integer_divide_ceil
 from mla_golden.reference.errors import UndefinedResultError
 from mla_golden.reference.mla_v1_comm import (
     WORK_INFO_DWORDS,
@@ -21,7 +22,6 @@ from mla_golden.reference.mla_v1_comm import (
     MlaV12Params,
     MlaV12Traits,
     QoState,
-    integer_divide_ceil,
     mla_v12_compute_sum_blocks,
 )
 

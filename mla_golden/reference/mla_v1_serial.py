@@ -15,15 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mla_golden.reference._cint import c_div, c_mod, integer_divide_ceil
 from mla_golden.reference.mla_v1_comm import (
     MlaV12Outputs,
     MlaV12Params,
     MlaV12Traits,
     QoState,
-    c_div,
-    c_mod,
     check_lds_fits,
-    integer_divide_ceil,
     mla_v12_compute_sum_blocks,
     mla_v12_num_qo_tiles,
 )

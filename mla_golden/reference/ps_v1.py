@@ -30,6 +30,7 @@ import math
 
 import torch
 
+from mla_golden.reference._cint import c_div, c_mod, integer_divide_ceil
 from mla_golden.reference._device import current_device
 from mla_golden.reference.errors import (
     AiterCheckError,
@@ -97,30 +98,11 @@ def _wrap_int32(value: int) -> int:
     return (value + 2**31) % 2**32 - 2**31
 
 
-def _c_div(a: int, b: int) -> int:
-    """C++ integer division (truncates toward zero)."""
-    if a >= 0 and b > 0:
-        return a // b
-    quotient = abs(a) // abs(b)
-    return quotient if (a < 0) == (b < 0) else -quotient
-
-
-def _c_mod(a: int, b: int) -> int:
-    """C++ remainder (takes the sign of the dividend)."""
-    return a - _c_div(a, b) * b
-
-
 def _c_gcd(a: int, b: int) -> int:
     """aiter's own ``gcd`` of ``v1_2_host.cuh`` (negative for negative a)."""
     while b != 0:
-        a, b = b, _c_mod(a, b)
+        a, b = b, c_mod(a, b)
     return a
-
-
-def _integer_divide_ceil(x: int, y: int) -> int:
-    """``integer_divide_ceil`` of ``v1_comm.cuh``: ``(x + y - 1) / y`` in C."""
-    dividend = x + y - 1
-    return dividend // y if dividend >= 0 and y > 0 else _c_div(dividend, y)
 
 
 # ---------------------------------------------------------------------------
@@ -201,7 +183,7 @@ def _query_tiles(
             raise UndefinedResultError(
                 "get_ps_metadata_v1: kvlen_granularity=0 makes aiter divide by zero"
             )
-        num_tiles = _integer_divide_ceil(qo_length, qlen_granularity)
+        num_tiles = integer_divide_ceil(qo_length, qlen_granularity)
         for i in range(num_tiles):
             # ping-pong between head and tail: 0, n-1, 1, n-2, ...
             idx = i // 2 if i % 2 == 0 else num_tiles - 1 - i // 2
@@ -211,7 +193,7 @@ def _query_tiles(
             effective_kv_length = (
                 min(kv_length - qo_length + local_qo_end, kv_length) if is_causal else kv_length
             )
-            num_units = _integer_divide_ceil(effective_kv_length, kvlen_granularity)
+            num_units = integer_divide_ceil(effective_kv_length, kvlen_granularity)
             query_tiles.append(
                 (
                     batch_idx,
@@ -242,8 +224,8 @@ def _plan_cluster(
     ``q_head_range`` differs; it is left 0 here. Returns the flat work rows
     (8 ints each) and, per thread group, the end of its works.
     """
-    average = _c_div(total_units, available_tgs)
-    reminder = _c_mod(total_units, available_tgs)
+    average = c_div(total_units, available_tgs)
+    reminder = c_mod(total_units, available_tgs)
     works: list[int] = []
     tg_work_ends: list[int] = []
     num_tiles = len(query_tiles)
@@ -483,8 +465,8 @@ def get_ps_metadata_v1(
 
     # 1. divide
     num_clusters = _c_gcd(num_heads_k, cu_num)
-    tgs_per_cluster = _c_div(cu_num, num_clusters)
-    kheads_per_cluster = _c_div(num_heads_k, num_clusters)
+    tgs_per_cluster = c_div(cu_num, num_clusters)
+    kheads_per_cluster = c_div(num_heads_k, num_clusters)
     # aiter's gcd is negative for some negative num_heads_k: then no cluster
     # runs; a negative per-cluster head count duplicates nothing
     active_clusters = max(num_clusters, 0)
@@ -498,7 +480,7 @@ def get_ps_metadata_v1(
             raise UndefinedResultError(
                 "get_ps_metadata_v1: block_size=0 makes aiter divide by zero"
             )
-        blocks_per_unit = _c_div(kvlen_granularity, block_size)
+        blocks_per_unit = c_div(kvlen_granularity, block_size)
         query_tiles, total_units = _query_tiles(
             qo_indptr_host,
             context_lens_host,
