@@ -25,6 +25,36 @@ CONFORMANCE_DIR = Path(
 )
 
 
+#: Fill of every output buffer before a planner call: an element still holding it was not written.
+CANARY = 0x5A5A5A5A
+#: get_mla_metadata_v1's buffers in aiter's C++ argument order (the order an overflowing buffer is reported in).
+MLA_BUFFER_NAMES = (
+    "work_metadata_ptrs",
+    "work_info_set",
+    "work_indptr",
+    "reduce_indptr",
+    "reduce_final_map",
+    "reduce_partial_map",
+)
+#: get_ps_metadata_v1's buffers, in argument order (= get_ps_metadata_info_v1's return order).
+PS_BUFFER_NAMES = (
+    "work_metadata_ptrs",
+    "work_indptr",
+    "work_info",
+    "reduce_indptr",
+    "reduce_final_map",
+    "reduce_partial_map",
+)
+
+
+def canary_buffers(names: tuple[str, ...], sizes: list) -> dict[str, torch.Tensor]:
+    """Buffers as a ``get_*_info_v1`` helper sizes them (``sizes``: (shape, dtype) in ``names`` order), canary-filled."""
+    return {
+        name: torch.full(shape if isinstance(shape, tuple) else (shape,), CANARY, dtype=dtype)
+        for name, (shape, dtype) in zip(names, sizes, strict=True)
+    }
+
+
 def torch_dtype(name: str | None) -> torch.dtype | None:
     """'torch.float8_e4m3fn' -> torch.float8_e4m3fn; None stays None."""
     if name is None:

@@ -15,8 +15,11 @@ from __future__ import annotations
 import pytest
 import torch
 from conformance import (
+    CANARY,
+    MLA_BUFFER_NAMES,
     Expected,
     alloc_buffers,
+    canary_buffers,
     expected_outputs,
     input_tensors,
     record_params,
@@ -38,16 +41,7 @@ from mla_golden.reference.mla_v1 import (
 from mla_golden.schema import OUTPUTS
 
 RECORDS = record_params("mla_v1-")
-CANARY = 0x5A5A5A5A
-#: aiter's C++ argument order: the order in which an overflowing buffer is reported.
-BUFFER_NAMES = (
-    "work_metadata_ptrs",
-    "work_info_set",
-    "work_indptr",
-    "reduce_indptr",
-    "reduce_final_map",
-    "reduce_partial_map",
-)
+BUFFER_NAMES = MLA_BUFFER_NAMES
 SIZING_ORDER = OUTPUTS  # get_mla_metadata_info_v1 return order
 DTYPE_KWARGS = (
     "dtype_q_nope",
@@ -260,10 +254,7 @@ def _decode_args(
     }
     inputs.update({k: v for k, v in overrides.items() if k in inputs})  # type: ignore[misc]
     info = get_mla_metadata_info_v1(2, seqlen_qo, 16, dtype, dtype, False)
-    buffers = {
-        name: torch.full(shape if isinstance(shape, tuple) else (shape,), CANARY, dtype=dt)
-        for name, (shape, dt) in zip(SIZING_ORDER, info, strict=True)
-    }
+    buffers = canary_buffers(SIZING_ORDER, info)
     args = [*inputs.values(), 16, 1, True, *(buffers[name] for name in BUFFER_NAMES)]
     kwargs = {
         "max_seqlen_qo": seqlen_qo,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from conformance import canary_buffers
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +34,6 @@ from mla_golden.reference.mla_v1_parallel import kn_get_mla_metadata_v1_2_parall
 from mla_golden.reference.mla_v1_serial import kn_get_mla_metadata_v1_2
 from mla_golden.schema import OUTPUTS
 
-CANARY = 0x5A5A5A5A
 SIZING_ORDER = OUTPUTS  # get_mla_metadata_info_v1 return order
 DEVICES = [("gfx942", 304), ("gfx950", 256), ("gfx942", 80), ("gfx950", 8)]
 FP8 = {"gfx942": torch.float8_e4m3fnuz, "gfx950": torch.float8_e4m3fn}
@@ -171,10 +171,7 @@ def _plan(case: Decode, env: dict[str, str | None] | None = None) -> dict[str, t
             is_sparse=False,
             max_split_per_batch=case.max_split_per_batch,
         )
-        buffers = {
-            name: torch.full(shape if isinstance(shape, tuple) else (shape,), CANARY, dtype=dt)
-            for name, (shape, dt) in zip(SIZING_ORDER, info, strict=True)
-        }
+        buffers = canary_buffers(SIZING_ORDER, info)
         try:
             get_mla_metadata_v1(
                 *_inputs(case),

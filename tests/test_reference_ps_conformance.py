@@ -14,7 +14,10 @@ from collections.abc import Callable
 import pytest
 import torch
 from conformance import (
+    CANARY,
+    PS_BUFFER_NAMES,
     alloc_buffers,
+    canary_buffers,
     expected_outputs,
     input_tensors,
     record_params,
@@ -30,15 +33,7 @@ from mla_golden.reference import (
     get_ps_metadata_v1,
 )
 
-CANARY = 0x5A5A5A5A
-BUFFER_NAMES = (
-    "work_metadata_ptrs",
-    "work_indptr",
-    "work_info",
-    "reduce_indptr",
-    "reduce_final_map",
-    "reduce_partial_map",
-)
+BUFFER_NAMES = PS_BUFFER_NAMES
 
 
 def _run(record: dict, buffers: dict[str, torch.Tensor]) -> None:
@@ -118,10 +113,7 @@ def _call_args() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         "context_lens": torch.tensor(SEQ_LENS, dtype=torch.int32),
     }
     info = get_ps_metadata_info_v1(len(SEQ_LENS), NUM_HEADS_K, max(SEQ_LENS))
-    buffers = {
-        name: torch.full(shape if isinstance(shape, tuple) else (shape,), CANARY, dtype=dtype)
-        for name, (shape, dtype) in zip(BUFFER_NAMES, info)
-    }
+    buffers = canary_buffers(BUFFER_NAMES, info)
     return inputs, buffers
 
 

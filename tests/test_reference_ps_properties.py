@@ -13,21 +13,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import torch
+from conformance import CANARY, PS_BUFFER_NAMES, canary_buffers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mla_golden.reference import device, get_ps_metadata_info_v1, get_ps_metadata_v1
 
-BUFFER_NAMES = (
-    "work_metadata_ptrs",
-    "work_indptr",
-    "work_info",
-    "reduce_indptr",
-    "reduce_final_map",
-    "reduce_partial_map",
-)
+BUFFER_NAMES = PS_BUFFER_NAMES
 DEVICES = (("gfx942", 304), ("gfx942", 80), ("gfx950", 256))
-CANARY = 0x5A5A5A5A
 
 
 @dataclass
@@ -78,10 +71,7 @@ def prefill_batches(draw: st.DrawFn) -> Batch:
         info = get_ps_metadata_info_v1(
             batch_size, num_heads_k, max(qo_lens), qlen_granularity=qlen_granularity
         )
-        out = {
-            name: torch.full(shape if isinstance(shape, tuple) else (shape,), CANARY, dtype=dtype)
-            for name, (shape, dtype) in zip(BUFFER_NAMES, info)
-        }
+        out = canary_buffers(BUFFER_NAMES, info)
         get_ps_metadata_v1(
             torch.tensor(qo_indptr, dtype=torch.int32),
             torch.tensor(kv_indptr, dtype=torch.int32),
