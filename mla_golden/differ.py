@@ -130,16 +130,26 @@ class Diff:
     geometry: dict[str, Geometry | None] = field(default_factory=dict)
 
     @property
-    def equal(self) -> bool:
+    def same_content(self) -> bool:
+        """The two calls hold the same call: params, device, env, error, inputs, written outputs.
+
+        The one notion of "the same golden": the store keeps an existing golden
+        (UNCHANGED) exactly when this holds. Provenance and capture hazards do
+        not count: a call is the same as itself even when its capture was shaky.
+        """
         return not (
             self.params
             or self.device
             or self.env
             or self.error
-            or self.hazards
             or any(not f.equal for f in self.inputs)
             or any(not f.equal for f in self.fields)
         )
+
+    @property
+    def equal(self) -> bool:
+        """Nothing to report: the same content, and no capture hazard on either side."""
+        return self.same_content and not self.hazards
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, schema 'mla-golden-diff/1' (README: Diff JSON)."""
@@ -352,6 +362,11 @@ def diff(
         result.geometry = {"expected": geometry(expected), "actual": geometry(actual)}
     _attribute(result)
     return result
+
+
+def same_content(a: Call, b: Call) -> bool:
+    """``a`` and ``b`` are the same call (see :attr:`Diff.same_content`); calls of two ops never are."""
+    return a.op == b.op and diff(a, b, max_items=1).same_content
 
 
 def _attribute(result: Diff) -> None:

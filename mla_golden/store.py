@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
+from mla_golden.differ import same_content
 from mla_golden.errors import GoldenError
 from mla_golden.files import HOST, TEMP_SUFFIX, fsync_dir, write_temp
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for, to_dtype
@@ -166,23 +167,6 @@ def to_bytes(golden: Golden) -> bytes:
 
     tensors, metadata = _encode(golden)
     return save(tensors, metadata=metadata)
-
-
-def same_content(a: Call, b: Call) -> bool:
-    """Equal in everything but provenance (who recorded it, and when)."""
-    def plain(call: Call) -> str:  # JSON, so True and 1 stay different as they do on disk
-        return json.dumps([call.op, call.params, call.device, call.env, call.buffers, call.error], sort_keys=True)
-
-    if plain(a) != plain(b):
-        return False
-    for mine, theirs in ((a.inputs, b.inputs), (a.outputs, b.outputs), (a.written, b.written)):
-        if mine.keys() != theirs.keys():
-            return False
-        for name, tensor in mine.items():
-            other = theirs[name]
-            if tensor.dtype != other.dtype or tensor.shape != other.shape or not torch.equal(tensor, other):
-                return False
-    return True
 
 
 # ---------------------------------------------------------------- reading
