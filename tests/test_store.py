@@ -285,3 +285,19 @@ def test_true_and_1_are_different_content(tmp_path, call):
     store.write(Golden("k", call))
     as_int = mla_golden.Call(**{**call.__dict__, "params": {**call.params, "is_causal": 1}})
     assert store.write(Golden("k", as_int)) is WriteOutcome.REFUSED
+
+
+def test_same_golden_means_what_the_differ_calls_the_same(tmp_path, call):
+    """Provenance and capture hazards never make a rewrite a different golden; a written value does."""
+    import copy
+
+    store = GoldenStore(tmp_path)
+    assert store.write(Golden("k", call)) is WriteOutcome.WRITTEN
+    shaky = copy.deepcopy(call)
+    shaky.provenance = {**shaky.provenance, "created": "another time", "capture": {**call.facts, "ptrs_ok": False}}
+    assert mla_golden.diff(call, shaky).same_content and not mla_golden.diff(call, shaky).equal
+    assert store.write(Golden("k", shaky)) is WriteOutcome.UNCHANGED
+    moved = copy.deepcopy(call)
+    moved.outputs["work_indptr"][1] += 1
+    assert not mla_golden.diff(call, moved).same_content
+    assert store.write(Golden("k", moved)) is WriteOutcome.REFUSED
