@@ -16,10 +16,11 @@ from types import ModuleType
 from typing import Any
 
 from mla_golden.errors import BackendError
+from mla_golden.schema import SCHEMAS
 
 NAMES = ("auto", "aiter", "reference")
 #: Buffer-sizing helper of each planner op.
-SIZERS = {"get_mla_metadata_v1": "get_mla_metadata_info_v1", "get_ps_metadata_v1": "get_ps_metadata_info_v1"}
+SIZERS = {op: schema.sizer for op, schema in SCHEMAS.items()}
 
 
 @dataclass(frozen=True)

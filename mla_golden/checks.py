@@ -40,7 +40,7 @@ import torch
 from mla_golden.call import Call
 from mla_golden.capture import planner_env
 from mla_golden.context import plan_for
-from mla_golden.geometry import written_prefix
+from mla_golden.geometry import Work, works_by_cu, written_prefix
 from mla_golden.reference._cint import c_div, c_mod, integer_divide_ceil
 from mla_golden.reference.errors import AiterCheckError, UndefinedResultError
 from mla_golden.reference.mla_v1 import (
@@ -55,7 +55,8 @@ from mla_golden.reference.mla_v1_dispatch import (
     MlaV12Dispatch,
 )
 from mla_golden.reference.ps_v1 import get_ps_metadata_info_v1
-from mla_golden.schema import MLA_OP, OUTPUTS, POINTER_OUTPUT, PS_OP, to_dtype
+from mla_golden.schema import MLA_OP, OUTPUTS, POINTER_OUTPUT, PS_OP, WORK_ROW, format_cell, pack_head_range, to_dtype
+from mla_golden.schema import WorkColumn as C
 
 #: Every invariant :func:`check` knows, with what it asserts.
 INVARIANTS: dict[str, str] = {
@@ -173,26 +174,6 @@ def render_check_text(result: CheckResult, *, per_invariant: int = TEXT_PER_INVA
 # Decoded outputs
 # ---------------------------------------------------------------------------
 
-_BATCH, _PARTIAL, _QO_START, _QO_END, _KV_START, _KV_END, _KV_OFFSET, _EXTRA = range(8)
-
-
-@dataclass
-class _Work:
-    """One work_info_set row; ``known[c]`` is False where column c was not written."""
-
-    index: int
-    cu: int
-    v: list[int]
-    known: list[bool]
-
-    def has(self, *columns: int) -> bool:
-        return all(self.known[c] for c in columns)
-
-    @property
-    def where(self) -> str:
-        return f"work {self.index} (CU part {self.cu})"
-
-
 @dataclass
 class _Tile:
     """One (planned batch, query tile) and the kv range its works must tile."""
@@ -203,7 +184,7 @@ class _Tile:
     kv_begin: int
     #: None where aiter's own value depends on memory past an input's end.
     kv_end: int | None
-    works: list[_Work] = field(default_factory=list)
+    works: list[Work] = field(default_factory=list)
     #: Left out of the split / reduce checks: a piece may be a work reported as fitting no tile.
     excused: bool = False
     #: Which copy of the plan (prefill: the q head range), for messages.
@@ -221,7 +202,7 @@ class _Checker:
         self.call = call
         self.result = CheckResult(call.op)
         #: Works that fit no tile (misplaced, or aiter's value is undefined there).
-        self.unplaced: list[_Work] = []
+        self.unplaced: list[Work] = []
         #: Rows already reported for a kv range outside their batch (coverage would repeat it).
         self.bad_kv: set[int] = set()
 
@@ -375,7 +356,7 @@ def _helper_numels(sizes: Sequence[tuple[Any, torch.dtype]]) -> dict[str, int]:
 # ---------------------------------------------------------------------------
 
 
-def _works(c: _Checker, indptr: list[int], num_works: int) -> list[_Work]:
+def _works(c: _Checker, indptr: list[int], num_works: int) -> list[Work]:
     """The works of every CU part, following work_indptr; flags a malformed work_indptr."""
     info = c.call.outputs["work_info_set"]
     rows = info.shape[0] if info.dim() == 2 else 0
@@ -392,13 +373,7 @@ def _works(c: _Checker, indptr: list[int], num_works: int) -> list[_Work]:
             f"work_indptr[{len(indptr) - 1}]",
             f"ends at {indptr[-1]}, past the {rows} rows of work_info_set",
         )
-    values = info.reshape(-1, 8).tolist() if rows else []
-    known = c.call.written["work_info_set"].reshape(-1, 8).tolist() if rows else []
-    works = []
-    for cu in range(len(indptr) - 1):
-        for row in range(max(indptr[cu], 0), min(indptr[cu + 1], rows)):
-            works.append(_Work(row, cu, values[row], known[row]))
-    return works
+    return [w for part in works_by_cu(c.call, indptr, whole_only=False) for w in part]
 
 
 def _check_coverage(c: _Checker, tiles: list[_Tile]) -> None:
@@ -417,14 +392,14 @@ def _check_coverage(c: _Checker, tiles: list[_Tile]) -> None:
             if not c.unplaced:
                 c.flag("coverage", tile.where, "no work covers this query tile")
             continue
-        if tile.kv_end is None or not all(w.has(_KV_START, _KV_END) for w in tile.works):
+        if tile.kv_end is None or not all(w.has(C.KV_START, C.KV_END) for w in tile.works):
             tile.excused = True
             continue
-        pieces = sorted(tile.works, key=lambda w: (w.v[_KV_START], w.v[_KV_END]))
+        pieces = sorted(tile.works, key=lambda w: (w[C.KV_START], w[C.KV_END]))
         at = tile.kv_begin
         problem = None
         for w in pieces:
-            start, end = w.v[_KV_START], w.v[_KV_END]
+            start, end = w[C.KV_START], w[C.KV_END]
             if start != at:
                 problem = (
                     "gap" if start > at else "overlap",
@@ -452,12 +427,12 @@ def _check_splits(c: _Checker, tiles: list[_Tile]) -> dict[int, _Tile]:
     Returns partial location -> its tile.
     """
     owner: dict[int, _Tile] = {}
-    slots: list[tuple[int, int, _Work]] = []
+    slots: list[tuple[int, int, Work]] = []
     for tile in tiles:
-        if not all(w.has(_PARTIAL) for w in tile.works):
+        if not all(w.has(C.PARTIAL_QO_LOC) for w in tile.works):
             tile.excused = True
             continue
-        locs = [w.v[_PARTIAL] for w in tile.works]
+        locs = [w[C.PARTIAL_QO_LOC] for w in tile.works]
         if tile.excused:
             owner.update((loc, tile) for loc in locs if loc >= 0)
             continue
@@ -476,8 +451,8 @@ def _check_splits(c: _Checker, tiles: list[_Tile]) -> dict[int, _Tile]:
             owner.update((loc, tile) for loc in locs if loc >= 0)
             continue
         for w in tile.works:
-            owner[w.v[_PARTIAL]] = tile
-            slots.append((w.v[_PARTIAL], tile.qo[1] - tile.qo[0], w))
+            owner[w[C.PARTIAL_QO_LOC]] = tile
+            slots.append((w[C.PARTIAL_QO_LOC], tile.qo[1] - tile.qo[0], w))
     slots.sort(key=lambda s: s[0])
     for (loc, rows, w), (next_loc, _rows, other) in zip(slots, slots[1:]):
         if loc + rows > next_loc:
@@ -500,7 +475,7 @@ def _check_reduce(c: _Checker, owner: dict[int, _Tile], partial_entries: int | N
     if not _monotone(c, "reduce_indptr", "reduce_indptr", indptr):
         return
     last = indptr[-1] if indptr else 0
-    unplaced = {w.v[_PARTIAL] for w in c.unplaced if w.has(_PARTIAL)}
+    unplaced = {w[C.PARTIAL_QO_LOC] for w in c.unplaced if w.has(C.PARTIAL_QO_LOC)}
     if last != expected_entries and not c.unplaced and not excused:
         c.flag(
             "reduce_indptr",
@@ -530,7 +505,7 @@ def _check_reduce(c: _Checker, owner: dict[int, _Tile], partial_entries: int | N
             continue
         if tile.excused:
             continue
-        wanted = sorted(w.v[_PARTIAL] for w in tile.works)
+        wanted = sorted(w[C.PARTIAL_QO_LOC] for w in tile.works)
         if sorted(locs) != wanted:
             c.flag("reduce.group", where, f"lists partials {sorted(locs)} but {tile.where} wrote {wanted}")
         if id(tile) in grouped:
@@ -705,7 +680,7 @@ def _decode_units(dispatch: MlaV12Dispatch, qo: list[int], kv: list[int], last: 
     return units
 
 
-def _observed_folding(c: _Checker, dispatch: MlaV12Dispatch, works: list[_Work], batches: int) -> MlaV12Dispatch:
+def _observed_folding(c: _Checker, dispatch: MlaV12Dispatch, works: list[Work], batches: int) -> MlaV12Dispatch:
     """The head folding the works were planned with, flagged when it is not the one aiter plans.
 
     A folded plan has works for every one of ``batches * qk_batch_ratio`` batches,
@@ -717,7 +692,7 @@ def _observed_folding(c: _Checker, dispatch: MlaV12Dispatch, works: list[_Work],
     """
     p = dispatch.params
     heads = p.num_heads * p.qk_batch_ratio
-    seen = max((w.v[_BATCH] for w in works if w.has(_BATCH)), default=-1)
+    seen = max((w[C.BATCH_IDX] for w in works if w.has(C.BATCH_IDX)), default=-1)
     if dispatch.traits.is_sparse or batches <= 0 or seen < 0:
         return dispatch
     if p.qk_batch_ratio == 1 and heads > 16 and heads % 16 == 0 and batches <= seen < batches * (heads // 16):
@@ -749,7 +724,7 @@ def _decode_tail(dispatch: MlaV12Dispatch, unit: _Unit, tile: int, qo_start: int
     return max(tail, 0)
 
 
-def _decode_tiles(c: _Checker, dispatch: MlaV12Dispatch, units: list[_Unit], works: list[_Work]) -> list[_Tile]:
+def _decode_tiles(c: _Checker, dispatch: MlaV12Dispatch, units: list[_Unit], works: list[Work]) -> list[_Tile]:
     """Assign each work to its (planned batch, query tile); flag works that fit none."""
     tiles: dict[tuple[int, int], _Tile] = {}
     for unit in units:
@@ -767,43 +742,43 @@ def _decode_tiles(c: _Checker, dispatch: MlaV12Dispatch, units: list[_Unit], wor
     sparse = dispatch.traits.is_sparse
     folded = f" (qk_batch_ratio {dispatch.params.qk_batch_ratio})" if dispatch.params.qk_batch_ratio > 1 else ""
     for w in works:
-        if not w.has(_BATCH):
+        if not w.has(C.BATCH_IDX):
             c.unplaced.append(w)
             continue
-        candidates = by_batch.get(w.v[_BATCH], [])
+        candidates = by_batch.get(w[C.BATCH_IDX], [])
         if not candidates:
             c.flag(
                 "work.batch",
                 w.where,
-                f"batch_idx {w.v[_BATCH]} is not one of the {len(units)} batches aiter plans{folded}",
+                f"batch_idx {w[C.BATCH_IDX]} is not one of the {len(units)} batches aiter plans{folded}",
             )
             c.unplaced.append(w)
             if not sparse:
                 _check_kv_in_some_batch(c, units, w)
             continue
         unit = candidates[0]
-        if sparse and w.has(_QO_START, _KV_START):
+        if sparse and w.has(C.QO_START, C.KV_START):
             unit = next(
                 (
                     u
                     for u in candidates
                     if u.qo_begin is not None
-                    and u.qo_begin <= w.v[_QO_START] < max(u.qo_end, u.qo_begin + 1)
-                    and u.kv_begin <= w.v[_KV_START] < max(u.kv_end, u.kv_begin + 1)
+                    and u.qo_begin <= w[C.QO_START] < max(u.qo_end, u.qo_begin + 1)
+                    and u.kv_begin <= w[C.KV_START] < max(u.kv_end, u.kv_begin + 1)
                 ),
                 unit,
             )
-        if unit.qo_begin is None or not w.has(_QO_START, _QO_END):
+        if unit.qo_begin is None or not w.has(C.QO_START, C.QO_END):
             c.unplaced.append(w)
             _check_decode_work(c, dispatch, unit, w, None)
             continue
-        k = (w.v[_QO_START] - unit.qo_begin) // unit.tile_size if unit.tile_size else 0
+        k = (w[C.QO_START] - unit.qo_begin) // unit.tile_size if unit.tile_size else 0
         tile = tiles.get((unit.index, k))
-        if tile is None or (w.v[_QO_START], w.v[_QO_END]) != tile.qo:
+        if tile is None or (w[C.QO_START], w[C.QO_END]) != tile.qo:
             c.flag(
                 "work.qo_range",
                 w.where,
-                f"qo [{w.v[_QO_START]}, {w.v[_QO_END]}) is not a query tile of batch {unit.index} "
+                f"qo [{w[C.QO_START]}, {w[C.QO_END]}) is not a query tile of batch {unit.index} "
                 f"(qo [{unit.qo_begin}, {unit.qo_end}), {unit.num_tiles} tile(s) of {unit.tile_size})",
             )
             c.unplaced.append(w)
@@ -814,15 +789,15 @@ def _decode_tiles(c: _Checker, dispatch: MlaV12Dispatch, units: list[_Unit], wor
     return list(tiles.values())
 
 
-def _check_kv_in_some_batch(c: _Checker, units: list[_Unit], w: _Work) -> None:
+def _check_kv_in_some_batch(c: _Checker, units: list[_Unit], w: Work) -> None:
     """Whatever batch a misplaced work was meant for, its kv range must stay inside the batch it starts in."""
-    if not w.has(_KV_START, _KV_END):
+    if not w.has(C.KV_START, C.KV_END):
         return
-    start, end = w.v[_KV_START], w.v[_KV_END]
+    start, end = w[C.KV_START], w[C.KV_END]
     at = bisect.bisect_right([u.kv_begin for u in units], start) - 1
     unit = units[at] if at >= 0 and start < units[at].kv_end else None
     if unit is not None and end > unit.kv_end:
-        offset = f" (kv_offset {w.v[_KV_OFFSET]})" if w.has(_KV_OFFSET) and w.v[_KV_OFFSET] < 0 else ""
+        offset = f" (kv_offset {w[C.KV_OFFSET]})" if w.has(C.KV_OFFSET) and w[C.KV_OFFSET] < 0 else ""
         c.flag(
             "work.kv_range",
             w.where,
@@ -830,16 +805,16 @@ def _check_kv_in_some_batch(c: _Checker, units: list[_Unit], w: _Work) -> None:
         )
 
 
-def _check_decode_work(c: _Checker, dispatch: MlaV12Dispatch, unit: _Unit, w: _Work, tile: _Tile | None) -> None:
+def _check_decode_work(c: _Checker, dispatch: MlaV12Dispatch, unit: _Unit, w: Work, tile: _Tile | None) -> None:
     """kv range inside the batch; kv_offset as v1_2_device.cuh computes it.
 
     A tile whose causal trim leaves no kv (a batch with fewer kv tokens than
     query tiles) gets one work ``[kv_begin, kv_end - tail)`` from aiter, empty or
     reversed; the kernel computes nothing for it, so that is accepted.
     """
-    if not w.has(_KV_START, _KV_END):
+    if not w.has(C.KV_START, C.KV_END):
         return
-    start, end = w.v[_KV_START], w.v[_KV_END]
+    start, end = w[C.KV_START], w[C.KV_END]
     nothing_to_see = tile is not None and tile.kv_end is not None and tile.kv_end <= tile.kv_begin
     if nothing_to_see:
         if (start, end) != (tile.kv_begin, tile.kv_end):
@@ -849,7 +824,7 @@ def _check_decode_work(c: _Checker, dispatch: MlaV12Dispatch, unit: _Unit, w: _W
                 f"kv [{start}, {end}) but {tile.where} sees no kv: aiter plans [{tile.kv_begin}, {tile.kv_end})",
             )
     elif not unit.kv_begin <= start < end <= unit.kv_end and not (start == end == unit.kv_end == unit.kv_begin):
-        offset = f" (kv_offset {w.v[_KV_OFFSET]})" if w.has(_KV_OFFSET) and w.v[_KV_OFFSET] < 0 else ""
+        offset = f" (kv_offset {w[C.KV_OFFSET]})" if w.has(C.KV_OFFSET) and w[C.KV_OFFSET] < 0 else ""
         c.flag(
             "work.kv_range",
             w.where,
@@ -857,9 +832,9 @@ def _check_decode_work(c: _Checker, dispatch: MlaV12Dispatch, unit: _Unit, w: _W
         )
         c.bad_kv.add(w.index)
         return
-    if not w.has(_KV_OFFSET):
+    if not w.has(C.KV_OFFSET):
         return
-    offset = w.v[_KV_OFFSET]
+    offset = w[C.KV_OFFSET]
     page_size = dispatch.params.page_size
     if page_size == 1:
         wanted: int | None = unit.kv_end - end + unit.offset_extra
@@ -888,7 +863,7 @@ def _check_decode(c: _Checker) -> None:
         return
     _check_pointers(c)
     indptr = c.prefix("work_indptr")
-    rows_written = call.written["work_info_set"].reshape(-1, 8).any(dim=1).tolist()
+    rows_written = call.written["work_info_set"].reshape(-1, WORK_ROW).any(dim=1).tolist()
     num_works = rows_written.index(False) if False in rows_written else len(rows_written)
     undefined = c.result.hazard_names & set(_DECODE_HAZARDS_UNDEFINED)
     if not indptr:
@@ -1012,34 +987,34 @@ def _check_ps(c: _Checker) -> None:
             )
         indptr = indptr[: cu_num + 1]
     # a work always has a non-empty head range, so its q_head_range is never 0 (the fill is)
-    info = call.outputs["work_info_set"].reshape(-1, 8)
-    used = (info[:, _EXTRA] != 0).tolist()
+    info = call.outputs["work_info_set"].reshape(-1, WORK_ROW)
+    used = (info[:, C.EXTRA] != 0).tolist()
     num_works = used.index(False) if False in used else len(used)
     works = _works(c, indptr, num_works)
     heads = p.get("num_heads_k", 0)
     q_head_gran = p.get("qhead_granularity", 1)
-    planes: dict[int, list[_Work]] = defaultdict(list)
+    planes: dict[int, list[Work]] = defaultdict(list)
     for w in works:
-        planes[w.v[_EXTRA]].append(w)
-    wanted = {((k + 1) * q_head_gran << 16) | (k * q_head_gran & 0xFFFF) for k in range(heads)}
+        planes[w[C.EXTRA]].append(w)
+    wanted = {pack_head_range(k * q_head_gran, (k + 1) * q_head_gran) for k in range(heads)}
     if works and set(planes) != wanted:
         odd = sorted(set(planes) ^ wanted)[:4]
         c.flag(
             "work.head_range",
             "work_info_set q_head_range",
-            f"head ranges {[_head_range(r) for r in odd]} missing or unexpected: every KV head needs "
+            f"head ranges {[format_cell('q_head_range', r) for r in odd]} missing or unexpected: every KV head needs "
             "its own copy of the plan",
         )
     # every head runs the same plan and the reduce maps are shared: check them against the first head's slots
     first: tuple[str, dict[tuple[int, int], list[int]]] | None = None
     for head_range in sorted(planes):
-        plane = f" (q heads {_head_range(head_range)})"
+        plane = f" (q heads {format_cell('q_head_range', head_range)})"
         tiles = _ps_tiles(c, qo, kv, ctx, plane)
         _assign_ps(c, tiles, planes[head_range])
         _check_coverage(c, tiles)
         _check_ps_offsets(c, tiles, ctx, p.get("block_size", 16))
         owner = _check_splits(c, tiles)
-        slots = {t.qo: sorted(w.v[_PARTIAL] for w in t.works) for t in tiles if not t.excused}
+        slots = {t.qo: sorted(w[C.PARTIAL_QO_LOC] for w in t.works) for t in tiles if not t.excused}
         if first is None:
             first = (plane, slots)
             _check_reduce(c, owner, None)
@@ -1056,31 +1031,27 @@ def _check_ps(c: _Checker) -> None:
     _check_sizing(c, _ps_helper(call, longest), _ps_used(c, num_works, cu_num))
 
 
-def _head_range(packed: int) -> str:
-    return f"[{packed & 0xFFFF}, {packed >> 16})"
-
-
-def _assign_ps(c: _Checker, tiles: list[_Tile], works: list[_Work]) -> None:
+def _assign_ps(c: _Checker, tiles: list[_Tile], works: list[Work]) -> None:
     """Each work belongs to the tile with its batch and query range; its kv pages lie inside the batch."""
     by_key = {(t.unit, t.qo): t for t in tiles}
     batches = {t.unit: t for t in tiles}
     for w in works:
-        tile = by_key.get((w.v[_BATCH], (w.v[_QO_START], w.v[_QO_END])))
+        tile = by_key.get((w[C.BATCH_IDX], (w[C.QO_START], w[C.QO_END])))
         if tile is None:
-            invariant = "work.qo_range" if w.v[_BATCH] in batches else "work.batch"
+            invariant = "work.qo_range" if w[C.BATCH_IDX] in batches else "work.batch"
             c.flag(
                 invariant,
                 w.where,
-                f"batch {w.v[_BATCH]} qo [{w.v[_QO_START]}, {w.v[_QO_END]}) is not a query tile the planner makes",
+                f"batch {w[C.BATCH_IDX]} qo [{w[C.QO_START]}, {w[C.QO_END]}) is not a query tile the planner makes",
             )
             c.unplaced.append(w)
             continue
         kv_end = c.call.inputs["pages_kv_indptr"][tile.unit + 1].item()
-        if not tile.kv_begin <= w.v[_KV_START] < w.v[_KV_END] <= kv_end:
+        if not tile.kv_begin <= w[C.KV_START] < w[C.KV_END] <= kv_end:
             c.flag(
                 "work.kv_range",
                 w.where,
-                f"kv pages [{w.v[_KV_START]}, {w.v[_KV_END]}) empty or outside batch {tile.unit}'s "
+                f"kv pages [{w[C.KV_START]}, {w[C.KV_END]}) empty or outside batch {tile.unit}'s "
                 f"[{tile.kv_begin}, {kv_end})",
             )
             c.bad_kv.add(w.index)
@@ -1092,15 +1063,15 @@ def _check_ps_offsets(c: _Checker, tiles: list[_Tile], ctx: list[int], block: in
     for tile in tiles:
         if not tile.works:
             continue
-        last = max(tile.works, key=lambda w: w.v[_KV_START])
+        last = max(tile.works, key=lambda w: w[C.KV_START])
         for w in tile.works:
             if w is last:
                 wanted, why = 0, "the last piece of a tile has 0"
             else:
-                wanted = ctx[tile.unit] - (w.v[_KV_END] - tile.kv_begin) * block
-                why = f"context_lens {ctx[tile.unit]} and kv_end {w.v[_KV_END]} give {wanted}"
-            if w.v[_KV_OFFSET] != wanted:
-                c.flag("work.kv_offset", w.where, f"kv_offset {w.v[_KV_OFFSET]}, but {why}")
+                wanted = ctx[tile.unit] - (w[C.KV_END] - tile.kv_begin) * block
+                why = f"context_lens {ctx[tile.unit]} and kv_end {w[C.KV_END]} give {wanted}"
+            if w[C.KV_OFFSET] != wanted:
+                c.flag("work.kv_offset", w.where, f"kv_offset {w[C.KV_OFFSET]}, but {why}")
 
 
 def _ps_used(c: _Checker, num_works: int, cu_num: int | None) -> dict[str, int]:
@@ -1109,7 +1080,7 @@ def _ps_used(c: _Checker, num_works: int, cu_num: int | None) -> dict[str, int]:
     groups = next((g for g in range(len(reduce) - 1, 0, -1) if reduce[g] != reduce[g - 1]), 0)
     return {
         "work_indptr": (cu_num or 0) + 1,
-        "work_info_set": num_works * 8,
+        "work_info_set": num_works * WORK_ROW,
         "reduce_indptr": groups + 1 if groups else 0,
         "reduce_final_map": 2 * groups,
         "reduce_partial_map": reduce[-1] if reduce else 0,

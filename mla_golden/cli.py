@@ -728,8 +728,8 @@ def check_(
 
 def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
     """Everything ``show`` prints, as plain data; work items grouped by CU part."""
-    from mla_golden.geometry import reduce_group, written_prefix
-    from mla_golden.schema import OUTPUTS, schema_for
+    from mla_golden.geometry import describe_schedule
+    from mla_golden.schema import OUTPUTS
 
     call = golden.call
     data: dict[str, Any] = {
@@ -749,37 +749,9 @@ def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
         "cu_parts": [],
         "reduce_groups": [],
     }
-    if call.error is not None:
-        return data
-    columns = schema_for(call.op).work_columns
-    info, info_mask = call.outputs["work_info_set"], call.written["work_info_set"]
-    indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
-    for part in range(max(len(indptr) - 1, 0)):
-        lo, hi = indptr[part], indptr[part + 1]
-        if cu is not None and part != cu:
-            continue
-        if work is not None and not lo <= work < hi:
-            continue
-        items = []
-        for row in range(lo, hi):
-            if work is not None and row != work:
-                continue
-            written = row < info.shape[0] and bool(info_mask[row].all())
-            items.append({"work": row, "columns": dict(zip(columns, info[row].tolist())) if written else None})
-        data["cu_parts"].append({"cu_part": part, "works": [lo, hi], "items": items})
-    if cu is None and work is None:
-        indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
-        for group in range(max(len(indptr) - 1, 0)):
-            found = reduce_group(call, group, indptr)
-            if found is not None and found.partials:  # tiles that were split
-                data["reduce_groups"].append({"group": group, "qo_range": found.qo_range, "partials": found.partials})
+    if call.error is None:
+        data.update(describe_schedule(call, cu=cu, work=work))
     return data
-
-
-def _cell(column: str, value: int) -> str:
-    if column == "q_head_range":
-        return f"{value & 0xFFFF}..{value >> 16}"  # (q_head_end << 16) | q_head_start
-    return str(value)
 
 
 def _clip(values: list[int], limit: int = 16) -> str:
@@ -848,7 +820,7 @@ def show(
         return
     for name, spec in data["buffers"].items():
         p(f"buffer {name}: {spec['dtype']} {spec['shape']}, {spec['written']} element(s) written", markup=False)
-    from mla_golden.schema import schema_for
+    from mla_golden.schema import format_cell, schema_for
 
     columns = schema_for(data["op"]).work_columns
     table = Table(title="work items by CU part", title_justify="left", show_edge=False)
@@ -858,7 +830,7 @@ def show(
         if not part["items"] and (cu is None and work is None):
             continue
         for i, item in enumerate(part["items"]):
-            cells = [_cell(c, item["columns"][c]) for c in columns] if item["columns"] else ["(not written)"] + [""] * (len(columns) - 1)
+            cells = [format_cell(c, item["columns"][c]) for c in columns] if item["columns"] else ["(not written)"] + [""] * (len(columns) - 1)
             table.add_row(str(part["cu_part"]) if i == 0 else "", str(item["work"]), *cells)
         if not part["items"]:
             table.add_row(str(part["cu_part"]), "-", "(no work)", *[""] * (len(columns) - 1))

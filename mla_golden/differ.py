@@ -20,6 +20,7 @@ from mla_golden.geometry import (
     ReduceGroup,
     geometry,
     reduce_group,
+    work_at,
     written_prefix,
 )
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
@@ -276,26 +277,9 @@ def _padded(t: torch.Tensor, n: int) -> torch.Tensor:
 # ---------------------------------------------------------------- decoding
 
 
-def _cu_part(indptr: list[int], work: int) -> int | None:
-    """The CU part whose [indptr[i], indptr[i+1]) holds work id ``work``."""
-    lo, hi = 0, len(indptr) - 1
-    if hi < 1 or not indptr[0] <= work < indptr[-1]:
-        return None
-    while hi - lo > 1:  # binary search on the monotone CSR
-        mid = (lo + hi) // 2
-        if indptr[mid] <= work:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _work_item(call: Call, row: int, columns: tuple[str, ...]) -> WorkItem | None:
-    info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
-    if row >= info.shape[0] or not bool(mask[row].any()):
-        return None
-    indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
-    return WorkItem(cu_part=_cu_part(indptr, row), columns=dict(zip(columns, info[row].tolist())))
+def _work_item(call: Call, row: int, indptr: list[int]) -> WorkItem | None:
+    work = work_at(call, row, indptr)
+    return None if work is None else WorkItem(cu_part=work.cu_part, columns=work.columns(call.op))
 
 
 def _groups_of(call: Call, name: str, flat: list[int]) -> set[int]:
@@ -449,8 +433,8 @@ def _decode_work(
         result.work_items.append(
             WorkItemDiff(
                 index=row,
-                expected=_work_item(expected, row, columns),
-                actual=_work_item(actual, row, columns),
+                expected=_work_item(expected, row, indptr_e),
+                actual=_work_item(actual, row, indptr_a),
                 changed=[c for c in columns if c in rows[row]],
             )
         )

@@ -8,26 +8,72 @@ differ, the report and the HTML view all take these numbers from here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from mla_golden.call import Call
+from mla_golden.schema import WORK_ROW, WorkColumn, schema_for
 
 
 @dataclass
 class Work:
-    """One decoded work_info_set row and the CU part that runs it."""
+    """One work_info_set row, decoded: its values in :class:`WorkColumn` order and the CU part that runs it.
+
+    ``written[c]`` is False where the planner did not write column ``c`` (its
+    value is then meaningless). Every reader of work_info_set (show, diff,
+    check, the pictures) takes its rows from here.
+    """
 
     index: int
-    cu_part: int
-    batch_idx: int
-    partial_qo_loc: int
-    qo_start: int
-    qo_end: int
-    kv_start: int
-    kv_end: int
-    kv_offset: int
-    extra: int  # pad (decode) or q_head_range (prefill)
+    #: None where the row lies in no CU part's work range.
+    cu_part: int | None
+    values: list[int]
+    written: list[bool]
+
+    def __getitem__(self, column: WorkColumn) -> int:
+        return self.values[column]
+
+    def has(self, *columns: WorkColumn) -> bool:
+        """All of ``columns`` were written."""
+        return all(self.written[c] for c in columns)
+
+    @property
+    def whole(self) -> bool:
+        return all(self.written)
+
+    @property
+    def batch_idx(self) -> int:
+        return self.values[WorkColumn.BATCH_IDX]
+
+    @property
+    def partial_qo_loc(self) -> int:
+        return self.values[WorkColumn.PARTIAL_QO_LOC]
+
+    @property
+    def qo_start(self) -> int:
+        return self.values[WorkColumn.QO_START]
+
+    @property
+    def qo_end(self) -> int:
+        return self.values[WorkColumn.QO_END]
+
+    @property
+    def kv_start(self) -> int:
+        return self.values[WorkColumn.KV_START]
+
+    @property
+    def kv_end(self) -> int:
+        return self.values[WorkColumn.KV_END]
+
+    @property
+    def kv_offset(self) -> int:
+        return self.values[WorkColumn.KV_OFFSET]
+
+    @property
+    def extra(self) -> int:
+        """``pad`` (decode) or ``q_head_range`` (prefill)."""
+        return self.values[WorkColumn.EXTRA]
 
     @property
     def kv_len(self) -> int:
@@ -36,6 +82,14 @@ class Work:
     @property
     def split(self) -> bool:
         return self.partial_qo_loc >= 0
+
+    @property
+    def where(self) -> str:
+        return f"work {self.index} (CU part {self.cu_part})"
+
+    def columns(self, op: str) -> dict[str, int]:
+        """The row by column name (``op``'s names: the last column differs between decode and prefill)."""
+        return dict(zip(schema_for(op).work_columns, self.values))
 
 
 @dataclass
@@ -84,20 +138,84 @@ def reduce_group(call: Call, group: int, indptr: list[int] | None = None) -> Red
     return ReduceGroup(qo_range=qo, partials=partials)
 
 
-def works_by_cu(call: Call) -> list[list[Work]]:
-    """Each CU part's works in order, following work_indptr over written work_info_set rows."""
-    indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
-    info = call.outputs["work_info_set"]
-    rows_written = call.written["work_info_set"].all(dim=1).tolist()
-    table = info.tolist()
+def cu_part_of(indptr: list[int], row: int) -> int | None:
+    """The CU part whose ``[indptr[i], indptr[i+1])`` holds work ``row`` (None when none does)."""
+    lo, hi = 0, len(indptr) - 1
+    if hi < 1 or not indptr[0] <= row < indptr[-1]:
+        return None
+    while hi - lo > 1:  # binary search on the monotone CSR
+        mid = (lo + hi) // 2
+        if indptr[mid] <= row:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _rows(call: Call) -> tuple[list[list[int]], list[list[bool]]]:
+    """work_info_set as rows of values and of written flags (none for a buffer of another shape)."""
+    info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
+    if info.dim() != 2 or info.shape[1] != WORK_ROW:
+        return [], []
+    return info.tolist(), mask.tolist()
+
+
+def work_at(call: Call, row: int, indptr: list[int] | None = None) -> Work | None:
+    """Row ``row`` of ``call``'s work_info_set (None past its end or where nothing of it was written)."""
+    info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
+    if info.dim() != 2 or row >= info.shape[0] or not bool(mask[row].any()):
+        return None
+    if indptr is None:
+        indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+    return Work(row, cu_part_of(indptr, row), info[row].tolist(), mask[row].tolist())
+
+
+def works_by_cu(call: Call, indptr: list[int] | None = None, *, whole_only: bool = True) -> list[list[Work]]:
+    """Each CU part's works in order, following work_indptr (its written prefix unless ``indptr`` is given).
+
+    ``whole_only`` keeps only rows written in full (what the pictures draw);
+    the checker takes every row in range and reads ``Work.written`` itself.
+    """
+    if indptr is None:
+        indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+    values, written = _rows(call)
     per_cu: list[list[Work]] = []
     for cu in range(len(indptr) - 1):
         works = []
-        for row in range(max(indptr[cu], 0), min(indptr[cu + 1], len(table))):
-            if rows_written[row]:
-                works.append(Work(row, cu, *table[row]))
+        for row in range(max(indptr[cu], 0), min(indptr[cu + 1], len(values))):
+            if not whole_only or all(written[row]):
+                works.append(Work(row, cu, values[row], written[row]))
         per_cu.append(works)
     return per_cu
+
+
+def describe_schedule(call: Call, cu: int | None = None, work: int | None = None) -> dict[str, Any]:
+    """A call's schedule as plain data (what ``mla-golden show`` prints): work items by CU part, split reduce groups.
+
+    ``cu`` / ``work`` narrow it to one CU part / one work item (reduce groups
+    are then left out). Rows not written in full show as ``columns: None``.
+    """
+    indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+    parts = []
+    for part in range(max(len(indptr) - 1, 0)):
+        lo, hi = indptr[part], indptr[part + 1]
+        if (cu is not None and part != cu) or (work is not None and not lo <= work < hi):
+            continue
+        items = []
+        for row in range(lo, hi):
+            if work is not None and row != work:
+                continue
+            found = work_at(call, row, indptr)
+            items.append({"work": row, "columns": found.columns(call.op) if found is not None and found.whole else None})
+        parts.append({"cu_part": part, "works": [lo, hi], "items": items})
+    groups = []
+    if cu is None and work is None:
+        reduce_indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+        for group in range(max(len(reduce_indptr) - 1, 0)):
+            found_group = reduce_group(call, group, reduce_indptr)
+            if found_group is not None and found_group.partials:  # tiles that were split
+                groups.append({"group": group, "qo_range": found_group.qo_range, "partials": found_group.partials})
+    return {"cu_parts": parts, "reduce_groups": groups}
 
 
 def batch_colour(batch: int) -> tuple[float, float, float]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import tomllib
 
 from mla_golden.errors import MatrixError
+from mla_golden.schema import ENV_VARS, MLA_OP, PS_OP
 
 if TYPE_CHECKING:
     from mla_golden.backends import Backend
@@ -36,7 +37,6 @@ FORMAT = "mla-golden-matrix/1"
 DEFAULT_MATRIX = "matrix.toml"
 DTYPES = ("bf16", "fp8")
 #: Planner environment variables a case may pin (the union over ops).
-ENV_VARS = ("AITER_ENABLE_EXPERIMENTAL", "AITER_MLA_META_USE_PARALLEL")
 #: vLLM's cap on kv splits per request (``_DEFAULT_MLA_NUM_KV_SPLITS``).
 VLLM_MAX_KV_SPLITS = 32
 #: vLLM's FP8 prefill tile (``_FP8_PREFILL_TILE_Q``) and kv granularity.
@@ -84,7 +84,7 @@ class Case:
 
     def invoke(self, backend: Backend) -> None:
         """Size, allocate and plan like the builder; the planner is looked up on ``backend`` now."""
-        if self.op == "get_mla_metadata_v1":
+        if self.op == MLA_OP:
             self._invoke_decode(backend)
         else:
             self._invoke_prefill(backend)
@@ -395,7 +395,7 @@ def _decode_cases(
             raise group.fail("max_num_seqs", f"{max_num_seqs} is smaller than batch {batch}")
         case_name = f"decode/{name}/{arch}-cu{cu}/h{h}-{dtype}-q{qlen}-b{batch}-{mode}{top}-p{page}"
         yield Case(
-            name=case_name, op="get_mla_metadata_v1", group=name, model=model, arch=arch, cu_num=cu,
+            name=case_name, op=MLA_OP, group=name, model=model, arch=arch, cu_num=cu,
             env=env, heads=h, seq_lens=_lengths(mode, top, batch, qlen, case_name),
             sizing_batch=max_num_seqs or batch, dtype=dtype, qlen=qlen, page_size=page,
             max_split_per_batch=vllm_max_split_per_batch(h, batch, cu) if split == "vllm" else split, tags=tags,
@@ -438,7 +438,7 @@ def _prefill_cases(
         if max_qlen is not None and max_qlen < max(lens):
             raise group.fail("max_qlen", f"{max_qlen} is shorter than a sequence of {max(lens)}")
         yield Case(
-            name=f"prefill/{name}/{arch}-cu{cu}/h{h}-{label}", op="get_ps_metadata_v1", group=name, model=model,
+            name=f"prefill/{name}/{arch}-cu{cu}/h{h}-{label}", op=PS_OP, group=name, model=model,
             arch=arch, cu_num=cu, env={}, heads=h, seq_lens=lens, sizing_batch=max_num_seqs or len(lens),
             sizing_qlen=max_qlen or max(lens), tags=tags,
         )  # fmt: skip

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from mla_golden.differ import Diff, FieldDiff, WorkItem
+from mla_golden.schema import format_cell
 
 
 def to_json(diff: Diff, *, indent: int | None = 2) -> str:
@@ -75,7 +76,7 @@ def _fmt_geo(value: Any) -> str:
 def _work_cells(item: WorkItem | None, columns: list[str]) -> list[str]:
     if item is None:
         return ["-"] + ["(not written)"] + [""] * (len(columns) - 1)
-    return [_fmt(item.cu_part)] + [str(item.columns[c]) for c in columns]
+    return [_fmt(item.cu_part)] + [format_cell(c, item.columns[c]) for c in columns]
 
 
 def render_text(diff: Diff, *, width: int = 120) -> str:

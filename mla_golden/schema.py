@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 import torch
@@ -37,6 +38,48 @@ OUTPUTS = (
 )
 #: Holds raw device pointers: never compared by value.
 POINTER_OUTPUT = "work_metadata_ptrs"
+#: Environment variables the planners read (each op's ``env_vars`` is a subset).
+ENV_VARS = ("AITER_ENABLE_EXPERIMENTAL", "AITER_MLA_META_USE_PARALLEL")
+
+
+class WorkColumn(IntEnum):
+    """The columns of a work_info_set row (aiter's ``MlaWorkInfo``: eight int32), by position.
+
+    The last column is ``pad`` for decode and ``q_head_range`` for prefill;
+    :attr:`OpSchema.work_columns` names them per op.
+    """
+
+    BATCH_IDX = 0
+    PARTIAL_QO_LOC = 1
+    QO_START = 2
+    QO_END = 3
+    KV_START = 4
+    KV_END = 5
+    KV_OFFSET = 6
+    EXTRA = 7
+
+
+#: int32 values per work_info_set row.
+WORK_ROW = len(WorkColumn)
+_SHARED_WORK_COLUMNS = tuple(c.name.lower() for c in WorkColumn)[:-1]
+
+
+def head_range(packed: int) -> tuple[int, int]:
+    """A prefill work's ``q_head_range`` column: ``(q_head_end << 16) | q_head_start`` -> (start, end)."""
+    return packed & 0xFFFF, packed >> 16
+
+
+def pack_head_range(start: int, end: int) -> int:
+    """The inverse of :func:`head_range`."""
+    return (end << 16) | (start & 0xFFFF)
+
+
+def format_cell(column: str, value: int) -> str:
+    """A work_info_set value as reports show it; head ranges as ``[start, end)`` like every range."""
+    if column == "q_head_range":
+        start, end = head_range(value)
+        return f"[{start}, {end})"
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -54,12 +97,19 @@ class OpSchema:
     aliases: Mapping[str, str]
     #: Legacy dtype alias -> the (nope, rope) canonical pair it fills.
     dtype_aliases: Mapping[str, tuple[str, str]]
-    #: Names of the 8 int32 columns of a work_info_set row.
-    work_columns: tuple[str, ...]
+    #: Name of the last work_info_set column (the others are :class:`WorkColumn`'s).
+    work_extra: str
+    #: aiter's ``get_*_info_v1`` helper that sizes this op's buffers.
+    sizer: str
     #: Input tensors an older signature may lack, and the value implied then.
     implied_inputs: Mapping[str, str] = field(default_factory=dict)
     #: Environment variables the planner reads.
     env_vars: tuple[str, ...] = ()
+
+    @property
+    def work_columns(self) -> tuple[str, ...]:
+        """Names of the 8 int32 columns of a work_info_set row, in order."""
+        return (*_SHARED_WORK_COLUMNS, self.work_extra)
 
     def canonical(self, name: str) -> str:
         """Canonical name of a parameter as some aiter version spelled it."""
@@ -104,19 +154,11 @@ MLA = OpSchema(
         "dtype_q": ("dtype_q_nope", "dtype_q_rope"),
         "dtype_kv": ("dtype_kv_nope", "dtype_kv_rope"),
     },
-    work_columns=(
-        "batch_idx",
-        "partial_qo_loc",
-        "qo_start",
-        "qo_end",
-        "kv_start",
-        "kv_end",
-        "kv_offset",
-        "pad",
-    ),
+    work_extra="pad",
+    sizer="get_mla_metadata_info_v1",
     # Before aiter 739c63177e (2026-02-02) there was no paging: every last page holds one token.
     implied_inputs={"kv_last_page_lens": "ones"},
-    env_vars=("AITER_ENABLE_EXPERIMENTAL", "AITER_MLA_META_USE_PARALLEL"),
+    env_vars=ENV_VARS,
 )
 
 PS = OpSchema(
@@ -134,16 +176,8 @@ PS = OpSchema(
     dtype_params=(),
     aliases={"work_info": "work_info_set"},
     dtype_aliases={},
-    work_columns=(
-        "batch_idx",
-        "partial_qo_loc",
-        "qo_start",
-        "qo_end",
-        "kv_start",
-        "kv_end",
-        "kv_offset",
-        "q_head_range",
-    ),
+    work_extra="q_head_range",
+    sizer="get_ps_metadata_info_v1",
 )
 
 SCHEMAS: dict[str, OpSchema] = {MLA.name: MLA, PS.name: PS}

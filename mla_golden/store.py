@@ -29,7 +29,7 @@ from mla_golden.call import Call
 from mla_golden.differ import same_content
 from mla_golden.errors import GoldenError
 from mla_golden.files import HOST, TEMP_SUFFIX, fsync_dir, write_temp
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for, to_dtype
+from mla_golden.schema import MLA_OP, OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for, to_dtype
 
 FORMAT = "mla-golden/1"
 SUFFIX = ".safetensors"
@@ -107,7 +107,7 @@ def derived_key(call: Call) -> str:
     )[:12]
     p = call.params
     batch = max(call.inputs[schema_for(call.op).inputs[0]].numel() - 1, 0)
-    if call.op == "get_mla_metadata_v1":
+    if call.op == MLA_OP:
         q, kv = _short(p.get("dtype_q_nope")), _short(p.get("dtype_kv_nope"))
         rope = "" if (p.get("dtype_q_rope"), p.get("dtype_kv_rope")) == (p.get("dtype_q_nope"), p.get("dtype_kv_nope")) else "-mixed"
         shape = f"b{batch}-h{p.get('num_heads_per_head_k')}-q{p.get('max_seqlen_qo')}-p{p.get('page_size')}-{q}-{kv}{rope}"

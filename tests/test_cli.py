@@ -217,6 +217,26 @@ def test_show_and_list(tree):
     assert cli("show", path)[0] == 2
 
 
+def test_head_ranges_read_as_half_open_ranges_in_show_diff_and_check(tree):
+    """One notation for q_head_range everywhere people read it: [start, end), like every other range."""
+    key = next(k for k in (p.relative_to(tree).with_suffix("").as_posix() for p in GoldenStore(tree).paths()) if k.startswith("prefill/"))
+    path = GoldenStore(tree).path_for(key)
+    code, data = cli_json("show", path)
+    packed = data["cu_parts"][0]["items"][0]["columns"]["q_head_range"]
+    start, end = packed & 0xFFFF, packed >> 16
+    code, out = cli("show", path, "--work", "0")
+    assert code == 0 and f"[{start}, {end})" in out and f"{start}..{end}" not in out
+
+    def move_heads(call):
+        call.outputs["work_info_set"][0, 7] = ((end + 1) << 16) | start
+
+    rewrite(tree, key, move_heads)
+    code, out = cli("diff", path, "--backend", "reference")
+    assert code == 1 and f"*[{start}, {end + 1})" in out and f"[{start}, {end})" in out
+    code, out = cli("check", path)
+    assert code == 1 and f"[{start}, {end + 1})" in out
+
+
 def test_usage_and_bad_input_exit_2(tree, tmp_path):
     assert cli("diff", tree, "--format", "xml")[0] == 2
     assert cli("diff", tree, tree, "--against", tree)[0] == 2
