@@ -687,10 +687,11 @@ def _check_worker(paths: list[str]) -> list[Result]:
 
 
 def _check_one(golden: Any, path: str, results: list[Result]) -> None:
-    from mla_golden.checks import check, render_check_text
+    from mla_golden.checks import check
+    from mla_golden.report import render_check_text
 
     found = check(golden.call)
-    hazards = [f"hazard {h.hazard}: {h.message}" for h in found.hazards]
+    hazards = [f"hazard {h.hazard}: {h.message}" for h in found.hazards] + [f"skipped: {s}" for s in found.skipped]
     if found.ok:
         results.append(Result(golden.key, "passed", path, notes=hazards))
         return

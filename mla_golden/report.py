@@ -1,11 +1,13 @@
-"""Render a Diff for people (text, via rich) and for machines (JSON)."""
+"""Render a Diff for people (text, via rich) and for machines (JSON); and a check result as text."""
 
 from __future__ import annotations
 
 import io
 import json
+from collections import defaultdict
 from typing import Any
 
+from mla_golden.checks.results import INVARIANTS, CheckResult, Violation
 from mla_golden.differ import Diff, FieldDiff, WorkItem
 from mla_golden.schema import format_cell
 
@@ -136,3 +138,26 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     for note in diff.notes:
         console.print(f"  note: {note}", markup=False)
     return out.getvalue().rstrip() + "\n"
+
+
+#: Violations the check report lists per invariant.
+TEXT_PER_INVARIANT = 5
+
+
+def render_check_text(result: CheckResult, *, per_invariant: int = TEXT_PER_INVARIANT) -> str:
+    """A short report for people: verdict, hazards, then violations grouped by invariant."""
+    lines = [f"{result.op}: {'ok' if result.ok else f'{len(result.violations)} violation(s)'}"]
+    for hazard in result.hazards:
+        lines.append(f"  hazard {hazard.hazard}: {hazard.message}")
+    grouped: dict[str, list[Violation]] = defaultdict(list)
+    for violation in result.violations:
+        grouped[violation.invariant].append(violation)
+    for name, items in grouped.items():
+        lines.append(f"  {name} ({INVARIANTS.get(name, '')}): {len(items)}")
+        for item in items[:per_invariant]:
+            lines.append(f"    {item.where}: {item.message}")
+        if len(items) > per_invariant:
+            lines.append(f"    ... {len(items) - per_invariant} more")
+    for note in result.skipped:
+        lines.append(f"  skipped: {note}")
+    return "\n".join(lines)

@@ -27,7 +27,7 @@ from conformance import record_call, record_params, records
 import mla_golden
 from mla_golden.call import Call
 from mla_golden.capture import planner_env, replay
-from mla_golden.checks import HAZARDS, INVARIANTS, CheckResult, check, render_check_text
+from mla_golden.checks import HAZARDS, INVARIANTS, CheckResult, check
 from mla_golden.reference import (
     get_mla_metadata_info_v1,
     get_mla_metadata_v1,
@@ -36,6 +36,7 @@ from mla_golden.reference import (
 )
 from mla_golden.reference._device import LDS_BYTES
 from mla_golden.reference._device import device as reference_device
+from mla_golden.report import render_check_text
 from mla_golden.schema import OUTPUTS
 
 OLD_FILE = "cross_version-33d168a06297-"
@@ -361,6 +362,23 @@ def test_breaking_one_invariant_reports_exactly_it(
     assert invariant in render_check_text(result)
     assert json.loads(json.dumps(result.to_dict()))["ok"] is False
     assert {v["invariant"] for v in result.to_dict()["violations"]} == {invariant}
+
+
+def test_a_check_that_cannot_run_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When aiter's own sizing helper refuses the call, the sizing check is reported as skipped, not passed silently."""
+    import mla_golden.checks.decode as decode
+
+    def refuses(*args: object, **kwargs: object) -> None:
+        raise AssertionError("num_head_qo must be a multiple of 8, got 12")
+
+    monkeypatch.setattr(decode, "get_mla_metadata_info_v1", refuses)
+    result = check(_decode_base())
+    assert result.ok
+    assert result.skipped == [
+        "buffer.undersized: aiter's sizing helper refuses these arguments (AssertionError: num_head_qo must be a multiple of 8, got 12)"
+    ]
+    assert "  skipped: buffer.undersized: aiter's sizing helper refuses" in render_check_text(result)
+    assert result.to_dict()["skipped"] == result.skipped
 
 
 GOLDENS = sorted((Path(__file__).resolve().parent.parent / "goldens").rglob("*.safetensors"))

@@ -1,0 +1,323 @@
+"""Checks every planner op shares: the CSR indptrs, coverage of each tile's kv range, splits, reduce groups, sizing.
+
+The op modules (:mod:`.decode`, :mod:`.prefill`) work out which tiles a plan
+must cover (aiter's layout) and hand them here; nothing here knows an op.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from mla_golden.call import Call
+from mla_golden.checks.results import HAZARDS, CheckResult, Hazard, Violation
+from mla_golden.geometry import Work, works_by_cu, written_prefix
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT
+from mla_golden.schema import WorkColumn as C
+
+
+@dataclass
+class Tile:
+    """One (planned batch, query tile) and the kv range its works must tile."""
+
+    unit: int
+    tile: int
+    qo: tuple[int, int]
+    kv_begin: int
+    #: None where aiter's own value depends on memory past an input's end.
+    kv_end: int | None
+    works: list[Work] = field(default_factory=list)
+    #: Left out of the split / reduce checks: a piece may be a work reported as fitting no tile.
+    excused: bool = False
+    #: Which copy of the plan (prefill: the q head range), for messages.
+    plane: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"batch {self.unit} q tile {self.tile} qo [{self.qo[0]}, {self.qo[1]}){self.plane}"
+
+
+class Checker:
+    """What one check has found so far, and which works and tiles it has already reported."""
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+        self.result = CheckResult(call.op)
+        #: Works that fit no tile (misplaced, or aiter's value is undefined there).
+        self.unplaced: list[Work] = []
+        #: Rows already reported for a kv range outside their batch (coverage would repeat it).
+        self.bad_kv: set[int] = set()
+
+    def flag(self, invariant: str, where: str, message: str) -> None:
+        self.result.violations.append(Violation(invariant, where, message))
+
+    def skip(self, check: str, why: str) -> None:
+        """Say that ``check`` did not run, and why (a skipped check is never silent)."""
+        self.result.skipped.append(f"{check}: {why}")
+
+    def hazard(self, name: str, message: str) -> None:
+        if name not in self.result.hazard_names:
+            self.result.hazards.append(Hazard(name, message))
+
+    def prefix(self, name: str) -> list[int]:
+        """A buffer's leading written run (what the planner filled)."""
+        return written_prefix(self.call.outputs[name], self.call.written[name])
+
+    def flat(self, name: str) -> tuple[list[int], list[bool]]:
+        """A buffer's values and written flags, flat."""
+        return (
+            self.call.outputs[name].reshape(-1).tolist(),
+            self.call.written[name].reshape(-1).tolist(),
+        )
+
+
+def ints(tensor: torch.Tensor | None) -> list[int]:
+    return [] if tensor is None else tensor.reshape(-1).tolist()
+
+
+def monotone(c: Checker, invariant: str, name: str, values: Sequence[int]) -> bool:
+    """values[0] == 0 and never decreasing; flags the first break."""
+    if values and values[0] != 0:
+        c.flag(invariant, f"{name}[0]", f"starts at {values[0]}, not 0")
+        return False
+    for i in range(1, len(values)):
+        if values[i] < values[i - 1]:
+            c.flag(invariant, f"{name}[{i}]", f"decreases from {values[i - 1]} to {values[i]}")
+            return False
+    return True
+
+
+def check_indptrs(c: Checker, qo: list[int], kv: list[int], kv_name: str) -> int:
+    """Both input indptrs start at 0, never decrease, describe the same batches; returns the batch count."""
+    batches = len(qo) - 1
+    if len(kv) != len(qo):
+        c.flag("call.indptr", kv_name, f"has {len(kv)} entries, seqlens_qo_indptr {len(qo)}")
+    monotone(c, "call.indptr", "seqlens_qo_indptr", qo)
+    monotone(c, "call.indptr", kv_name, kv)
+    return batches
+
+
+def check_pointers(c: Checker) -> None:
+    if c.call.facts.get("ptrs_ok") is False:
+        c.flag("pointers", POINTER_OUTPUT, "did not point at the work_indptr / work_info_set buffers passed in")
+    if c.call.facts.get("deterministic") is False:
+        c.hazard("nondeterministic", HAZARDS["nondeterministic"])
+
+
+def check_sizing(c: Checker, helper: dict[str, int], used: dict[str, int]) -> None:
+    """A buffer filled to its last element while the planner's helper wanted more was (likely) overrun."""
+    for name, needed in helper.items():
+        spec = c.call.buffers.get(name)
+        if spec is None:
+            continue
+        numel = math.prod(spec["shape"])
+        if numel < needed and used.get(name, 0) >= numel > 0:
+            c.flag(
+                "buffer.undersized",
+                name,
+                f"filled to its last element ({numel}) but the planner's sizing helper asks for {needed}: "
+                "the planner probably wrote past its end",
+            )
+
+
+def helper_numels(sizes: Sequence[tuple[Any, torch.dtype]]) -> dict[str, int]:
+    names = OUTPUTS  # the order get_*_info_v1 returns them in
+    return {
+        name: math.prod(shape) if isinstance(shape, tuple) else shape
+        for name, (shape, _dtype) in zip(names, sizes)
+        if name != POINTER_OUTPUT
+    }
+
+
+# ---------------------------------------------------------------------------
+# Works, CU parts, coverage and split bookkeeping (both ops)
+# ---------------------------------------------------------------------------
+
+
+def decoded_works(c: Checker, indptr: list[int], num_works: int) -> list[Work]:
+    """The works of every CU part, following work_indptr; flags a malformed work_indptr."""
+    info = c.call.outputs["work_info_set"]
+    rows = info.shape[0] if info.dim() == 2 else 0
+    monotone(c, "work_indptr", "work_indptr", indptr)
+    if indptr and indptr[-1] != num_works:
+        c.flag(
+            "work_indptr",
+            f"work_indptr[{len(indptr) - 1}]",
+            f"ends at {indptr[-1]} but the planner wrote {num_works} works",
+        )
+    if indptr and indptr[-1] > rows:
+        c.flag(
+            "work_indptr",
+            f"work_indptr[{len(indptr) - 1}]",
+            f"ends at {indptr[-1]}, past the {rows} rows of work_info_set",
+        )
+    return [w for part in works_by_cu(c.call, indptr, whole_only=False) for w in part]
+
+
+def check_coverage(c: Checker, tiles: list[Tile]) -> None:
+    """The works of each tile cover its [kv_begin, kv_end) in order, with no gap and no overlap.
+
+    When some works fit no tile (reported on their own), a tile with a gap or
+    missing its end may be missing exactly those: it is excused, not flagged.
+    A tile holding a work already reported outside its batch is not re-reported.
+    """
+    for tile in tiles:
+        if any(w.index in c.bad_kv for w in tile.works):
+            tile.excused = True
+            continue
+        if not tile.works:
+            tile.excused = True
+            if not c.unplaced:
+                c.flag("coverage", tile.where, "no work covers this query tile")
+            continue
+        if tile.kv_end is None or not all(w.has(C.KV_START, C.KV_END) for w in tile.works):
+            tile.excused = True
+            continue
+        pieces = sorted(tile.works, key=lambda w: (w[C.KV_START], w[C.KV_END]))
+        at = tile.kv_begin
+        problem = None
+        for w in pieces:
+            start, end = w[C.KV_START], w[C.KV_END]
+            if start != at:
+                problem = (
+                    "gap" if start > at else "overlap",
+                    f"kv {'gap' if start > at else 'overlap'}: {w.where} starts at {start}, covered up to {at}",
+                )
+                break
+            at = end
+        else:
+            if at != tile.kv_end:
+                short = "gap" if at < tile.kv_end else "overlap"
+                problem = (
+                    short,
+                    f"works cover kv [{tile.kv_begin}, {at}) but the tile needs [{tile.kv_begin}, {tile.kv_end})",
+                )
+        if problem is None:
+            continue
+        tile.excused = True
+        if problem[0] == "overlap" or not c.unplaced:
+            c.flag("coverage", tile.where, problem[1])
+
+
+def check_splits(c: Checker, tiles: list[Tile]) -> dict[int, Tile]:
+    """-1 for unsplit tiles, k distinct locations for tiles split k ways, no overlapping slots.
+
+    Returns partial location -> its tile.
+    """
+    owner: dict[int, Tile] = {}
+    slots: list[tuple[int, int, Work]] = []
+    for tile in tiles:
+        if not all(w.has(C.PARTIAL_QO_LOC) for w in tile.works):
+            tile.excused = True
+            continue
+        locs = [w[C.PARTIAL_QO_LOC] for w in tile.works]
+        if tile.excused:
+            owner.update((loc, tile) for loc in locs if loc >= 0)
+            continue
+        if len(locs) == 1:
+            if locs[0] != -1:
+                c.flag("split.partial", tile.works[0].where, f"unsplit tile has partial_qo_loc {locs[0]}, not -1")
+                tile.excused = True
+            continue
+        if any(loc < 0 for loc in locs) or len(set(locs)) != len(locs):
+            c.flag(
+                "split.partial",
+                tile.where,
+                f"split {len(locs)} ways with partial_qo_loc {sorted(locs)}; needs {len(locs)} distinct slots",
+            )
+            tile.excused = True
+            owner.update((loc, tile) for loc in locs if loc >= 0)
+            continue
+        for w in tile.works:
+            owner[w[C.PARTIAL_QO_LOC]] = tile
+            slots.append((w[C.PARTIAL_QO_LOC], tile.qo[1] - tile.qo[0], w))
+    slots.sort(key=lambda s: s[0])
+    for (loc, rows, w), (next_loc, _rows, other) in zip(slots, slots[1:]):
+        if loc + rows > next_loc:
+            c.flag(
+                "partial.overlap",
+                w.where,
+                f"partial rows [{loc}, {loc + rows}) overlap {other.where}'s slot at {next_loc}",
+            )
+    return owner
+
+
+def check_reduce(c: Checker, owner: dict[int, Tile], partial_entries: int | None) -> None:
+    """reduce_indptr is a CSR over reduce_partial_map; each split tile owns exactly one group."""
+    indptr = c.prefix("reduce_indptr")
+    pmap, pwritten = c.flat("reduce_partial_map")
+    fmap, fwritten = c.flat("reduce_final_map")
+    split_tiles = {id(t): t for t in owner.values() if not t.excused}
+    expected_entries = sum(len(t.works) for t in split_tiles.values())
+    excused = any(t.excused for t in owner.values())
+    if not monotone(c, "reduce_indptr", "reduce_indptr", indptr):
+        return
+    last = indptr[-1] if indptr else 0
+    unplaced = {w[C.PARTIAL_QO_LOC] for w in c.unplaced if w.has(C.PARTIAL_QO_LOC)}
+    if last != expected_entries and not c.unplaced and not excused:
+        c.flag(
+            "reduce_indptr",
+            f"reduce_indptr[{len(indptr) - 1}]",
+            f"ends at {last} but the split tiles have {expected_entries} partials",
+        )
+    if partial_entries is not None and last != partial_entries:
+        c.flag(
+            "reduce_indptr",
+            f"reduce_indptr[{len(indptr) - 1}]",
+            f"ends at {last} but {partial_entries} reduce_partial_map entries were written",
+        )
+    grouped: dict[int, int] = {}
+    for g in range(len(indptr) - 1):
+        lo, hi = indptr[g], indptr[g + 1]
+        if lo == hi:
+            continue
+        where = f"reduce group {g}"
+        if hi > len(pmap) or not all(pwritten[lo:hi]):
+            c.flag("reduce.group", where, f"reduce_partial_map[{lo}:{hi}] lies outside its written region")
+            continue
+        locs = pmap[lo:hi]
+        tile = owner.get(locs[0])
+        if tile is None:
+            if locs[0] not in unplaced:
+                c.flag("reduce.group", where, f"partial location {locs[0]} belongs to no split work")
+            continue
+        if tile.excused:
+            continue
+        wanted = sorted(w[C.PARTIAL_QO_LOC] for w in tile.works)
+        if sorted(locs) != wanted:
+            c.flag("reduce.group", where, f"lists partials {sorted(locs)} but {tile.where} wrote {wanted}")
+        if id(tile) in grouped:
+            c.flag("reduce.group", where, f"{tile.where} already has reduce group {grouped[id(tile)]}")
+        grouped[id(tile)] = g
+        if 2 * g + 1 < len(fmap) and fwritten[2 * g] and fwritten[2 * g + 1]:
+            final = (fmap[2 * g], fmap[2 * g + 1])
+            if final != tile.qo:
+                c.flag(
+                    "reduce.group",
+                    where,
+                    f"reduce_final_map is [{final[0]}, {final[1]}) but its tile is qo [{tile.qo[0]}, {tile.qo[1]})",
+                )
+    for key, tile in split_tiles.items():
+        if key not in grouped:
+            c.flag("reduce.group", tile.where, f"split {len(tile.works)} ways but no reduce group merges it")
+
+
+def numel(call: Call, name: str) -> int:
+    """Elements of the caller's buffer ``name`` (from its spec, else from the recorded output)."""
+    spec = call.buffers.get(name)
+    if spec is not None:
+        return math.prod(spec["shape"])
+    return call.outputs[name].numel() if name in call.outputs else 0
+
+
+def written_extent(call: Call) -> dict[str, int]:
+    """Per buffer: one past the last element the planner wrote."""
+    extent = {}
+    for name, mask in call.written.items():
+        hits = mask.reshape(-1).nonzero()
+        extent[name] = int(hits[-1]) + 1 if hits.numel() else 0
+    return extent
