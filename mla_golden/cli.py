@@ -1,9 +1,9 @@
 """The ``mla-golden`` command line: record, diff, show and list goldens.
 
-A thin typer layer over the library. Nothing heavy (torch, the library) is
-imported at module level, so ``mla-golden --help`` is instant; each command
-imports what it needs. Work fans out over processes (``--jobs``), not
-threads: the planners read ``os.environ``, which a process shares.
+A thin typer layer over the library: the runs themselves (workers, tree
+pairing, results, the exit policy) are :mod:`mla_golden.runs`; this module
+parses options, refuses those that do not apply, and prints. Nothing heavy
+(torch) is imported at module level, so ``mla-golden --help`` is instant.
 
 Exit status everywhere: 0 all equal (or written), 1 some divergence or a
 refused write, 2 bad input or usage; a bad golden never stops the others from
@@ -16,30 +16,14 @@ import contextlib
 import enum
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-EXIT_OK, EXIT_DIVERGED, EXIT_BAD = 0, 1, 2
-#: Exit status each result status contributes (the run exits with the largest).
-STATUS_EXIT = {
-    "written": EXIT_OK,
-    "unchanged": EXIT_OK,
-    "updated": EXIT_OK,
-    "equal": EXIT_OK,
-    "passed": EXIT_OK,
-    "skipped": EXIT_OK,
-    "refused": EXIT_DIVERGED,
-    "diverged": EXIT_DIVERGED,
-    "violated": EXIT_DIVERGED,
-    "only-expected": EXIT_DIVERGED,
-    "only-actual": EXIT_DIVERGED,
-    "bad": EXIT_BAD,
-    "failed": EXIT_BAD,
-}
+from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK, STATUS_EXIT, Advance, Result, Status, exit_code, run_items
+
 #: Runs at least this long get a progress bar.
 PROGRESS_MIN_ITEMS = 20
 DEFAULT_GOLDENS = Path("goldens")
@@ -64,22 +48,6 @@ class BackendName(str, enum.Enum):
     auto = "auto"
     aiter = "aiter"
     reference = "reference"
-
-
-@dataclass
-class Result:
-    """What happened to one golden (or one case); plain data so worker processes can return it."""
-
-    key: str
-    status: str
-    path: str | None = None
-    message: str = ""
-    #: The expected golden's path when comparing two trees (``path`` is then the actual one).
-    against_path: str | None = None
-    #: The rendered diff, when there is one worth showing.
-    report: str | None = None
-    diff: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- output
@@ -107,13 +75,9 @@ def _say(message: str, quiet: bool = False) -> None:
         _stderr().print(message, markup=False)
 
 
-def _exit_code(results: Sequence[Result]) -> int:
-    return max((STATUS_EXIT[r.status] for r in results), default=EXIT_OK)
-
-
 def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header: dict[str, Any]) -> int:
     """Print per-result reports and the summary (text) or one JSON document; return the exit status."""
-    code = _exit_code(results)
+    code = exit_code(results)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -122,7 +86,7 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
             "format": "mla-golden-run/1",
             "command": command,
             **header,
-            "results": [asdict(r) for r in results],
+            "results": [r.to_dict() for r in results],
             "summary": counts,
             "exit_code": code,
         }
@@ -133,7 +97,7 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
     out = _stdout()
     if not quiet:
         for r in results:
-            if STATUS_EXIT[r.status] == EXIT_OK:
+            if r.status.ok:
                 continue
             out.print(f"{r.status.upper()} {r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
             if r.message:
@@ -149,7 +113,7 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
             table.add_row(status, str(counts[status]))
     table.add_row("total", str(len(results)), style="bold")
     out.print(table)
-    problems = [r for r in results if STATUS_EXIT[r.status] != EXIT_OK]
+    problems = [r for r in results if not r.status.ok]
     if problems and not quiet:
         from rich.text import Text
 
@@ -184,15 +148,9 @@ def _headline(result: Result) -> str:
     return "; ".join(diff["hazards"]) or result.message
 
 
-def _run_items(
-    worker: Callable[..., list[Result]],
-    items: list[Any],
-    args: tuple[Any, ...],
-    jobs: int,
-    quiet: bool,
-    label: str,
-) -> list[Result]:
-    """``worker(chunk, *args)`` over ``items`` in ``jobs`` processes, with a progress bar on long runs."""
+@contextlib.contextmanager
+def _progress(quiet: bool, label: str, total: int | None = None) -> Iterator[Advance]:
+    """A progress bar on stderr for long runs (``total`` items, or unknown); yields its advance."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -201,41 +159,23 @@ def _run_items(
         TimeElapsedColumn,
     )
 
-    if not items:
-        return []
     console = _stderr()
-    show = not quiet and len(items) >= PROGRESS_MIN_ITEMS and console.is_terminal
+    show = not quiet and (total is None or total >= PROGRESS_MIN_ITEMS) and console.is_terminal
     progress = Progress(
         TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
         disable=not show,
     )  # fmt: skip
-    chunk = max(1, min(16, len(items) // (4 * max(jobs, 1)) or 1))
-    chunks = [items[i : i + chunk] for i in range(0, len(items), chunk)]
-    results: list[list[Result]] = [[] for _ in chunks]
     with progress:
-        task = progress.add_task(label, total=len(items))
-        if jobs <= 1:
-            for i, part in enumerate(chunks):
-                results[i] = worker(part, *args)
-                progress.advance(task, len(part))
-        else:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            # spawn: a forked child would inherit torch's thread pools half-initialised.
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = {pool.submit(worker, part, *args): i for i, part in enumerate(chunks)}
-                for future in as_completed(futures):
-                    results[futures[future]] = future.result()
-                    progress.advance(task, len(chunks[futures[future]]))
-    return [r for part in results for r in part]
+        task = progress.add_task(label, total=total)
+        yield lambda done: progress.advance(task, done)
 
 
-def _single_threaded() -> None:
-    """Planner tensors are tiny: torch's intra-op thread pool only adds overhead (and fights --jobs)."""
-    import torch
-
-    torch.set_num_threads(1)
+def _run_items(
+    worker: Callable[..., list[Result]], items: list[Any], args: tuple[Any, ...], jobs: int, quiet: bool, label: str
+) -> list[Result]:
+    """:func:`runs.run_items` with a progress bar on long runs."""
+    with _progress(quiet, label, len(items)) as advance:
+        return run_items(worker, items, args, jobs, advance)
 
 
 def _backend(name: BackendName, quiet: bool) -> Any:
@@ -252,46 +192,6 @@ def _backend(name: BackendName, quiet: bool) -> Any:
 
 
 # ---------------------------------------------------------------- record
-
-
-def _record_worker(
-    cases: list[Any], backend_name: str, out: str, update: bool, max_items: int, render: bool
-) -> list[Result]:
-    """Run matrix cases under a spy and write one golden per call (runs in a worker process too)."""
-    from mla_golden.backends import resolve
-    from mla_golden.differ import diff
-    from mla_golden.errors import GoldenError
-    from mla_golden.matrix import capture
-    from mla_golden.report import render_text
-    from mla_golden.store import Golden, GoldenStore, WriteOutcome
-
-    _single_threaded()
-    backend = resolve(backend_name)
-    store = GoldenStore(out)
-    results = []
-    for case, call in capture(cases, backend):
-        path = str(store.path_for(case.name))
-        if isinstance(call, Exception):
-            results.append(Result(case.name, "failed", path, f"the case could not run: {type(call).__name__}: {call}"))
-            continue
-        call.provenance["case"] = {"group": case.group, "model": case.model, "tags": list(case.tags)}
-        result = Result(case.name, "written", path, f"planner raised: {call.error}" if call.error else "")
-        try:
-            result.status = store.write(Golden(case.name, call), update=update).value
-        except GoldenError as exc:
-            result.status, result.message = "failed", str(exc)
-        if result.status == WriteOutcome.REFUSED.value:
-            try:
-                existing = store.read(case.name)
-            except GoldenError as exc:
-                result.message = f"not replaced: the file there is unreadable ({exc.problem}); remove it or use --update"
-            else:
-                found = diff(existing.call, call, expected_name=f"golden {path}", actual_name=f"{backend.name} run", max_items=max_items)
-                result.message = "a different golden exists (use --update to replace it)"
-                result.report = render_text(found) if render else None
-                result.diff = found.to_dict()
-        results.append(result)
-    return results
 
 
 def _clean_stale_temps(out: Path, quiet: bool) -> None:
@@ -314,24 +214,16 @@ def _record_command(command: list[str], out: Path, update: bool, fmt: Format, qu
     except HookError as exc:
         _say(f"error: {exc}")
         return EXIT_BAD
-    by_key: dict[str, Result] = {}
-    for entry in entries:
-        key = entry.get("key") or f"<call {len(by_key)}>"
-        result = Result(key, entry.get("outcome", "failed"), entry.get("path"), entry.get("problem") or "")
-        if entry.get("error"):
-            result.notes.append(f"planner raised: {entry['error']}")
-        seen = by_key.get(key)
-        if seen is None or STATUS_EXIT[result.status] > STATUS_EXIT[seen.status]:
-            by_key[key] = result
-    results = list(by_key.values())
+    from mla_golden.runs import command_results
+
+    results = command_results(entries, command, status)
     if not entries:
         _say(
             "warning: the command made no aiter planner calls (did it import aiter? "
             "python -S / -I skip the sitecustomize that installs the hook)"
         )
-    if status != 0:
-        results.append(Result(" ".join(command), "failed", message=f"the command exited with status {status}"))
-    _say(f"{len(entries)} planner call(s) captured, {len(by_key)} distinct", quiet)
+    distinct = len({entry.get("key") for entry in entries})
+    _say(f"{len(entries)} planner call(s) captured, {distinct} distinct", quiet)
     return _emit("record", results, fmt, quiet, {"out": str(out), "command_line": command, "command_status": status})
 
 
@@ -383,7 +275,9 @@ def record(
         raise typer.Exit(EXIT_BAD) from exc
     _say(f"{len(cases)} case(s) from {matrix or 'the default matrix'} -> {out}", quiet)
     render = format is Format.text and not quiet
-    results = _run_items(_record_worker, cases, (chosen.name, str(out), update, max_items, render), jobs, quiet, "recording")
+    from mla_golden.runs import record_worker
+
+    results = _run_items(record_worker, cases, (chosen.name, str(out), update, max_items, render), jobs, quiet, "recording")
     header = {"backend": {"name": chosen.name, "reason": chosen.reason}, "out": str(out)}
     raise typer.Exit(_emit("record", results, format, quiet, header))
 
@@ -391,172 +285,15 @@ def record(
 # ---------------------------------------------------------------- diff
 
 
-def _replay_worker(paths: list[str], backend_name: str, max_items: int, render: bool) -> list[Result]:
-    """Replay each golden's inputs on the backend and diff against the golden."""
-    from mla_golden.backends import resolve
-    from mla_golden.capture import replay
-    from mla_golden.differ import diff
-    from mla_golden.schema import AdaptationError
-
-    _single_threaded()
-    backend = resolve(backend_name)
-    live = backend.live_device()
-    results = []
-    for path in paths:
-        golden = _load_or_bad(path, results)
-        if golden is None:
-            continue
-        device = golden.call.device
-        if live is not None and (device.get("arch"), device.get("cu_num")) != live:
-            where = f"{device.get('arch')}-cu{device.get('cu_num')}"
-            results.append(Result(golden.key, "skipped", path, f"recorded for {where}; this GPU is {live[0]}-cu{live[1]}"))
-            continue
-        with _guard(golden.key, path, results):
-            try:
-                actual = replay(golden.call, backend.planner(golden.call.op), on=backend.tensor_device)
-            except AdaptationError as exc:
-                results.append(Result(golden.key, "diverged", path, f"cannot replay on {backend.reason}: {exc}"))
-                continue
-            found = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{backend.name} replay", max_items=max_items)
-            results.append(_diff_result(golden.key, path, found, render))
-    return results
-
-
-@contextlib.contextmanager
-def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
-    """Whatever goes wrong with one golden is reported as 'failed' (exit 2) and never stops the others."""
-    try:
-        yield
-    except Exception as exc:  # noqa: BLE001 - reported with its type, the run goes on
-        results.append(Result(key, "failed", path, f"{type(exc).__name__}: {exc}"))
-
-
-def _load_or_bad(path: str, results: list[Result]) -> Any:
-    """The golden at ``path``, or None after recording a 'bad' result naming the problem."""
-    from mla_golden.errors import GoldenError
-    from mla_golden.store import load
-
-    try:
-        return load(path)
-    except GoldenError as exc:
-        results.append(Result(path, "bad", path, exc.problem))
-        return None
-
-
-def _diff_result(key: str, path: str, found: Any, render: bool) -> Result:
-    """A diff as a result; rendering text (rich tables) costs, so only when it will be shown."""
-    from mla_golden.report import render_text
-
-    if found.equal:
-        return Result(key, "equal", path, notes=list(found.notes))
-    report = render_text(found) if render else None
-    return Result(key, "diverged", path, report=report, diff=found.to_dict(), notes=list(found.notes))
-
-
-def _pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool) -> list[Result]:
-    """Diff goldens pairwise: (key, expected path, actual path)."""
-    from mla_golden.errors import GoldenError
-    from mla_golden.store import load
-
-    _single_threaded()
-    results = []
-    for key, expected_path, actual_path in pairs:
-        loaded = []
-        for path in (expected_path, actual_path):
-            try:
-                loaded.append(load(path))
-            except GoldenError as exc:
-                results.append(Result(key, "bad", path, exc.problem))
-        if len(loaded) < 2:
-            continue
-        expected, actual = loaded
-        if expected.call.op != actual.call.op:
-            results.append(Result(key, "diverged", actual_path, f"op {expected.call.op} -> {actual.call.op}"))
-            continue
-        with _guard(key, actual_path, results):
-            _pair_one(key, expected, actual, expected_path, actual_path, max_items, render, results)
-    return results
-
-
-def _pair_one(
-    key: str, expected: Any, actual: Any, expected_path: str, actual_path: str, max_items: int, render: bool,
-    results: list[Result],
-) -> None:  # fmt: skip
-    """Diff one expected/actual pair of goldens into ``results``."""
-    from mla_golden.differ import diff
-
-    found = diff(expected.call, actual.call, expected_name=expected_path, actual_name=actual_path, max_items=max_items)
-    result = _diff_result(key, actual_path, found, render)
-    result.against_path = expected_path
-    if expected.key != actual.key:
-        result.notes.insert(0, f"paired by same op and input tensors; keys {expected.key!r} vs {actual.key!r}")
-        if result.status == "equal":
-            result.status, result.message = "diverged", "same inputs and outputs, but recorded under another key"
-        else:
-            result.message = "same inputs, params changed" if found.params else "same inputs, recorded under another key"
-    results.append(result)
-
-
-def _golden_files(paths: Sequence[Path]) -> tuple[list[str], list[Result]]:
-    """Golden files under ``paths`` (files or folders), and a 'bad' result for each path that is neither."""
-    from mla_golden.store import SUFFIX, GoldenStore
-
-    files: list[str] = []
-    bad: list[Result] = []
-    for path in paths:
-        if path.is_dir():
-            files.extend(str(p) for p in GoldenStore(path).paths())
-        elif path.is_file():
-            files.append(str(path))
-        else:
-            bad.append(Result(str(path), "bad", str(path), f"no such file or folder (goldens are *{SUFFIX} files)"))
-    return files, bad
-
-
-def _pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[tuple[str, str, str]], list[Result]]:
-    """Pair goldens of two trees by key (= relative path); pair the rest by same op and input tensors.
-
-    Returns the pairs and results for goldens left on one side (and unreadable ones).
-    """
-    from mla_golden.errors import GoldenError
-    from mla_golden.store import SUFFIX, GoldenStore, inputs_digest, load
-
-    def index(root: Path) -> dict[str, Path]:
-        return {p.relative_to(root).as_posix().removesuffix(SUFFIX): p for p in GoldenStore(root).paths()}
-
-    expected, actual = index(expected_root), index(actual_root)
-    pairs = [(rel, str(expected[rel]), str(actual[rel])) for rel in sorted(expected.keys() & actual.keys())]
-    results: list[Result] = []
-    lonely: dict[str, list[tuple[str, Any]]] = {"expected": [], "actual": []}
-    for side, tree, other in (("expected", expected, actual), ("actual", actual, expected)):
-        for rel in sorted(tree.keys() - other.keys()):
-            try:
-                lonely[side].append((rel, load(tree[rel])))
-            except GoldenError as exc:
-                results.append(Result(rel, "bad", str(tree[rel]), exc.problem))
-    unmatched = {rel: golden for rel, golden in lonely["expected"]}
-    by_inputs: dict[tuple[str, str], list[str]] = {}
-    for rel, golden in unmatched.items():
-        by_inputs.setdefault((golden.call.op, inputs_digest(golden.call)), []).append(rel)
-    for rel, golden in lonely["actual"]:
-        twins = by_inputs.get((golden.call.op, inputs_digest(golden.call)), [])
-        twin = twins.pop(0) if twins else None
-        if twin is None:
-            results.append(Result(golden.key, "only-actual", str(actual[rel]), f"no golden for this call in {expected_root}"))
-            continue
-        pairs.append((golden.key, str(expected[twin]), str(actual[rel])))
-        del unmatched[twin]
-    for rel, golden in unmatched.items():
-        results.append(Result(golden.key, "only-expected", str(expected[rel]), f"no golden for this call in {actual_root}"))
-    return pairs, results
-
-
 @app.command()
 def diff(
     paths: Annotated[
         list[Path] | None, typer.Argument(help="Golden files or folders (default: ./goldens).", show_default=False)
     ] = None,
-    backend: Annotated[BackendName, typer.Option(help="Planner to replay on; auto = aiter when it works, else reference.")] = BackendName.auto,
+    backend: Annotated[
+        BackendName | None,
+        typer.Option(help="Planner to replay on; auto (the default) = aiter when it works, else reference. Not with --against."),
+    ] = None,
     against: Annotated[
         Path | None,
         typer.Option(help="Compare with this golden tree (expected) instead of replaying; PATHS is then one tree (actual)."),
@@ -576,33 +313,33 @@ def diff(
     mla-golden diff goldens --backend reference
     mla-golden diff goldens-aiter-new --against goldens-aiter-old
     """
+    from mla_golden.runs import diff_trees, golden_files, replay_worker
+
     roots = list(paths or [DEFAULT_GOLDENS])
+    render = format is Format.text and not quiet
+    keep = html is not None or png is not None
     if against is not None:
+        if backend is not None:
+            _say("error: --backend does not apply with --against (two recorded trees are compared, nothing is replayed)")
+            raise typer.Exit(EXIT_BAD)
         if len(roots) != 1 or not roots[0].is_dir() or not against.is_dir():
             _say("error: --against compares two folders: mla-golden diff ACTUAL_DIR --against EXPECTED_DIR")
             raise typer.Exit(EXIT_BAD)
-        pairs, results = _pair_trees(roots[0], against)
-        render = format is Format.text and not quiet
-        results += _run_items(_pair_worker, pairs, (max_items, render), jobs, quiet, "comparing")
-        header = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
-        results.sort(key=lambda r: r.key)
-        if html is not None:
-            _write_html(html, results, None, max_items, quiet)
-        if png is not None:
-            _write_png(png, results, None, quiet)
-        raise typer.Exit(_emit("diff", results, format, quiet, header))
-    files, results = _golden_files(roots)
-    if not files and not results:
-        _say(f"error: no goldens under {', '.join(map(str, roots))}")
-        raise typer.Exit(EXIT_BAD)
-    chosen = _backend(backend, quiet)
-    render = format is Format.text and not quiet
-    results += _run_items(_replay_worker, files, (chosen.name, max_items, render), jobs, quiet, "replaying")
-    header = {"mode": "replay", "backend": {"name": chosen.name, "reason": chosen.reason}}
+        with _progress(quiet, "comparing") as advance:
+            results = diff_trees(roots[0], against, max_items=max_items, render=render, keep=keep, jobs=jobs, advance=advance)
+        header: dict[str, Any] = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
+    else:
+        files, results = golden_files(roots)
+        if not files and not results:
+            _say(f"error: no goldens under {', '.join(map(str, roots))}")
+            raise typer.Exit(EXIT_BAD)
+        chosen = _backend(backend or BackendName.auto, quiet)
+        results += _run_items(replay_worker, files, (chosen.name, max_items, render, keep), jobs, quiet, "replaying")
+        header = {"mode": "replay", "backend": {"name": chosen.name, "reason": chosen.reason}}
     if html is not None:
-        _write_html(html, results, chosen, max_items, quiet)
+        _write_html(html, results, quiet)
     if png is not None:
-        _write_png(png, results, chosen, quiet)
+        _write_png(png, results, quiet)
     raise typer.Exit(_emit("diff", results, format, quiet, header))
 
 
@@ -610,96 +347,47 @@ def diff(
 HTML_MAX_PICTURES = 50
 
 
-def _divergent_calls(results: list[Result], backend: Any, limit: int) -> dict[str, tuple[Any, Any]]:
-    """(expected, actual) calls of the first ``limit`` diverged results, by key.
-
-    Workers return plain data, so the calls are loaded (or replayed) again here.
-    """
-    from mla_golden.capture import replay
-    from mla_golden.store import load
-
-    calls: dict[str, tuple[Any, Any]] = {}
-    for r in results:
-        if len(calls) >= limit:
-            break
-        if r.status != "diverged" or not r.path or r.diff is None:
-            continue
-        if r.against_path is not None:
-            calls[r.key] = (load(r.against_path).call, load(r.path).call)
-        else:
-            expected = load(r.path).call
-            calls[r.key] = (expected, replay(expected, backend.planner(expected.op), on=backend.tensor_device))
-    return calls
+def _drawn(results: list[Result], limit: int) -> list[Result]:
+    """The first ``limit`` diverged results whose diff and calls the run kept."""
+    return [r for r in results if r.status is Status.DIVERGED and r.found is not None and r.calls is not None][:limit]
 
 
-def _write_html(path: Path, results: list[Result], backend: Any, max_items: int, quiet: bool) -> None:
-    """Write the HTML report of a diff run: every result in the summary, divergent ones drawn."""
-    from mla_golden.differ import diff
+def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
+    """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs."""
+    from mla_golden.files import atomic_write
     from mla_golden.html import Entry, render_html
 
-    drawn = _divergent_calls(results, backend, HTML_MAX_PICTURES)
+    drawn = {id(r) for r in _drawn(results, HTML_MAX_PICTURES)}
     entries = []
     for r in results:
-        if r.key in drawn:
-            expected, actual = drawn[r.key]
-            entries.append(Entry(r.key, diff(expected, actual, max_items=max_items), expected, actual))
-        elif r.status == "equal":
+        if id(r) in drawn and r.calls is not None:
+            entries.append(Entry(r.key, r.found, *r.calls))
+        elif r.status is Status.EQUAL:
             entries.append(Entry(r.key))
         else:
             entries.append(Entry(r.key, problem=f"{r.status}: {r.message}"))
-    from mla_golden.files import atomic_write
-
     atomic_write(path, render_html(entries, title="mla-golden diff"))
     _say(f"HTML report: {path}", quiet)
 
 
-def _write_png(path: Path, results: list[Result], backend: Any, quiet: bool) -> None:
+def _write_png(path: Path, results: list[Result], quiet: bool) -> None:
     """Draw the first divergent call, expected beside actual (the plot extra)."""
     from mla_golden.plot import PlotExtraMissing, save_png
 
-    first = _divergent_calls(results, backend, 1)
-    if not first:
+    first = _drawn(results, 1)
+    if not first or first[0].calls is None:
         _say(f"no divergent call to draw; {path} not written", quiet)
         return
-    key, (expected, actual) = next(iter(first.items()))
+    expected, actual = first[0].calls
     try:
-        save_png(path, expected, actual, title=key)
+        save_png(path, expected, actual, title=first[0].key)
     except PlotExtraMissing as exc:
         _say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
-    _say(f"PNG of {key}: {path}", quiet)
+    _say(f"PNG of {first[0].key}: {path}", quiet)
 
 
 # ---------------------------------------------------------------- check
-
-
-def _check_worker(paths: list[str]) -> list[Result]:
-    """Check each golden's metadata against the planner's invariants."""
-    _single_threaded()
-    results = []
-    for path in paths:
-        golden = _load_or_bad(path, results)
-        if golden is None:
-            continue
-        with _guard(golden.key, path, results):
-            _check_one(golden, path, results)
-    return results
-
-
-def _check_one(golden: Any, path: str, results: list[Result]) -> None:
-    from mla_golden.checks import check
-    from mla_golden.report import render_check_text
-
-    found = check(golden.call)
-    hazards = [f"hazard {h.hazard}: {h.message}" for h in found.hazards] + [f"skipped: {s}" for s in found.skipped]
-    if found.ok:
-        results.append(Result(golden.key, "passed", path, notes=hazards))
-        return
-    first = found.violations[0]
-    results.append(
-        Result(golden.key, "violated", path, f"{first.invariant} at {first.where}: {first.message}",
-               report=render_check_text(found), notes=hazards)  # fmt: skip
-    )
 
 
 @app.command("check")
@@ -716,11 +404,13 @@ def check_(
     \b
     mla-golden check goldens
     """
-    files, results = _golden_files(list(paths or [DEFAULT_GOLDENS]))
+    from mla_golden.runs import check_worker, golden_files
+
+    files, results = golden_files(list(paths or [DEFAULT_GOLDENS]))
     if not files and not results:
         _say("error: no goldens found")
         raise typer.Exit(EXIT_BAD)
-    results += _run_items(_check_worker, files, (), jobs, quiet, "checking")
+    results += _run_items(check_worker, files, (), jobs, quiet, "checking")
     raise typer.Exit(_emit("check", results, format, quiet, {}))
 
 
@@ -849,7 +539,7 @@ def list_(
 ) -> None:
     """List goldens: one row per golden (op, device, shape/dtype, backend, aiter version, error)."""
     from mla_golden.errors import GoldenError
-    from mla_golden.store import GoldenStore, derived_key, load
+    from mla_golden.store import GoldenStore, load, shape_label
 
     if not folder.is_dir():
         _say(f"error: {folder} is not a folder")
@@ -869,7 +559,7 @@ def list_(
                 "path": str(path),
                 "op": call.op,
                 "device": f"{call.device.get('arch')}-cu{call.device.get('cu_num')}",
-                "shape": derived_key(call).split("/")[2].rsplit("-", 1)[0],
+                "shape": shape_label(call),
                 "backend": call.provenance.get("backend"),
                 "aiter": aiter.get("version") or aiter.get("commit"),
                 "error": call.error,

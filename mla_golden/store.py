@@ -89,6 +89,17 @@ def inputs_digest(call: Call) -> str:
     return _digest({"op": call.op, "inputs": {n: _tensor_digest(t) for n, t in sorted(call.inputs.items())}})
 
 
+def shape_label(call: Call) -> str:
+    """The call's shape and dtypes in a few characters (``b4-h128-q1-p1-fp8-fp8``); part of :func:`derived_key`."""
+    p = call.params
+    batch = max(call.inputs[schema_for(call.op).inputs[0]].numel() - 1, 0)
+    if call.op == MLA_OP:
+        q, kv = _short(p.get("dtype_q_nope")), _short(p.get("dtype_kv_nope"))
+        rope = "" if (p.get("dtype_q_rope"), p.get("dtype_kv_rope")) == (p.get("dtype_q_nope"), p.get("dtype_kv_nope")) else "-mixed"
+        return f"b{batch}-h{p.get('num_heads_per_head_k')}-q{p.get('max_seqlen_qo')}-p{p.get('page_size')}-{q}-{kv}{rope}"
+    return f"b{batch}-g{p.get('gqa_ratio')}-hk{p.get('num_heads_k')}-qg{p.get('qlen_granularity')}-kg{p.get('kvlen_granularity')}"
+
+
 def derived_key(call: Call) -> str:
     """``<op>/<arch>-cu<N>/<shape-and-dtype>-<digest>``: same call, same key; different calls, different keys.
 
@@ -105,15 +116,8 @@ def derived_key(call: Call) -> str:
             "buffers": call.buffers,
         }
     )[:12]
-    p = call.params
-    batch = max(call.inputs[schema_for(call.op).inputs[0]].numel() - 1, 0)
-    if call.op == MLA_OP:
-        q, kv = _short(p.get("dtype_q_nope")), _short(p.get("dtype_kv_nope"))
-        rope = "" if (p.get("dtype_q_rope"), p.get("dtype_kv_rope")) == (p.get("dtype_q_nope"), p.get("dtype_kv_nope")) else "-mixed"
-        shape = f"b{batch}-h{p.get('num_heads_per_head_k')}-q{p.get('max_seqlen_qo')}-p{p.get('page_size')}-{q}-{kv}{rope}"
-    else:
-        shape = f"b{batch}-g{p.get('gqa_ratio')}-hk{p.get('num_heads_k')}-qg{p.get('qlen_granularity')}-kg{p.get('kvlen_granularity')}"
     device = f"{call.device.get('arch', 'unknown')}-cu{call.device.get('cu_num', 0)}"
+    shape = shape_label(call)
     return f"{call.op}/{device}/{shape}-{digest}"
 
 

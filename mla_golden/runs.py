@@ -1,0 +1,416 @@
+"""Runs over many goldens: record a matrix, replay goldens, pair two golden trees, check; one result per golden.
+
+The CLI is a thin layer over this module. Work fans out over processes, not
+threads: the planners read ``os.environ``, which a process shares. Workers
+return plain :class:`Result` data, and a bad golden never stops the others:
+whatever goes wrong with one is its result.
+
+Exit policy (:func:`exit_code`): 0 all equal (or written), 1 some divergence
+or a refused write, 2 bad input; a run exits with the worst of its results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mla_golden.call import Call
+    from mla_golden.differ import Diff
+    from mla_golden.matrix import Case
+    from mla_golden.store import Golden
+
+EXIT_OK, EXIT_DIVERGED, EXIT_BAD = 0, 1, 2
+
+
+class Status(enum.StrEnum):
+    """What happened to one golden (or one case, or one call of a recorded command)."""
+
+    WRITTEN = "written"
+    UNCHANGED = "unchanged"
+    UPDATED = "updated"
+    EQUAL = "equal"
+    PASSED = "passed"
+    SKIPPED = "skipped"
+    REFUSED = "refused"
+    DIVERGED = "diverged"
+    VIOLATED = "violated"
+    ONLY_EXPECTED = "only-expected"
+    ONLY_ACTUAL = "only-actual"
+    BAD = "bad"
+    FAILED = "failed"
+
+    @property
+    def exit_code(self) -> int:
+        """What this status contributes to the run's exit status."""
+        return STATUS_EXIT[self]
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == EXIT_OK
+
+
+#: Exit status each result status contributes (the run exits with the largest); also the summary's row order.
+STATUS_EXIT: dict[Status, int] = {
+    Status.WRITTEN: EXIT_OK,
+    Status.UNCHANGED: EXIT_OK,
+    Status.UPDATED: EXIT_OK,
+    Status.EQUAL: EXIT_OK,
+    Status.PASSED: EXIT_OK,
+    Status.SKIPPED: EXIT_OK,
+    Status.REFUSED: EXIT_DIVERGED,
+    Status.DIVERGED: EXIT_DIVERGED,
+    Status.VIOLATED: EXIT_DIVERGED,
+    Status.ONLY_EXPECTED: EXIT_DIVERGED,
+    Status.ONLY_ACTUAL: EXIT_DIVERGED,
+    Status.BAD: EXIT_BAD,
+    Status.FAILED: EXIT_BAD,
+}
+
+
+@dataclass
+class Result:
+    """What happened to one golden (or one case); plain data so worker processes can return it."""
+
+    key: str
+    status: Status
+    path: str | None = None
+    message: str = ""
+    #: The expected golden's path when comparing two trees (``path`` is then the actual one).
+    against_path: str | None = None
+    #: The rendered diff, when there is one worth showing.
+    report: str | None = None
+    diff: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    #: The diff itself and the (expected, actual) calls, kept only when asked (to draw them); never in JSON.
+    found: Diff | None = field(default=None, repr=False, compare=False)
+    calls: tuple[Call, Call] | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the kept diff and calls left out)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("found", "calls")}
+
+
+def exit_code(results: Sequence[Result]) -> int:
+    """The run's exit status: the worst any result contributes (0 for none)."""
+    return max((r.status.exit_code for r in results), default=EXIT_OK)
+
+
+# ---------------------------------------------------------------- fanning out
+
+#: Called with how many items just finished (a progress bar's advance).
+Advance = Callable[[int], None]
+
+
+def run_items(
+    worker: Callable[..., list[Result]], items: list[Any], args: tuple[Any, ...], jobs: int, advance: Advance | None = None
+) -> list[Result]:
+    """``worker(chunk, *args)`` over ``items`` in ``jobs`` processes; results in the order of ``items``."""
+    if not items:
+        return []
+    chunk = max(1, min(16, len(items) // (4 * max(jobs, 1)) or 1))
+    chunks = [items[i : i + chunk] for i in range(0, len(items), chunk)]
+    results: list[list[Result]] = [[] for _ in chunks]
+    if jobs <= 1:
+        for i, part in enumerate(chunks):
+            results[i] = worker(part, *args)
+            if advance is not None:
+                advance(len(part))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        # spawn: a forked child would inherit torch's thread pools half-initialised.
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(worker, part, *args): i for i, part in enumerate(chunks)}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                if advance is not None:
+                    advance(len(chunks[futures[future]]))
+    return [r for part in results for r in part]
+
+
+def _single_threaded() -> None:
+    """Planner tensors are tiny: torch's intra-op thread pool only adds overhead (and fights --jobs)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+@contextlib.contextmanager
+def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
+    """Whatever goes wrong with one golden is reported as 'failed' (exit 2) and never stops the others."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - reported with its type, the run goes on
+        results.append(Result(key, Status.FAILED, path, f"{type(exc).__name__}: {exc}"))
+
+
+def _load_or_bad(path: str, results: list[Result]) -> Golden | None:
+    """The golden at ``path``, or None after recording a 'bad' result naming the problem."""
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import load
+
+    try:
+        return load(path)
+    except GoldenError as exc:
+        results.append(Result(path, Status.BAD, path, exc.problem))
+        return None
+
+
+def _diff_result(key: str, path: str, found: Diff, render: bool, calls: tuple[Call, Call] | None) -> Result:
+    """A diff as a result; rendering text (rich tables) costs, so only when it will be shown."""
+    from mla_golden.report import render_text
+
+    if found.equal:
+        return Result(key, Status.EQUAL, path, notes=list(found.notes))
+    report = render_text(found) if render else None
+    return Result(
+        key, Status.DIVERGED, path, report=report, diff=found.to_dict(), notes=list(found.notes),
+        found=found if calls is not None else None, calls=calls,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- record
+
+
+def record_worker(cases: list[Case], backend_name: str, out: str, update: bool, max_items: int, render: bool) -> list[Result]:
+    """Run matrix cases on the backend and write one golden per call (runs in a worker process too)."""
+    from mla_golden.backends import resolve
+    from mla_golden.differ import diff
+    from mla_golden.errors import GoldenError
+    from mla_golden.matrix import capture
+    from mla_golden.report import render_text
+    from mla_golden.store import Golden, GoldenStore, WriteOutcome
+
+    _single_threaded()
+    backend = resolve(backend_name)
+    store = GoldenStore(out)
+    results = []
+    for case, call in capture(cases, backend):
+        path = str(store.path_for(case.name))
+        if isinstance(call, Exception):
+            results.append(Result(case.name, Status.FAILED, path, f"the case could not run: {type(call).__name__}: {call}"))
+            continue
+        call.provenance["case"] = {"group": case.group, "model": case.model, "tags": list(case.tags)}
+        result = Result(case.name, Status.WRITTEN, path, f"planner raised: {call.error}" if call.error else "")
+        try:
+            result.status = Status(store.write(Golden(case.name, call), update=update).value)
+        except GoldenError as exc:
+            result.status, result.message = Status.FAILED, str(exc)
+        if result.status is Status(WriteOutcome.REFUSED.value):
+            try:
+                existing = store.read(case.name)
+            except GoldenError as exc:
+                result.message = f"not replaced: the file there is unreadable ({exc.problem}); remove it or use --update"
+            else:
+                found = diff(existing.call, call, expected_name=f"golden {path}", actual_name=f"{backend.name} run", max_items=max_items)
+                result.message = "a different golden exists (use --update to replace it)"
+                result.report = render_text(found) if render else None
+                result.diff = found.to_dict()
+        results.append(result)
+    return results
+
+
+def command_results(entries: list[dict[str, Any]], command: Sequence[str], status: int) -> list[Result]:
+    """One result per distinct key a recorded command's calls were written under (the worst outcome wins)."""
+    by_key: dict[str, Result] = {}
+    for entry in entries:
+        key = entry.get("key") or f"<call {len(by_key)}>"
+        result = Result(key, Status(entry.get("outcome", "failed")), entry.get("path"), entry.get("problem") or "")
+        if entry.get("error"):
+            result.notes.append(f"planner raised: {entry['error']}")
+        seen = by_key.get(key)
+        if seen is None or result.status.exit_code > seen.status.exit_code:
+            by_key[key] = result
+    results = list(by_key.values())
+    if status != 0:
+        results.append(Result(" ".join(command), Status.FAILED, message=f"the command exited with status {status}"))
+    return results
+
+
+# ---------------------------------------------------------------- replay and compare
+
+
+def golden_files(paths: Sequence[Path]) -> tuple[list[str], list[Result]]:
+    """Golden files under ``paths`` (files or folders), and a 'bad' result for each path that is neither."""
+    from mla_golden.store import SUFFIX, GoldenStore
+
+    files: list[str] = []
+    bad: list[Result] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(str(p) for p in GoldenStore(path).paths())
+        elif path.is_file():
+            files.append(str(path))
+        else:
+            bad.append(Result(str(path), Status.BAD, str(path), f"no such file or folder (goldens are *{SUFFIX} files)"))
+    return files, bad
+
+
+def replay_worker(paths: list[str], backend_name: str, max_items: int, render: bool, keep: bool = False) -> list[Result]:
+    """Replay each golden's inputs on the backend and diff against the golden; ``keep`` the calls of divergent ones."""
+    from mla_golden.backends import resolve
+    from mla_golden.capture import replay
+    from mla_golden.differ import diff
+    from mla_golden.errors import AdaptationError
+
+    _single_threaded()
+    backend = resolve(backend_name)
+    live = backend.live_device()
+    results: list[Result] = []
+    for path in paths:
+        golden = _load_or_bad(path, results)
+        if golden is None:
+            continue
+        device = golden.call.device
+        if live is not None and (device.get("arch"), device.get("cu_num")) != live:
+            where = f"{device.get('arch')}-cu{device.get('cu_num')}"
+            results.append(Result(golden.key, Status.SKIPPED, path, f"recorded for {where}; this GPU is {live[0]}-cu{live[1]}"))
+            continue
+        with _guard(golden.key, path, results):
+            try:
+                actual = replay(golden.call, backend.planner(golden.call.op), on=backend.tensor_device)
+            except AdaptationError as exc:
+                results.append(Result(golden.key, Status.DIVERGED, path, f"cannot replay on {backend.reason}: {exc}"))
+                continue
+            found = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{backend.name} replay", max_items=max_items)
+            results.append(_diff_result(golden.key, path, found, render, (golden.call, actual) if keep else None))
+    return results
+
+
+def pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool, keep: bool = False) -> list[Result]:
+    """Diff goldens pairwise: (key, expected path, actual path); ``keep`` the calls of divergent pairs."""
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import load
+
+    _single_threaded()
+    results: list[Result] = []
+    for key, expected_path, actual_path in pairs:
+        loaded = []
+        for path in (expected_path, actual_path):
+            try:
+                loaded.append(load(path))
+            except GoldenError as exc:
+                results.append(Result(key, Status.BAD, path, exc.problem))
+        if len(loaded) < 2:
+            continue
+        expected, actual = loaded
+        if expected.call.op != actual.call.op:
+            results.append(Result(key, Status.DIVERGED, actual_path, f"op {expected.call.op} -> {actual.call.op}"))
+            continue
+        with _guard(key, actual_path, results):
+            results.append(_pair_one(key, expected, actual, expected_path, actual_path, max_items, render, keep))
+    return results
+
+
+def _pair_one(
+    key: str, expected: Golden, actual: Golden, expected_path: str, actual_path: str, max_items: int, render: bool, keep: bool
+) -> Result:
+    """Diff one expected/actual pair of goldens."""
+    from mla_golden.differ import diff
+
+    found = diff(expected.call, actual.call, expected_name=expected_path, actual_name=actual_path, max_items=max_items)
+    result = _diff_result(key, actual_path, found, render, (expected.call, actual.call) if keep else None)
+    result.against_path = expected_path
+    if expected.key != actual.key:
+        result.notes.insert(0, f"paired by same op and input tensors; keys {expected.key!r} vs {actual.key!r}")
+        if result.status is Status.EQUAL:
+            result.status, result.message = Status.DIVERGED, "same inputs and outputs, but recorded under another key"
+        else:
+            result.message = "same inputs, params changed" if found.params else "same inputs, recorded under another key"
+    return result
+
+
+def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[tuple[str, str, str]], list[Result]]:
+    """Pair goldens of two trees by key (= relative path); pair the rest by same op and input tensors.
+
+    Returns the pairs and results for goldens left on one side (and unreadable ones).
+    """
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import SUFFIX, GoldenStore, inputs_digest, load
+
+    def index(root: Path) -> dict[str, Path]:
+        return {p.relative_to(root).as_posix().removesuffix(SUFFIX): p for p in GoldenStore(root).paths()}
+
+    expected, actual = index(expected_root), index(actual_root)
+    pairs = [(rel, str(expected[rel]), str(actual[rel])) for rel in sorted(expected.keys() & actual.keys())]
+    results: list[Result] = []
+    lonely: dict[str, list[tuple[str, Golden]]] = {"expected": [], "actual": []}
+    for side, tree, other in (("expected", expected, actual), ("actual", actual, expected)):
+        for rel in sorted(tree.keys() - other.keys()):
+            try:
+                lonely[side].append((rel, load(tree[rel])))
+            except GoldenError as exc:
+                results.append(Result(rel, Status.BAD, str(tree[rel]), exc.problem))
+    unmatched = {rel: golden for rel, golden in lonely["expected"]}
+    by_inputs: dict[tuple[str, str], list[str]] = {}
+    for rel, golden in unmatched.items():
+        by_inputs.setdefault((golden.call.op, inputs_digest(golden.call)), []).append(rel)
+    for rel, golden in lonely["actual"]:
+        twins = by_inputs.get((golden.call.op, inputs_digest(golden.call)), [])
+        twin = twins.pop(0) if twins else None
+        if twin is None:
+            results.append(Result(golden.key, Status.ONLY_ACTUAL, str(actual[rel]), f"no golden for this call in {expected_root}"))
+            continue
+        pairs.append((golden.key, str(expected[twin]), str(actual[rel])))
+        del unmatched[twin]
+    for rel, golden in unmatched.items():
+        results.append(Result(golden.key, Status.ONLY_EXPECTED, str(expected[rel]), f"no golden for this call in {actual_root}"))
+    return pairs, results
+
+
+def diff_trees(
+    actual: Path | str,
+    expected: Path | str,
+    *,
+    max_items: int = 20,
+    render: bool = False,
+    keep: bool = False,
+    jobs: int = 1,
+    advance: Advance | None = None,
+) -> list[Result]:
+    """Compare the golden tree ``actual`` with ``expected``, call by call; results sorted by key.
+
+    Goldens pair by key, else by same op and input tensors (a renamed call);
+    the rest are ONLY_ACTUAL / ONLY_EXPECTED. ``render`` adds text reports,
+    ``keep`` the diffs and calls of divergent pairs (to draw them).
+    """
+    pairs, results = pair_trees(Path(actual), Path(expected))
+    results += run_items(pair_worker, pairs, (max_items, render, keep), jobs, advance)
+    return sorted(results, key=lambda r: r.key)
+
+
+# ---------------------------------------------------------------- check
+
+
+def check_worker(paths: list[str]) -> list[Result]:
+    """Check each golden's metadata against the planner's invariants."""
+    _single_threaded()
+    results: list[Result] = []
+    for path in paths:
+        golden = _load_or_bad(path, results)
+        if golden is None:
+            continue
+        with _guard(golden.key, path, results):
+            results.append(_check_one(golden, path))
+    return results
+
+
+def _check_one(golden: Golden, path: str) -> Result:
+    from mla_golden.checks import check
+    from mla_golden.report import render_check_text
+
+    found = check(golden.call)
+    notes = [f"hazard {h.hazard}: {h.message}" for h in found.hazards] + [f"skipped: {s}" for s in found.skipped]
+    if found.ok:
+        return Result(golden.key, Status.PASSED, path, notes=notes)
+    first = found.violations[0]
+    return Result(
+        golden.key, Status.VIOLATED, path, f"{first.invariant} at {first.where}: {first.message}",
+        report=render_check_text(found), notes=notes,
+    )  # fmt: skip

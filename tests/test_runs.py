@@ -1,0 +1,78 @@
+"""Run orchestration as a library: tree pairing, statuses, the exit policy, HTML from the diffs already computed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import test_cli
+from test_cli import KEY_16, KEY_128, cli, cli_json, rewrite
+
+import mla_golden
+from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK, Result, Status, diff_trees, exit_code
+from mla_golden.store import GoldenStore, load
+
+#: The CLI tests' recorded tree (module-scoped) and a fresh copy of it per test.
+recorded, tree = test_cli.recorded, test_cli.tree
+
+
+def test_exit_policy_is_the_worst_status():
+    assert exit_code([]) == EXIT_OK
+    assert exit_code([Result("a", Status.EQUAL), Result("b", Status.SKIPPED)]) == EXIT_OK
+    assert exit_code([Result("a", Status.EQUAL), Result("b", Status.ONLY_ACTUAL)]) == EXIT_DIVERGED
+    assert exit_code([Result("a", Status.DIVERGED), Result("b", Status.BAD)]) == EXIT_BAD
+    assert {s for s in Status if s.ok} == {"written", "unchanged", "updated", "equal", "passed", "skipped"}
+
+
+def test_diff_trees_is_public_and_pairs_by_key(tree, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(tree, other)
+    rewrite(other, KEY_16, lambda call: call.params.__setitem__("kv_granularity", 32))
+    GoldenStore(other).path_for(KEY_128).unlink()
+    results = mla_golden.diff_trees(other, tree)
+    by_key = {r.key: r for r in results}
+    assert by_key[KEY_16].status is Status.DIVERGED and by_key[KEY_16].report is None
+    assert by_key[KEY_128].status is Status.ONLY_EXPECTED
+    assert [r.key for r in results] == sorted(r.key for r in results)
+    assert json.loads(json.dumps(by_key[KEY_16].to_dict()))["status"] == "diverged"
+    kept = {r.key: r for r in diff_trees(other, tree, keep=True, render=True)}[KEY_16]
+    assert kept.found is not None and not kept.found.equal and kept.calls is not None
+    assert "kv_granularity: 16 -> 32" in (kept.report or "") and "found" not in kept.to_dict()
+
+
+def test_diff_against_refuses_backend(tree, tmp_path):
+    code, _ = cli("diff", tree, "--against", tree, "--backend", "reference")
+    assert code == 2
+
+
+def test_tree_diff_html_and_png_come_from_the_diffs_already_computed(tree, tmp_path, monkeypatch):
+    other = tmp_path / "other"
+    shutil.copytree(tree, other)
+    rewrite(other, KEY_16, lambda call: call.params.__setitem__("kv_granularity", 32))
+    import mla_golden.store
+
+    loads: list[str] = []
+    real_load = mla_golden.store.load
+
+    def counting_load(path):
+        loads.append(str(path))
+        return real_load(path)
+
+    monkeypatch.setattr(mla_golden.store, "load", counting_load)
+    html = tmp_path / "report.html"
+    code, _ = cli("diff", other, "--against", tree, "--html", html)
+    assert code == 1 and "kv_granularity" in html.read_text()
+    assert len(loads) == 2 * 3  # each golden of each tree once: none loaded again for the report
+
+
+def test_list_takes_the_shape_from_the_golden(tree):
+    code, listing = cli_json("list", tree)
+    by_key = {g["key"]: g for g in listing["goldens"]}
+    assert by_key[KEY_128]["shape"] == mla_golden.store.shape_label(load(GoldenStore(tree).path_for(KEY_128)).call)
+    assert by_key[KEY_128]["shape"].startswith("b4-h128-q1-p1-")
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_every_status_has_an_exit_code(status):
+    assert status.exit_code in (EXIT_OK, EXIT_DIVERGED, EXIT_BAD)
