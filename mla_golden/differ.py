@@ -9,6 +9,7 @@ their CU part, reduce map entries into reduce groups.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,6 +28,38 @@ from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
 
 #: Decoded work items / reduce groups / samples kept per diff.
 DEFAULT_MAX_ITEMS = 20
+
+_GEOMETRY = "written region changed (tile geometry: q tiles / works / groups)"
+_VALUES = "values only (same geometry, moved split points)"
+_PLANNER = "planner behaviour changed with equal params: "
+
+
+class Cause(enum.StrEnum):
+    """The likeliest cause of a divergence, leading the report: what the caller changed first, then the planner."""
+
+    EQUAL = "equal"
+    PARAMS = "params changed"
+    DEVICE = "device changed"
+    ENV = "env changed"
+    INPUTS = "inputs changed"
+    ERROR = "error status changed"
+    HAZARD = "capture hazard"
+    GEOMETRY = _GEOMETRY
+    VALUES = _VALUES
+    #: The same, where provenance shows another planner (backend, aiter version, signature).
+    PLANNER_GEOMETRY = _PLANNER + _GEOMETRY
+    PLANNER_VALUES = _PLANNER + _VALUES
+
+
+class FieldStatus(enum.StrEnum):
+    """How one tensor compares."""
+
+    EQUAL = "equal"
+    VALUES = "values"
+    #: Only the written mask differs.
+    WRITTEN = "written"
+    SHAPE = "shape"
+    MISSING = "missing"
 
 
 @dataclass
@@ -51,8 +84,7 @@ class FieldDiff:
     """How one tensor (input or output buffer) compares."""
 
     name: str
-    #: 'equal', 'values', 'written' (mask only), 'shape', or 'missing'.
-    status: str
+    status: FieldStatus
     numel: int
     expected_shape: list[int]
     actual_shape: list[int]
@@ -68,7 +100,7 @@ class FieldDiff:
 
     @property
     def equal(self) -> bool:
-        return self.status == "equal"
+        return self.status is FieldStatus.EQUAL
 
 
 @dataclass
@@ -122,10 +154,12 @@ class Diff:
     reduce_groups: list[ReduceGroupDiff] = field(default_factory=list)
     #: Facts that matter but are not divergences (signature adaptations, provenance).
     notes: list[str] = field(default_factory=list)
+    #: Provenance that shows another planner on the actual side (also in notes): backend, aiter, signature.
+    planner_changes: list[str] = field(default_factory=list)
     #: Problems in how a call was captured (pointers aimed elsewhere, non-determinism).
     hazards: list[str] = field(default_factory=list)
     #: The likeliest cause, leading the report ('equal' when nothing differs), and its specifics.
-    cause: str = "equal"
+    cause: Cause = Cause.EQUAL
     cause_detail: str = ""
     #: Schedule summaries (works per CU part, split tiles...), both sides; None for an errored call.
     geometry: dict[str, Geometry | None] = field(default_factory=dict)
@@ -217,7 +251,7 @@ def _compare(
     """Compare by flat index over the common length; returns the diff and the divergent flat indices."""
     fd = FieldDiff(
         name=name,
-        status="equal",
+        status=FieldStatus.EQUAL,
         numel=max(expected.numel(), actual.numel()),
         expected_shape=list(expected.shape),
         actual_shape=list(actual.shape),
@@ -260,11 +294,11 @@ def _compare(
     fd.first = fd.samples[0] if fd.samples else None
     shape_changed = expected.shape != actual.shape or expected.dtype != actual.dtype
     if shape_changed:
-        fd.status = "shape"
+        fd.status = FieldStatus.SHAPE
     elif fd.value_diffs:
-        fd.status = "values"
+        fd.status = FieldStatus.VALUES
     elif fd.count:
-        fd.status = "written"
+        fd.status = FieldStatus.WRITTEN
     return fd, idx
 
 
@@ -358,49 +392,47 @@ def _attribute(result: Diff) -> None:
     if result.equal:
         return
     changed_inputs = [f.name for f in result.inputs if not f.equal]
-    for cause, changes in (("params changed", result.params), ("device changed", result.device), ("env changed", result.env)):
+    for cause, changes in ((Cause.PARAMS, result.params), (Cause.DEVICE, result.device), (Cause.ENV, result.env)):
         if changes:
             result.cause = cause
             result.cause_detail = "; ".join(f"{c.path}: {c.expected!r} -> {c.actual!r}" for c in changes)
             return
     if changed_inputs:
-        result.cause, result.cause_detail = "inputs changed", ", ".join(changed_inputs)
+        result.cause, result.cause_detail = Cause.INPUTS, ", ".join(changed_inputs)
         return
     if result.error:
-        result.cause = "error status changed"
+        result.cause = Cause.ERROR
         result.cause_detail = f"{result.error.expected!r} -> {result.error.actual!r}"
         return
     if result.hazards:
-        result.cause, result.cause_detail = "capture hazard", "; ".join(result.hazards)
+        result.cause, result.cause_detail = Cause.HAZARD, "; ".join(result.hazards)
         return
     divergent = [f for f in result.fields if not f.equal]
-    geometry_moved = any(f.status in ("shape", "written") or f.written_only_expected or f.written_only_actual for f in divergent)
-    what = (
-        "written region changed (tile geometry: q tiles / works / groups)"
-        if geometry_moved
-        else "values only (same geometry, moved split points)"
+    geometry_moved = any(
+        f.status in (FieldStatus.SHAPE, FieldStatus.WRITTEN) or f.written_only_expected or f.written_only_actual
+        for f in divergent
     )
-    planner = [n for n in result.notes if n.startswith(("backend:", "aiter:", "planner signature"))]
-    if planner:
-        result.cause = f"planner behaviour changed with equal params: {what}"
-        result.cause_detail = "; ".join(planner)
+    if result.planner_changes:
+        result.cause = Cause.PLANNER_GEOMETRY if geometry_moved else Cause.PLANNER_VALUES
+        result.cause_detail = "; ".join(result.planner_changes)
     else:
-        result.cause = what
+        result.cause = Cause.GEOMETRY if geometry_moved else Cause.VALUES
         result.cause_detail = ", ".join(f.name for f in divergent)
 
 
 def _provenance_notes(result: Diff, expected: Call, actual: Call) -> None:
     pe, pa = expected.provenance, actual.provenance
     if pe.get("backend") != pa.get("backend"):
-        result.notes.append(f"backend: {pe.get('backend')} -> {pa.get('backend')}")
+        result.planner_changes.append(f"backend: {pe.get('backend')} -> {pa.get('backend')}")
     if pe.get("aiter") != pa.get("aiter") and (pe.get("aiter") or pa.get("aiter")):
-        result.notes.append(f"aiter: {pe.get('aiter')} -> {pa.get('aiter')}")
+        result.planner_changes.append(f"aiter: {pe.get('aiter')} -> {pa.get('aiter')}")
     if pe.get("signature") and pa.get("signature") and pe["signature"] != pa["signature"]:
         gone = [n for n in pe["signature"] if n not in pa["signature"]]
         new = [n for n in pa["signature"] if n not in pe["signature"]]
-        result.notes.append(
+        result.planner_changes.append(
             f"planner signature changed (removed {gone or 'none'}, added {new or 'none'}); params compared by canonical name"
         )
+    result.notes.extend(result.planner_changes)
     for side, call in (("expected", expected), ("actual", actual)):
         facts = call.facts
         for note in facts.get("notes", []):

@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 from mla_golden.checks.results import INVARIANTS, CheckResult, Violation
-from mla_golden.differ import Diff, FieldDiff, WorkItem
+from mla_golden.differ import Diff, FieldDiff, FieldStatus, WorkItem
 from mla_golden.schema import format_cell
 
 
@@ -31,7 +31,7 @@ def _field_line(fd: FieldDiff) -> str:
         detail.append(f"{fd.written_only_actual} written only in actual")
     if detail:
         parts.append(f"({', '.join(detail)})")
-    if fd.status == "shape":
+    if fd.status is FieldStatus.SHAPE:
         parts.append(f"; shape/dtype {fd.expected_dtype} {fd.expected_shape} -> {fd.actual_dtype} {fd.actual_shape}")
     if fd.first is not None:
         parts.append(

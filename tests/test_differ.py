@@ -166,3 +166,20 @@ def test_cause_names_a_planner_change_when_params_are_equal():
     result = mla_golden.diff(expected, other)
     assert result.cause.startswith("planner behaviour changed with equal params")
     assert "backend: standins -> aiter" in result.cause_detail
+
+
+def test_planner_change_is_found_from_provenance_not_from_the_wording_of_a_note():
+    """The cause comes from structured provenance changes; notes are free text for people."""
+    from mla_golden.differ import Cause
+
+    expected = _capture()
+    actual = copy.deepcopy(expected)
+    actual.provenance = {**actual.provenance, "backend": "aiter"}
+    actual.outputs["work_indptr"][1] += 1
+    result = mla_golden.diff(expected, actual)
+    assert result.planner_changes == [f"backend: {expected.provenance.get('backend')} -> aiter"]
+    assert result.cause is Cause.PLANNER_VALUES and result.to_dict()["cause"].startswith("planner behaviour changed")
+    assert mla_golden.diff(expected, copy.deepcopy(expected)).cause is Cause.EQUAL
+    unchanged_planner = copy.deepcopy(actual)
+    unchanged_planner.provenance = expected.provenance
+    assert mla_golden.diff(expected, unchanged_planner).cause is Cause.VALUES
