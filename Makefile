@@ -24,6 +24,7 @@ demo: install
 ## The tests (what CI runs).
 test: install
 	$(VENV)/bin/ruff check mla_golden tests benchmarks
+	$(VENV)/bin/mypy mla_golden
 	$(PY) -m pytest -q -n 2 tests
 
 ## Benchmarks: ratios against baselines measured in the same run.

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -118,8 +117,8 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
         from rich.text import Text
 
         where = Table(title="not ok", title_justify="left")
-        for header in ("status", "key", "first difference"):
-            where.add_column(header, overflow="fold")
+        for column in ("status", "key", "first difference"):
+            where.add_column(column, overflow="fold")
         for r in problems:
             where.add_row(r.status, Text(r.key), Text(_headline(r)))
         out.print(where)
@@ -592,4 +591,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

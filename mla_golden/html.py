@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import torch
@@ -65,7 +66,7 @@ def _colour(batch: int) -> str:
     return f"hsl({hue:.0f},{saturation:.0%},{lightness:.0%})"
 
 
-def schedule_svg(call: Call, side: str, highlight: set[int] = frozenset()) -> str:
+def schedule_svg(call: Call, side: str, highlight: AbstractSet[int] = frozenset()) -> str:
     """The SVG of one call's schedule."""
     if call.error is not None:
         return f'<p class="bad">{side}: the planner raised: {html.escape(call.error)}</p>'

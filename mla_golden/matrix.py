@@ -18,13 +18,12 @@ import itertools
 import math
 import random
 import re
+import tomllib
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import tomllib
 
 from mla_golden.errors import MatrixError
 from mla_golden.schema import ENV_VARS, MLA_OP, PS_OP

@@ -74,11 +74,11 @@ def _make_wrapper(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
             for spy in takers:
                 spy.missed.append(message)
             return original(*args, **kwargs)
-        call, result, exc = capture_live(op, original, bound, args, kwargs)
+        call, result, raised = capture_live(op, original, bound, args, kwargs)
         for spy in takers:
             spy.calls.append(call)
-        if exc is not None:
-            raise exc
+        if raised is not None:
+            raise raised
         return result
 
     for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
@@ -93,12 +93,13 @@ def _resolve(targets: Iterable[ModuleType | str]) -> tuple[dict[Callable[..., An
     found: dict[Callable[..., Any], str] = {}
     modules: list[ModuleType] = []
     for target in targets:
-        module = target
         if isinstance(target, str):
             try:
                 module = importlib.import_module(target)
             except ImportError:
                 continue  # aiter absent: nothing to intercept there
+        else:
+            module = target
         modules.append(module)
         for op in SCHEMAS:
             fn = getattr(module, op, None)

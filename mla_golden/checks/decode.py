@@ -182,6 +182,7 @@ def _decode_tiles(c: Checker, layout: DecodeLayout, units: list[DecodeBatch], wo
                     u
                     for u in candidates
                     if u.qo_begin is not None
+                    and u.qo_end is not None
                     and u.qo_begin <= w[C.QO_START] < max(u.qo_end, u.qo_begin + 1)
                     and u.kv_begin <= w[C.KV_START] < max(u.kv_end, u.kv_begin + 1)
                 ),
@@ -234,8 +235,7 @@ def _check_decode_work(c: Checker, layout: DecodeLayout, unit: DecodeBatch, w: W
     if not w.has(C.KV_START, C.KV_END):
         return
     start, end = w[C.KV_START], w[C.KV_END]
-    nothing_to_see = tile is not None and tile.kv_end is not None and tile.kv_end <= tile.kv_begin
-    if nothing_to_see:
+    if tile is not None and tile.kv_end is not None and tile.kv_end <= tile.kv_begin:  # nothing to see
         if (start, end) != (tile.kv_begin, tile.kv_end):
             c.flag(
                 "work.kv_range",
@@ -253,7 +253,7 @@ def _check_decode_work(c: Checker, layout: DecodeLayout, unit: DecodeBatch, w: W
         return
     if not w.has(C.KV_OFFSET):
         return
-    offset = w[C.KV_OFFSET]
+    kv_offset = w[C.KV_OFFSET]
     page_size = layout.page_size
     if page_size == 1:
         wanted: int | None = unit.kv_end - end + unit.offset_extra
@@ -261,11 +261,11 @@ def _check_decode_work(c: Checker, layout: DecodeLayout, unit: DecodeBatch, w: W
         wanted = 0
     else:
         wanted = None if unit.last_page_len is None else (unit.kv_end - end - 1) * page_size + unit.last_page_len
-    if wanted is not None and offset != wanted:
+    if wanted is not None and kv_offset != wanted:
         c.flag(
             "work.kv_offset",
             w.where,
-            f"kv_offset {offset}, but kv_end {end} and the batch kv end {unit.kv_end} give {wanted}",
+            f"kv_offset {kv_offset}, but kv_end {end} and the batch kv end {unit.kv_end} give {wanted}",
         )
 
 

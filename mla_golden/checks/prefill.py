@@ -132,12 +132,12 @@ def check_prefill(c: Checker) -> None:
             first = (plane, slots)
             check_reduce(c, owner, None)
             continue
-        odd = next((qo for qo, locs in slots.items() if first[1].get(qo, locs) != locs), None)
-        if odd is not None:
+        mismatch = next((tile_qo for tile_qo, locs in slots.items() if first[1].get(tile_qo, locs) != locs), None)
+        if mismatch is not None:
             c.flag(
                 "reduce.group",
-                f"qo [{odd[0]}, {odd[1]}){plane}",
-                f"partial slots {slots[odd]} differ from {first[1][odd]}{first[0]}; the heads share one "
+                f"qo [{mismatch[0]}, {mismatch[1]}){plane}",
+                f"partial slots {slots[mismatch]} differ from {first[1][mismatch]}{first[0]}; the heads share one "
                 "set of reduce groups",
             )
     longest = max([b - a for a, b in zip(qo, qo[1:])] or [0])
