@@ -1,7 +1,7 @@
 """Run a planner and turn the run into a Call, written masks included.
 
 An element counts as written when two runs on scratch buffers filled with two
-different canaries agree on it (DESIGN.md 3.1): whatever the planner did not
+different canaries agree on it: whatever the planner did not
 store keeps its canary, and the canaries differ everywhere. The caller's own
 buffers are never touched by that probing.
 """

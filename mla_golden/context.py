@@ -1,7 +1,8 @@
 """Where a call ran: device, planner environment and provenance.
 
 The same inputs give different metadata on another GPU or with other env
-flags (DESIGN.md 2.1), so every Call carries them.
+flags (aiter reads the arch, CU count and its env switches at call time), so
+every Call carries them.
 """
 
 from __future__ import annotations

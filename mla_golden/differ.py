@@ -1,6 +1,6 @@
 """Compare two calls field by field and say where, in planner terms, they part.
 
-Only what matters is compared (DESIGN.md 3.2): params, device, env, error
+Only what matters is compared (docs/cli.md, "What is compared"): params, device, env, error
 status, inputs, written masks, and values inside the written region. Tensor
 comparison is vectorised; deepdiff handles only the small structured parts.
 Divergent elements are decoded: work_info_set rows into named columns with

@@ -4,7 +4,8 @@ Every other module asks this one which arguments are input tensors, scalars
 or output buffers, what each parameter was called in older aiter versions,
 and what the columns of ``work_info_set`` mean.
 
-aiter's signatures changed many times (DESIGN.md 2.1). A live call is bound
+aiter's signatures changed many times (parameters renamed, added, dtype
+aliases split into nope/rope pairs). A live call is bound
 with ``inspect.signature`` of the function actually called and normalised to
 canonical names, so calls made through any historical signature compare
 equal. Replaying on another signature goes the other way

@@ -1,6 +1,6 @@
 """The golden store: one call per safetensors file, written atomically.
 
-Format (DESIGN.md 3.1): tensors ``input.<name>``, ``output.<name>``,
+Format (README, "Golden format"): tensors ``input.<name>``, ``output.<name>``,
 ``written.<name>``; string metadata ``format``, ``op``, ``key``, ``params``,
 ``device``, ``env``, ``buffers``, ``provenance`` and, for a call that raised,
 ``error``. Paths come only from keys the caller gives, sanitised; nothing

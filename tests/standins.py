@@ -78,7 +78,7 @@ def _is_fp8(*dtypes: torch.dtype | None) -> bool:
     return any(d is not None and "float8" in str(d) for d in dtypes)
 
 
-# --- the signature history (DESIGN.md 2.1), oldest first -----------------------------
+# --- the signature history of aiter's planners, oldest first -----------------------------
 
 
 def mla_2025_10(

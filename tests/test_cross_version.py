@@ -86,7 +86,7 @@ def _emit_named(arguments: dict[str, Any]) -> None:
     _emit({n: arguments["work_info" if n == "work_info_set" and "work_info" in arguments else n] for n in OUTPUTS})
 
 
-# The planners' Python signatures at the two commits (DESIGN.md 2.1, conformance README), from tests/standins.py.
+# The planners' Python signatures at the two commits, from tests/standins.py.
 mla_33d168a0 = standins.with_signature(standins.mla_33d168a0, _emit_named)
 mla_e4048607 = standins.with_signature(standins.mla_e4048607, _emit_named)
 

@@ -1,4 +1,4 @@
-"""DESIGN.md section 1, replayed: a builder that stops passing dtype_q/dtype_kv must be caught.
+"""The dtype regression, replayed: a builder that stops passing dtype_q/dtype_kv must be caught.
 
 The reference planner stands in for aiter; its layout depends on the dtypes
 (128 heads run natively with fp8 on gfx942, folded into 16-head batches with
