@@ -372,7 +372,7 @@ def test_a_check_that_cannot_run_says_so(monkeypatch: pytest.MonkeyPatch) -> Non
         raise AssertionError("num_head_qo must be a multiple of 8, got 12")
 
     monkeypatch.setattr(decode, "get_mla_metadata_info_v1", refuses)
-    result = check(_decode_base())
+    result = check(next(mla_golden.load(p) for p in GOLDENS if "decode" in p.parts).call)
     assert result.ok
     assert result.skipped == [
         "buffer.undersized: aiter's sizing helper refuses these arguments (AssertionError: num_head_qo must be a multiple of 8, got 12)"
@@ -506,3 +506,12 @@ def test_whatever_the_reference_plans_passes(seed: int) -> None:
     for _ in range(4):
         result = check(replay(_random_prefill(rng), get_ps_metadata_v1))
         assert result.ok, render_check_text(result)
+
+
+def test_a_prefill_sizing_check_that_cannot_run_says_so() -> None:
+    golden = next(mla_golden.load(p) for p in GOLDENS if "prefill" in p.parts)
+    call = _clone(golden.call)
+    call.params["qlen_granularity"] = 0
+    result = check(call)
+    assert "buffer.undersized: aiter's sizing helper divides by qlen_granularity=0" in result.skipped
+    assert "skipped: buffer.undersized" in render_check_text(result)

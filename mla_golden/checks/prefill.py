@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from mla_golden.call import Call
 from mla_golden.checks.common import (
     Checker,
     Tile,
@@ -141,7 +140,7 @@ def check_prefill(c: Checker) -> None:
                 "set of reduce groups",
             )
     longest = max([b - a for a, b in zip(qo, qo[1:])] or [0])
-    check_sizing(c, _ps_helper(call, longest), _ps_used(c, num_works, cu_num))
+    check_sizing(c, _ps_helper(c, longest), _ps_used(c, num_works, cu_num))
 
 
 def _assign_ps(c: Checker, tiles: list[Tile], works: list[Work]) -> None:
@@ -200,10 +199,11 @@ def _ps_used(c: Checker, num_works: int, cu_num: int | None) -> dict[str, int]:
     }
 
 
-def _ps_helper(call: Call, longest_qo: int) -> dict[str, int]:
-    """Buffer sizes aiter's own helper gives for the query lengths actually passed."""
-    p = call.params
+def _ps_helper(c: Checker, longest_qo: int) -> dict[str, int]:
+    """Buffer sizes aiter's own helper gives for the query lengths actually passed (none, said why, when it cannot)."""
+    call, p = c.call, c.call.params
     if p.get("qlen_granularity", 256) <= 0:
+        c.skip("buffer.undersized", f"aiter's sizing helper divides by qlen_granularity={p.get('qlen_granularity')}")
         return {}
     with plan_for(call.device):
         sizes = get_ps_metadata_info_v1(
