@@ -1,0 +1,269 @@
+"""The checkout's own Python layer of the two planner ops, read from aiter/ops/attention.py.
+
+The sizing helpers (``get_mla_metadata_info_v1``, ``get_ps_metadata_info_v1``) and
+the op wrappers are extracted with ``ast`` and executed against small stand-ins for
+the device queries (``get_gfx``, CU count, ``torch.cuda``) so buffers and the
+arguments that reach C++ are exactly what that commit's Python computes. A
+``compile_ops``-bound function becomes a recorder of its bound arguments: that is
+the C++ call.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import math
+import os
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ATTENTION_PY = "aiter/ops/attention.py"
+ENUM_H = "csrc/include/aiter_enum.h"
+SIZING = {"get_mla_metadata_v1": "get_mla_metadata_info_v1", "get_ps_metadata_v1": "get_ps_metadata_info_v1"}
+OUTPUT_NAMES = {
+    "get_mla_metadata_v1": (
+        "work_metadata_ptrs",
+        "work_indptr",
+        "work_info_set",
+        "reduce_indptr",
+        "reduce_final_map",
+        "reduce_partial_map",
+    ),
+    "get_ps_metadata_v1": (
+        "work_metadata_ptrs",
+        "work_indptr",
+        "work_info",
+        "reduce_indptr",
+        "reduce_final_map",
+        "reduce_partial_map",
+    ),
+}
+
+
+class AiterPyError(RuntimeError):
+    """The checkout's Python layer lacks something the oracle needs."""
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    arch: str
+    cu_num: int
+    warp_size: int
+    lds_bytes: int
+
+
+@dataclass
+class Buf:
+    """A tensor argument: an input's values, or an output buffer's shape and dtype."""
+
+    name: str
+    dtype: str  # torch dtype name, e.g. "torch.int32"
+    shape: tuple[int, ...]
+    values: list[int] | None = None
+
+
+def torch_dtype(name: str | None) -> torch.dtype | None:
+    if name is None:
+        return None
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise AiterPyError(f"unknown torch dtype {name!r}")
+    return dtype
+
+
+def _module_level_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def _is_compiled(node: ast.FunctionDef) -> bool:
+    for dec in node.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        if isinstance(target, ast.Name) and target.id == "compile_ops":
+            return True
+    return False
+
+
+def _free_names(node: ast.FunctionDef) -> set[str]:
+    bound = {a.arg for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs}
+    names = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+            names.add(sub.id)
+        elif isinstance(sub, ast.Name):
+            bound.add(sub.id)
+        elif isinstance(sub, ast.FunctionDef) and sub is not node:
+            bound.add(sub.name)
+            bound.update(a.arg for a in sub.args.args)
+    return names - bound
+
+
+class _CudaStandIn:
+    """torch.cuda as the sizing helpers see it: one device with the record's CU count."""
+
+    def __init__(self, device: DeviceSpec) -> None:
+        self._device = device
+
+    def current_device(self) -> int:
+        return 0
+
+    def get_device_properties(self, _device: Any) -> types.SimpleNamespace:
+        return types.SimpleNamespace(
+            multi_processor_count=self._device.cu_num,
+            gcnArchName=self._device.arch,
+            warp_size=self._device.warp_size,
+            max_shared_memory_per_multiprocessor=self._device.lds_bytes,
+        )
+
+    def is_available(self) -> bool:
+        return True
+
+
+class _TorchStandIn(types.ModuleType):
+    def __init__(self, device: DeviceSpec) -> None:
+        super().__init__("torch")
+        self.cuda = _CudaStandIn(device)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+
+def _experimental_enabled() -> bool:
+    # aiter.jit.core.is_experimental_enabled: unset/"0"/non-numeric = off
+    try:
+        return int(os.environ.get("AITER_ENABLE_EXPERIMENTAL", "0")) != 0
+    except ValueError:
+        return False
+
+
+class _MlaVersion:
+    class _V:
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+        def __int__(self) -> int:
+            return self.value
+
+    V32 = _V(0)
+    V40 = _V(1)
+
+
+class AiterPython:
+    """Sizing helpers and op wrappers of one checkout, evaluated for one device."""
+
+    def __init__(self, checkout: Path) -> None:
+        path = checkout / ATTENTION_PY
+        if not path.is_file():
+            raise AiterPyError(f"--aiter {checkout}: no {ATTENTION_PY}")
+        self.source = path.read_text()
+        self.tree = ast.parse(self.source)
+        self.functions = _module_level_functions(self.tree)
+        self.dtype_ids = _aiter_dtype_ids(checkout / ENUM_H)
+
+    def function_source(self, name: str) -> str | None:
+        node = self.functions.get(name)
+        return None if node is None else ast.get_source_segment(self.source, node)
+
+    def namespace(self, device: DeviceSpec, recorder: dict[str, Any]) -> dict[str, Any]:
+        fp8 = torch.float8_e4m3fn if device.arch == "gfx950" else torch.float8_e4m3fnuz
+        dtypes = types.SimpleNamespace(
+            fp8=fp8, bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32, i32=torch.int32, u64=torch.uint64
+        )
+
+        def dtype_id(d: torch.dtype) -> int:
+            key = {"float8_e4m3fn": "fp8", "float8_e4m3fnuz": "fp8", "bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+            name = key.get(str(d).removeprefix("torch."))
+            if name is None or name not in self.dtype_ids:
+                raise AssertionError(f"Unsupported dtype: {d}")
+            return self.dtype_ids[name]
+
+        ns: dict[str, Any] = {
+            "torch": _TorchStandIn(device),
+            "math": math,
+            "dtypes": dtypes,
+            "get_gfx": lambda: device.arch,
+            "get_cu_num": lambda: device.cu_num,
+            "is_experimental_enabled": _experimental_enabled,
+            "MlaVersion": _MlaVersion,
+            "_aiter_dtype_id": dtype_id,
+            "Optional": Any,
+            "List": list,
+            "Tuple": tuple,
+        }
+        ns["__recorder_sink__"] = recorder
+        return ns
+
+    def load(self, name: str, ns: dict[str, Any]) -> Callable[..., Any]:
+        """Define module function ``name`` (and the module functions it calls) in ``ns``."""
+        node = self.functions.get(name)
+        if node is None:
+            raise AiterPyError(f"{ATTENTION_PY} has no function {name}")
+        if name in ns:
+            return ns[name]
+        if _is_compiled(node):
+            ns[name] = _recorder(name, node, ns["__recorder_sink__"])
+            return ns[name]
+        node = copy.deepcopy(node)
+        for arg in node.args.args + node.args.kwonlyargs + node.args.posonlyargs:
+            arg.annotation = None
+        node.decorator_list = []
+        node.returns = None
+        module = ast.Module(body=[node], type_ignores=[])
+        ast.fix_missing_locations(module)
+        exec(compile(module, f"{ATTENTION_PY}:{name}", "exec"), ns)
+        for free in sorted(_free_names(node)):
+            if free not in ns and free in self.functions:
+                self.load(free, ns)
+        return ns[name]
+
+
+def _recorder(name: str, node: ast.FunctionDef, sink: dict[str, Any]) -> Callable[..., Any]:
+    """A stand-in for a compile_ops binding: records the bound arguments (the C++ call)."""
+    node = copy.deepcopy(node)
+    for arg in node.args.args + node.args.kwonlyargs + node.args.posonlyargs:
+        arg.annotation = None
+    stub_src = ast.unparse(
+        ast.FunctionDef(
+            name=name,
+            args=node.args,
+            body=[ast.Pass()],
+            decorator_list=[],
+            returns=None,
+            type_comment=None,
+            lineno=1,
+            col_offset=0,
+        )
+    )
+    ns: dict[str, Any] = {"MlaVersion": _MlaVersion, "torch": torch, "Optional": Any}
+    exec(compile(ast.parse(stub_src), name, "exec"), ns)
+    signature = inspect.signature(ns[name])
+
+    def record(*args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        sink["binding"] = name
+        sink["args"] = list(bound.arguments.items())
+
+    record.__signature__ = signature  # type: ignore[attr-defined]
+    return record
+
+
+def _aiter_dtype_ids(enum_h: Path) -> dict[str, int]:
+    """AiterDtype enumerator values (AITER_DTYPE_fp8 = 0, ...) from the checkout's header."""
+    if not enum_h.is_file():
+        return {}
+    text = enum_h.read_text()
+    start = text.find("AITER_DTYPE_fp8")
+    if start < 0:
+        return {}
+    block = text[start : text.find("}", start)]
+    ids = {}
+    for i, item in enumerate(x.strip() for x in block.split(",")):
+        if item.startswith("AITER_DTYPE_"):
+            ids[item.removeprefix("AITER_DTYPE_").split("=")[0].strip()] = i
+    return ids

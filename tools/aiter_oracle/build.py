@@ -1,0 +1,284 @@
+"""Build one aiter checkout's metadata planners for the host (g++ + the SIMT emulation in emu/).
+
+The checkout's csrc/kernels/mla/metadata.cu (with everything it includes from
+csrc/kernels/mla/metadata/ and csrc/include/) is copied into a build folder with
+two mechanical rewrites that keep every line number: kernel launches
+``k<<<grid, block, lds, stream>>>(args)`` become ``::emu::launch(...)`` calls and
+``extern __shared__ T name[]`` becomes a pointer to the emulated LDS. A generated
+``harness.cpp`` then calls the commit's own ``get_mla_metadata_v1`` /
+``get_ps_metadata_v1`` with the C++ parameter list parsed from metadata.cu.
+Builds are cached by a digest of everything that goes into them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EMU_DIR = HERE / "emu"
+OPS = ("get_mla_metadata_v1", "get_ps_metadata_v1")
+METADATA_CU = "csrc/kernels/mla/metadata.cu"
+METADATA_DIR = "csrc/kernels/mla/metadata"
+INCLUDE_DIR = "csrc/include"
+
+
+class BuildError(RuntimeError):
+    """The checkout cannot be built for the host (missing sources, compile error)."""
+
+
+@dataclass(frozen=True)
+class CppParam:
+    """One parameter of a C++ planner entry point, classified for the harness."""
+
+    name: str
+    kind: str  # "tensor" | "int" | "bool" | "opt_scalar_type" | "opt_int" | "scalar_type"
+
+
+@dataclass(frozen=True)
+class Harness:
+    """A compiled harness and the C++ signatures it calls."""
+
+    binary: Path
+    signatures: dict[str, tuple[CppParam, ...]]
+
+
+# --------------------------------------------------------------------------------------------
+# source rewrites
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def _matching(text: str, start: int, open_ch: str, close_ch: str) -> int:
+    """Index just past the bracket that closes text[start] (== open_ch)."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == open_ch:
+            depth += 1
+        elif text[i] == close_ch:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    raise BuildError(f"unbalanced {open_ch}{close_ch} at offset {start}")
+
+
+def _kernel_name_start(text: str, end: int) -> int:
+    """Start of the (possibly templated) kernel name ending just before ``end``."""
+    i = end
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    if text[i - 1] == ">":  # template arguments
+        depth = 0
+        while i > 0:
+            i -= 1
+            if text[i] == ">":
+                depth += 1
+            elif text[i] == "<":
+                depth -= 1
+                if depth == 0:
+                    break
+    while i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_:"):
+        i -= 1
+    return i
+
+
+def rewrite_launches(text: str) -> str:
+    """``k<<<g, b, lds, s>>>(args);`` -> ``::emu::launch(g, b, lds, [&]() { k(args); });``."""
+    out = []
+    pos = 0
+    while True:
+        open_at = text.find("<<<", pos)
+        if open_at < 0:
+            out.append(text[pos:])
+            return "".join(out)
+        close_at = text.find(">>>", open_at)
+        name_start = _kernel_name_start(text, open_at)
+        name = text[name_start:open_at]
+        config = text[open_at + 3 : close_at]
+        paren = close_at + 3
+        while text[paren].isspace():
+            paren += 1
+        args_end = _matching(text, paren, "(", ")")
+        args = text[paren:args_end]
+        parts = _split_top_level(config)
+        while len(parts) < 4:
+            parts.append("0")
+        grid, block, lds = parts[0], parts[1], parts[2]
+        out.append(text[pos:name_start])
+        out.append(f"::emu::launch(dim3({grid}), dim3({block}), (size_t)({lds}), [&]() {{ {name.strip()}{args}; }})")
+        pos = args_end
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+_EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+([\w:]+)\s+(\w+)\s*\[\s*\]\s*;")
+
+
+def rewrite_shared(text: str) -> str:
+    """Dynamic LDS (``extern __shared__ T p[];``) -> a pointer to the emulated LDS."""
+    return _EXTERN_SHARED.sub(lambda m: f"{m.group(1)}* {m.group(2)} = reinterpret_cast<{m.group(1)}*>(::emu::lds());", text)
+
+
+# --------------------------------------------------------------------------------------------
+# signatures
+
+
+def parse_signature(source: str, func: str) -> tuple[CppParam, ...]:
+    """The parameter list of ``void func(...)`` as defined (with a body) in ``source``."""
+    clean = _strip_comments(source)
+    for m in re.finditer(rf"\bvoid\s+{func}\s*\(", clean):
+        open_at = m.end() - 1
+        close_at = _matching(clean, open_at, "(", ")")
+        rest = clean[close_at:].lstrip()
+        if not rest.startswith("{"):
+            continue
+        params = []
+        for raw in _split_top_level(clean[open_at + 1 : close_at - 1]):
+            decl = raw.split("=")[0].strip()
+            name = re.findall(r"(\w+)\s*$", decl)[0]
+            ctype = decl[: -len(name)].strip()
+            params.append(CppParam(name, _classify(ctype, func)))
+        return tuple(params)
+    raise BuildError(f"{METADATA_CU}: no definition of {func}")
+
+
+def _classify(ctype: str, func: str) -> str:
+    if "Tensor" in ctype or "aiter_tensor_t" in ctype:
+        return "tensor"
+    if "optional" in ctype:
+        return "opt_scalar_type" if "ScalarType" in ctype else "opt_int"
+    if "ScalarType" in ctype:
+        return "scalar_type"
+    if re.search(r"\bbool\b", ctype):
+        return "bool"
+    if re.search(r"int(32|64)_t|\bint\b|\blong\b", ctype):
+        return "int"
+    raise BuildError(f"{func}: parameter type {ctype!r} is not supported by the harness")
+
+
+# --------------------------------------------------------------------------------------------
+# harness
+
+
+def _harness_source(signatures: dict[str, tuple[CppParam, ...]], tensor_api: str) -> str:
+    calls = []
+    for op, params in signatures.items():
+        args, setup = [], []
+        for i, p in enumerate(params):
+            if p.kind == "tensor":
+                setup.append(f"auto& a{i} = emu_h::tensor_arg<{tensor_api}>(c, {i});")
+                args.append(f"a{i}")
+            elif p.kind == "int":
+                args.append(f"static_cast<int32_t>(c.ints.at({i}))")
+            elif p.kind == "bool":
+                args.append(f"c.ints.at({i}) != 0")
+            elif p.kind == "opt_int":
+                args.append(f"emu_h::opt_int(c, {i})")
+            elif p.kind == "opt_scalar_type":
+                args.append(f"emu_h::opt_scalar_type(c, {i})")
+            elif p.kind == "scalar_type":
+                args.append(f"*emu_h::opt_scalar_type(c, {i})")
+        body = "\n        ".join(setup)
+        calls.append(
+            f"""    if(c.op == "{op}")
+    {{
+        {body}
+        {op}({", ".join(args)});
+        return;
+    }}"""
+        )
+    prelude = '#define EMU_TORCH_API\n#include "torch_shim.hpp"\n' if tensor_api == "at::Tensor" else '#include "aiter_tensor.h"\n'
+    return (
+        prelude + '#include "harness_runtime.hpp"\n'
+        '#include "csrc/kernels/mla/metadata.cu"\n\n'
+        "void emu_h::dispatch(emu_h::Case& c)\n{\n" + "\n".join(calls) + '\n    throw std::runtime_error("op not built: " + c.op);\n}\n\n'
+        "int main() { return emu_h::main_loop(); }\n"
+    )
+
+
+def _digest(checkout: Path, files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(str(path.relative_to(checkout)).encode())
+        h.update(path.read_bytes())
+    for path in sorted(EMU_DIR.rglob("*")):
+        if path.is_file():
+            h.update(str(path.relative_to(EMU_DIR)).encode())
+            h.update(path.read_bytes())
+    h.update(Path(__file__).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build(checkout: Path, cache_dir: Path, jobs_log: bool = False) -> Harness:
+    """Compile (or reuse) the host harness for the checkout's planner sources."""
+    checkout = checkout.resolve()
+    cu = checkout / METADATA_CU
+    if not cu.is_file():
+        raise BuildError(f"--aiter {checkout}: no {METADATA_CU} (not an aiter checkout with the MLA metadata planners)")
+    sources = [cu, *sorted((checkout / METADATA_DIR).glob("*.cuh"))]
+    # The emulation's own headers replace the checkout's of the same name (a quoted include
+    # finds its neighbour first, so the shadowed ones are not copied at all).
+    shimmed = {p.name for p in EMU_DIR.iterdir()}
+    headers = sorted(p for p in (checkout / INCLUDE_DIR).glob("*.h") if p.name not in shimmed)
+    digest = _digest(checkout, sources + headers)
+    out_dir = cache_dir / digest
+    binary = out_dir / "harness"
+    cu_text = cu.read_text()
+    signatures = {op: parse_signature(cu_text, op) for op in OPS if re.search(rf"\bvoid\s+{op}\s*\(", cu_text)}
+    if binary.is_file():
+        return Harness(binary, signatures)
+    src_root = out_dir / "src"
+    if src_root.exists():
+        shutil.rmtree(src_root)
+    for path in sources:
+        dest = src_root / path.relative_to(checkout)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(rewrite_shared(rewrite_launches(path.read_text())))
+    for path in headers:
+        dest = src_root / path.relative_to(checkout)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest)
+    tensor_api = "aiter_tensor_t" if "aiter_tensor_t" in cu_text else "at::Tensor"
+    (src_root / "harness.cpp").write_text(_harness_source(signatures, tensor_api))
+    cmd = [
+        "g++",
+        "-std=c++20",
+        "-O1",
+        "-w",
+        "-fpermissive",
+        f"-I{EMU_DIR}",
+        f"-I{src_root / INCLUDE_DIR}",
+        f"-I{src_root}",
+        "-include",
+        "torch_shim.hpp" if tensor_api == "at::Tensor" else "emu_runtime.hpp",
+        "-o",
+        str(binary) + ".tmp",
+        str(src_root / "harness.cpp"),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"g++ failed for {checkout}:\n{proc.stderr[-6000:]}")
+    Path(str(binary) + ".tmp").rename(binary)
+    return Harness(binary, signatures)

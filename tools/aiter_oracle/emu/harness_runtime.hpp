@@ -1,0 +1,299 @@
+// The harness around one planner call: reads a case from stdin, runs it three times with different
+// canaries (in the output buffers and a tail after them, in a tail after every input, in LDS)
+// and prints every output buffer, the tail elements that changed, and any failed check.
+//
+// Case format (whitespace separated): DEVICE arch cu_num warp_size lds_bytes / ENV n {name value|-}
+// / OP name / PARAM index kind ... / END.  Kinds: int v; optint -|v; optst -|ScalarTypeName;
+// tensor name i32|u64 in|out ndim dims... [count values...] (values only for inputs).
+#pragma once
+
+#include "emu_runtime.hpp"
+#include "hip/hip_runtime.h"
+#include "check_failure.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace emu_h {
+
+constexpr int kInputTail  = 64;
+constexpr int kOutputTail = 65536;
+
+struct Buffer
+{
+    std::string name, dtype;
+    bool is_input = false;
+    std::vector<int64_t> shape;
+    std::vector<int64_t> values; // inputs only
+    std::vector<uint8_t> storage;
+    int64_t numel() const
+    {
+        int64_t n = 1;
+        for(auto s : shape)
+            n *= s;
+        return n;
+    }
+    size_t elem() const { return dtype == "u64" ? 8 : 4; }
+};
+
+struct Case
+{
+    std::string op;
+    std::vector<std::pair<std::string, std::string>> env; // "-" = unset
+    std::map<int, int64_t> ints;
+    std::map<int, std::string> opts; // "-" = none
+    std::map<int, Buffer> buffers;
+    std::map<int, std::shared_ptr<void>> tensors;
+};
+
+void dispatch(Case& c);
+
+inline Case read_case(std::istream& in)
+{
+    Case c;
+    std::string tok;
+    auto& dev = emu::device();
+    while(in >> tok && tok != "END")
+    {
+        if(tok == "DEVICE")
+            in >> dev.arch >> dev.cu_num >> dev.warp_size >> dev.lds_bytes;
+        else if(tok == "ENV")
+        {
+            int n;
+            in >> n;
+            for(int i = 0; i < n; ++i)
+            {
+                std::string k, v;
+                in >> k >> v;
+                c.env.emplace_back(k, v);
+            }
+        }
+        else if(tok == "OP")
+            in >> c.op;
+        else if(tok == "PARAM")
+        {
+            int idx;
+            std::string kind;
+            in >> idx >> kind;
+            if(kind == "int")
+                in >> c.ints[idx];
+            else if(kind == "optint" || kind == "optst")
+                in >> c.opts[idx];
+            else if(kind == "tensor")
+            {
+                Buffer b;
+                std::string io;
+                int ndim;
+                in >> b.name >> b.dtype >> io >> ndim;
+                b.is_input = io == "in";
+                b.shape.resize(ndim);
+                for(auto& s : b.shape)
+                    in >> s;
+                if(b.is_input)
+                {
+                    int64_t n;
+                    in >> n;
+                    b.values.resize(n);
+                    for(auto& v : b.values)
+                        in >> v;
+                }
+                c.buffers[idx] = std::move(b);
+            }
+        }
+    }
+    return c;
+}
+
+inline std::optional<int64_t> opt_int(Case& c, int idx)
+{
+    const std::string& v = c.opts.at(idx);
+    if(v == "-")
+        return std::nullopt;
+    return std::stoll(v);
+}
+
+#ifdef EMU_TORCH_API
+inline std::optional<at::ScalarType> opt_scalar_type(Case& c, int idx)
+{
+    static const std::map<std::string, at::ScalarType> names = {
+        {"BFloat16", at::ScalarType::BFloat16},
+        {"Half", at::ScalarType::Half},
+        {"Float", at::ScalarType::Float},
+        {"Float8_e4m3fn", at::ScalarType::Float8_e4m3fn},
+        {"Float8_e4m3fnuz", at::ScalarType::Float8_e4m3fnuz},
+        {"Float8_e5m2", at::ScalarType::Float8_e5m2},
+        {"Float8_e5m2fnuz", at::ScalarType::Float8_e5m2fnuz},
+        {"Int", at::ScalarType::Int},
+        {"Char", at::ScalarType::Char},
+        {"Byte", at::ScalarType::Byte},
+    };
+    const std::string& v = c.opts.at(idx);
+    if(v == "-")
+        return std::nullopt;
+    return names.at(v);
+}
+template <typename T>
+T& tensor_arg(Case& c, int idx)
+{
+    Buffer& b = c.buffers.at(idx);
+    auto t    = std::make_shared<at::Tensor>(
+        b.storage.data(), b.shape, b.dtype == "u64" ? at::ScalarType::UInt64 : at::ScalarType::Int);
+    c.tensors[idx] = t;
+    return *t;
+}
+#else
+inline std::optional<int> opt_scalar_type(Case&, int)
+{
+    throw std::runtime_error("torch scalar types in an aiter_tensor_t build");
+}
+template <typename T>
+T& tensor_arg(Case& c, int idx)
+{
+    Buffer& b = c.buffers.at(idx);
+    auto t    = std::make_shared<aiter_tensor_t>();
+    std::memset(t.get(), 0, sizeof(aiter_tensor_t));
+    t->ptr    = b.storage.data();
+    t->numel_ = static_cast<size_t>(b.numel());
+    t->ndim   = static_cast<int>(b.shape.size());
+    int64_t stride = 1;
+    for(int d = t->ndim - 1; d >= 0; --d)
+    {
+        t->shape[d]   = b.shape[d];
+        t->strides[d] = stride;
+        stride *= b.shape[d];
+    }
+    t->dtype_      = b.dtype == "u64" ? AITER_DTYPE_u64 : AITER_DTYPE_i32;
+    t->device_id   = 0;
+    c.tensors[idx] = t;
+    return *t;
+}
+#endif
+
+// Canaries of run r: every run has its own output fill word; runs 1 and 3 alone change the
+// tail after each input (large / zero values) and runs 2 and 4 alone the LDS fill, so a
+// difference from run 0 names the source of an undefined value.
+constexpr int kRuns = 5;
+inline uint32_t output_canary(int run)
+{
+    static const uint32_t words[kRuns] = {0x5A5A5A5Au, 0x3C3C3C3Cu, 0x69696969u, 0x1E1E1E1Eu, 0x4B4B4B4Bu};
+    return words[run];
+}
+inline int32_t input_tail(int run, int i)
+{
+    if(run == 1)
+        return 2000 + 13 * i;
+    if(run == 3)
+        return 0;
+    return 1000 + 7 * i;
+}
+inline uint32_t lds_canary(int run) { return run == 2 ? 1000u : run == 4 ? 0u : 3u; }
+
+inline void fill_words(std::vector<uint8_t>& storage, uint32_t word)
+{
+    for(size_t i = 0; i + 4 <= storage.size(); i += 4)
+        std::memcpy(storage.data() + i, &word, 4);
+}
+
+inline void prepare(Case& c, int run)
+{
+    for(auto& [name, value] : c.env)
+    {
+        if(value == "-")
+            unsetenv(name.c_str());
+        else
+            setenv(name.c_str(), value.c_str(), 1);
+    }
+    auto& lds = emu::lds_storage();
+    lds.assign(static_cast<size_t>(emu::device().lds_bytes), 0);
+    fill_words(lds, lds_canary(run));
+    for(auto& [idx, b] : c.buffers)
+    {
+        const int64_t n = b.numel();
+        if(b.is_input)
+        {
+            b.storage.assign(static_cast<size_t>(n + kInputTail) * b.elem(), 0);
+            auto* p = reinterpret_cast<int32_t*>(b.storage.data());
+            for(int64_t i = 0; i < n; ++i)
+                p[i] = static_cast<int32_t>(b.values[i]);
+            for(int i = 0; i < kInputTail; ++i)
+                p[n + i] = input_tail(run, i);
+        }
+        else
+        {
+            b.storage.assign(static_cast<size_t>(n + kOutputTail) * b.elem(), 0);
+            fill_words(b.storage, output_canary(run));
+        }
+    }
+}
+
+inline void report(Case& c, int run)
+{
+    for(auto& [idx, b] : c.buffers)
+    {
+        if(b.is_input)
+            continue;
+        const int64_t n = b.numel();
+        std::printf("BUF %s %lld", b.name.c_str(), static_cast<long long>(n));
+        std::vector<std::pair<int64_t, uint64_t>> tail;
+        for(int64_t i = 0; i < n + kOutputTail; ++i)
+        {
+            uint64_t v = 0;
+            std::memcpy(&v, b.storage.data() + i * b.elem(), b.elem());
+            if(i < n)
+                std::printf(" %llu", static_cast<unsigned long long>(v));
+            else
+            {
+                uint64_t canary = 0;
+                const uint32_t w = output_canary(run);
+                std::memcpy(&canary, &w, 4);
+                if(b.elem() == 8)
+                    std::memcpy(reinterpret_cast<uint8_t*>(&canary) + 4, &w, 4);
+                if(v != canary)
+                    tail.emplace_back(i - n, v);
+            }
+        }
+        std::printf("\nTAIL %s %zu", b.name.c_str(), tail.size());
+        for(auto& [i, v] : tail)
+            std::printf(" %lld %llu", static_cast<long long>(i), static_cast<unsigned long long>(v));
+        std::printf("\n");
+    }
+}
+
+inline int main_loop()
+{
+    Case c = read_case(std::cin);
+    for(int run = 0; run < kRuns; ++run)
+    {
+        prepare(c, run);
+        std::printf("RUN %d\n", run);
+        try
+        {
+            dispatch(c);
+            std::printf("OK\n");
+        }
+        catch(const emu::CheckFailure& e)
+        {
+            std::string msg = e.what();
+            for(auto& ch : msg)
+                if(ch == '\n')
+                    ch = ' ';
+            std::printf("ERROR %s %s %d\n%s\n", e.kind.c_str(), e.file.c_str(), e.line, msg.c_str());
+        }
+        catch(const emu::EmulationError& e)
+        {
+            std::printf("EMUFAIL\n%s\n", e.what());
+            return 3;
+        }
+        report(c, run);
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
+} // namespace emu_h

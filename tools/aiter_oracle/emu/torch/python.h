@@ -1,0 +1,2 @@
+#pragma once
+#include "torch_shim.hpp"
