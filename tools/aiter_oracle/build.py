@@ -36,7 +36,8 @@ class CppParam:
     """One parameter of a C++ planner entry point, classified for the harness."""
 
     name: str
-    kind: str  # "tensor" | "int" | "bool" | "opt_scalar_type" | "opt_int" | "scalar_type"
+    kind: str  # "tensor" | "int" | "enum" | "bool" | "opt_scalar_type" | "opt_int" | "scalar_type"
+    ctype: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ def parse_signature(source: str, func: str) -> tuple[CppParam, ...]:
             decl = raw.split("=")[0].strip()
             name = re.findall(r"(\w+)\s*$", decl)[0]
             ctype = decl[: -len(name)].strip()
-            params.append(CppParam(name, _classify(ctype, func)))
+            params.append(CppParam(name, _classify(ctype, func), ctype.replace("const", "").strip()))
         return tuple(params)
     raise BuildError(f"{METADATA_CU}: no definition of {func}")
 
@@ -175,6 +176,8 @@ def _classify(ctype: str, func: str) -> str:
         return "bool"
     if re.search(r"int(32|64)_t|\bint\b|\blong\b", ctype):
         return "int"
+    if re.fullmatch(r"(const\s+)?[A-Z]\w*", ctype):  # an enum such as MlaVersion, passed as its value
+        return "enum"
     raise BuildError(f"{func}: parameter type {ctype!r} is not supported by the harness")
 
 
@@ -192,6 +195,8 @@ def _harness_source(signatures: dict[str, tuple[CppParam, ...]], tensor_api: str
                 args.append(f"a{i}")
             elif p.kind == "int":
                 args.append(f"static_cast<int32_t>(c.ints.at({i}))")
+            elif p.kind == "enum":
+                args.append(f"static_cast<{p.ctype}>(c.ints.at({i}))")
             elif p.kind == "bool":
                 args.append(f"c.ints.at({i}) != 0")
             elif p.kind == "opt_int":

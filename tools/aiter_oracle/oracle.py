@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiter_py import OUTPUT_NAMES, SIZING, AiterPython, AiterPyError, Buf, DeviceSpec, torch_dtype
+from aiter_py import OUTPUT_NAMES, SIZING, AiterPyError, AiterPython, Buf, DeviceSpec, torch_dtype
 from build import CppParam, Harness
 
 PRODUCER = "oracle-host-emulation"
@@ -338,7 +338,7 @@ def _encode(param: CppParam, name: str, value: Any) -> str:
             data = " ".join(str(int(v)) for v in value.values)
             return f"tensor {name} {code} in {len(value.shape)} {dims} {len(value.values)} {data}"
         return f"tensor {name} {code} out {len(value.shape)} {dims}"
-    if param.kind in ("int", "bool"):
+    if param.kind in ("int", "bool", "enum"):
         return f"int {int(value)}"
     if param.kind == "opt_int":
         return "optint " + ("-" if value is None else str(int(value)))

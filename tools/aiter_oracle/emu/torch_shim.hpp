@@ -11,12 +11,12 @@
 #include <optional>
 #include <vector>
 
+// Like torch's own macro, an if-block: aiter's older sources sometimes omit the semicolon.
 #define TORCH_CHECK(x, ...)                                                                   \
-    do                                                                                        \
+    if(!(x))                                                                                  \
     {                                                                                         \
-        if(!(x))                                                                              \
-            ::emu::check_fail("TORCH_CHECK", __FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__);   \
-    } while(0)
+        ::emu::check_fail("TORCH_CHECK", __FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__);       \
+    }
 
 namespace c10 {
 enum class ScalarType : int8_t
@@ -133,6 +133,14 @@ class Tensor
     bool is_contiguous() const { return true; }
     Tensor to(DeviceType) const { return *this; }
     Tensor to(Device) const { return *this; }
+    Tensor to(const TensorOptions&) const { return *this; }
+    Tensor to(ScalarType) const { return *this; }
+    Tensor& index_put_(std::initializer_list<int64_t> index, uint64_t value)
+    {
+        // only the flat 1-D form the planners use (work_metadata_ptrs)
+        std::memcpy(static_cast<uint8_t*>(data_) + *index.begin() * element_size(), &value, element_size());
+        return *this;
+    }
     Tensor contiguous() const { return *this; }
     Tensor& copy_(const Tensor& src)
     {

@@ -3,6 +3,10 @@
 
 #include "hip/hip_runtime.h"
 
+#define CK_TILE_DEVICE inline
+#define CK_TILE_HOST inline
+#define CK_TILE_HOST_DEVICE inline
+
 namespace ck_tile {
 __host__ __device__ constexpr int get_warp_size() { return emu::kWarpSize; }
 inline int get_lane_id() { return emu::lane_id(); }
@@ -15,6 +19,16 @@ template <typename A, typename B>
 constexpr std::common_type_t<A, B> max(A a, B b)
 {
     return ::max(a, b);
+}
+template <typename T>
+constexpr T min(T a)
+{
+    return a;
+}
+template <typename T>
+constexpr T max(T a)
+{
+    return a;
 }
 template <typename X, typename Y>
 constexpr auto integer_divide_ceil(X x, Y y)

@@ -4,8 +4,22 @@
 
 #include "emu_runtime.hpp"
 
+// hip_runtime.h makes these visible to aiter's sources, which rely on it
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <iomanip>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <queue>
+#include <set>
+#include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 typedef int hipError_t;
 typedef int hipDevice_t;
