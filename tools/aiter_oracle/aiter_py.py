@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import ast
 import copy
+import importlib.util
 import inspect
 import math
 import os
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -161,13 +163,9 @@ class AiterPython:
         if not path.is_file():
             raise AiterPyError(f"--aiter {checkout}: no {ATTENTION_PY}")
         self.source = path.read_text()
-        self.tree = ast.parse(self.source)
-        self.functions = _module_level_functions(self.tree)
+        self.functions = _module_level_functions(ast.parse(self.source))
         self.dtype_ids = _aiter_dtype_ids(checkout / ENUM_H)
-
-    def function_source(self, name: str) -> str | None:
-        node = self.functions.get(name)
-        return None if node is None else ast.get_source_segment(self.source, node)
+        self.checkout = checkout
 
     def namespace(self, device: DeviceSpec, recorder: dict[str, Any]) -> dict[str, Any]:
         fp8 = torch.float8_e4m3fn if device.arch == "gfx950" else torch.float8_e4m3fnuz
@@ -196,7 +194,40 @@ class AiterPython:
             "Tuple": tuple,
         }
         ns["__recorder_sink__"] = recorder
+        ns["__builtins__"] = self._builtins()
         return ns
+
+    def _builtins(self) -> dict[str, Any]:
+        """Builtins whose ``from aiter.x.y import z`` loads x/y.py from the checkout alone.
+
+        A wrapper may import a small helper module inside its body (e.g. a PR's
+        env parsing); loading just that file avoids aiter's package __init__.
+        """
+        import builtins
+
+        real_import = builtins.__import__
+        checkout = self.checkout
+
+        def aiter_import(name: str, globals_: Any = None, locals_: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+            if level == 0 and (name == "aiter" or name.startswith("aiter.")):
+                if not fromlist:
+                    raise AiterPyError(f"{ATTENTION_PY}: 'import {name}' needs the whole aiter package")
+                key = f"_aiter_oracle_{abs(hash(str(checkout)))}.{name}"
+                if key not in sys.modules:
+                    path = checkout.joinpath(*name.split(".")).with_suffix(".py")
+                    if not path.is_file():
+                        raise AiterPyError(f"{ATTENTION_PY} imports {name}, which is not a single file in the checkout")
+                    spec = importlib.util.spec_from_file_location(key, path)
+                    assert spec is not None and spec.loader is not None
+                    module = importlib.util.module_from_spec(spec)
+                    sys.modules[key] = module
+                    spec.loader.exec_module(module)
+                return sys.modules[key]
+            return real_import(name, globals_, locals_, fromlist, level)
+
+        table = dict(vars(builtins))
+        table["__import__"] = aiter_import
+        return table
 
     def load(self, name: str, ns: dict[str, Any]) -> Callable[..., Any]:
         """Define module function ``name`` (and the module functions it calls) in ``ns``."""

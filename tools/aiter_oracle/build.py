@@ -114,6 +114,7 @@ def rewrite_launches(text: str) -> str:
         grid, block, lds = parts[0], parts[1], parts[2]
         out.append(text[pos:name_start])
         out.append(f"::emu::launch(dim3({grid}), dim3({block}), (size_t)({lds}), [&]() {{ {name.strip()}{args}; }})")
+        out.append("\n" * text.count("\n", name_start, paren))  # keep every later line where it was
         pos = args_end
 
 
@@ -160,24 +161,28 @@ def parse_signature(source: str, func: str) -> tuple[CppParam, ...]:
             decl = raw.split("=")[0].strip()
             name = re.findall(r"(\w+)\s*$", decl)[0]
             ctype = decl[: -len(name)].strip()
-            params.append(CppParam(name, _classify(ctype, func), ctype.replace("const", "").strip()))
+            params.append(CppParam(name, _classify(ctype, func), re.sub(r"\bconst\b|&", "", ctype).strip()))
         return tuple(params)
     raise BuildError(f"{METADATA_CU}: no definition of {func}")
 
 
+_KINDS = (
+    ("tensor", r"(torch::|at::)?Tensor|aiter_tensor_t"),
+    ("opt_scalar_type", r"std::optional<(at::|c10::|torch::)?ScalarType>"),
+    ("opt_int", r"std::optional<(int64_t|int32_t|int|long)>"),
+    ("scalar_type", r"(at::|c10::|torch::)?ScalarType"),
+    ("bool", r"bool"),
+    ("int", r"(int64_t|int32_t|int|long|long long|size_t)"),
+    ("enum", r"[A-Z]\w*"),  # e.g. MlaVersion, passed as its value
+)
+
+
 def _classify(ctype: str, func: str) -> str:
-    if "Tensor" in ctype or "aiter_tensor_t" in ctype:
-        return "tensor"
-    if "optional" in ctype:
-        return "opt_scalar_type" if "ScalarType" in ctype else "opt_int"
-    if "ScalarType" in ctype:
-        return "scalar_type"
-    if re.search(r"\bbool\b", ctype):
-        return "bool"
-    if re.search(r"int(32|64)_t|\bint\b|\blong\b", ctype):
-        return "int"
-    if re.fullmatch(r"(const\s+)?[A-Z]\w*", ctype):  # an enum such as MlaVersion, passed as its value
-        return "enum"
+    bare = re.sub(r"\s+", " ", re.sub(r"\bconst\b|&", " ", ctype)).strip()
+    bare = re.sub(r"\s*([<>:])\s*", r"\1", bare)
+    for kind, pattern in _KINDS:
+        if re.fullmatch(pattern, bare):
+            return kind
     raise BuildError(f"{func}: parameter type {ctype!r} is not supported by the harness")
 
 

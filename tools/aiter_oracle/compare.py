@@ -3,7 +3,7 @@
     python tools/aiter_oracle/compare.py ORACLE.jsonl EXPECTED.jsonl [--side old]
 
 Rules (../shared/conformance/README.md, "Checking an implementation"): the
-result and error message must agree; buffer shapes must agree; for every output
+result and error message (and source, where both records name it) must agree; buffer shapes must agree; for every output
 except ``work_metadata_ptrs`` the elements outside both records' ``indeterminate``
 runs must have the same written mask and the same values; writes past a
 buffer's end must agree. A record marked ``indeterminate_record`` on the
@@ -49,7 +49,10 @@ def differences(mine: dict[str, Any], expected: dict[str, Any]) -> list[str]:
         return [f"result {mine['result']} != {expected['result']}"]
     if mine["result"] == "error":
         a, b = mine["error"]["message"], expected["error"]["message"]
-        return [] if a == b else [f"error message {a!r} != {b!r}"]
+        if a != b:
+            return [f"error message {a!r} != {b!r}"]
+        sa, sb = mine["error"].get("source"), expected["error"].get("source")
+        return [] if None in (sa, sb) or sa == sb else [f"error source {sa} != {sb}"]
     out = []
     for name, exp in expected["outputs"].items():
         got = mine["outputs"].get(name)
