@@ -40,7 +40,7 @@ struct EmulationError : std::runtime_error
 struct Fiber
 {
     ucontext_t ctx;
-    std::vector<char> stack;
+    std::unique_ptr<char[]> stack; // left uninitialised: pages are only touched as used
     unsigned tid = 0;
     bool done    = false;
 };
@@ -235,10 +235,11 @@ inline void launch(dim3 grid, dim3 block, size_t lds_bytes, std::function<void()
     {
         Fiber& f = b.fibers[t];
         f.tid    = t;
-        f.stack.resize(256 * 1024);
+        constexpr size_t kStackBytes = 256 * 1024;
+        f.stack.reset(new char[kStackBytes]);
         getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp   = f.stack.data();
-        f.ctx.uc_stack.ss_size = f.stack.size();
+        f.ctx.uc_stack.ss_sp   = f.stack.get();
+        f.ctx.uc_stack.ss_size = kStackBytes;
         f.ctx.uc_link          = nullptr;
         makecontext(&f.ctx, fiber_entry, 0);
     }
