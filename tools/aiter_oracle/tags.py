@@ -87,12 +87,12 @@ def planner_digest(repo: Path, commit: str) -> str:
     return h.hexdigest()
 
 
-def tag_map(repo: Path) -> list[dict[str, object]]:
+def tag_map(repo: Path) -> list[dict[str, str | None]]:
     supported = {short: planner_digest(repo, git(repo, "rev-parse", f"{short}^{{commit}}").strip()) for short in SUPPORTED}
     by_digest: dict[str, str] = {}
     for short, digest in supported.items():
         by_digest.setdefault(digest, short)
-    rows = []
+    rows: list[dict[str, str | None]] = []
     for tag in git(repo, "tag", "-l").split():
         if not RELEASE_TAG.match(tag):
             continue
