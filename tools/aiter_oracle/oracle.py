@@ -87,8 +87,6 @@ def _parse(stdout: str) -> list[RunResult]:
         elif line.startswith("ERROR "):
             _, kind, file, lineno = line.split(" ", 3)
             runs[-1].error = (kind, file, int(lineno), next(lines))
-        elif line.startswith("EMUFAIL"):
-            raise RuntimeError(f"emulation failed: {next(lines, '')}")
         elif line.startswith("BUF "):
             parts = line.split()
             runs[-1].values[parts[1]] = [int(x) for x in parts[3:]]
@@ -219,15 +217,19 @@ class Oracle:
         device = DeviceSpec(dev["arch"], dev["cu_num"], dev.get("warp_size", 64), dev.get("lds_bytes", 65536))
         buffers = self.buffers(case, device)
         bound = self.binding(case, buffers, device)
-        proc = subprocess.run(
-            [str(self.harness.binary)],
-            input=self.harness_input(case, device, bound),
-            capture_output=True,
-            text=True,
-            timeout=CASE_TIMEOUT_S,
-        )
+        try:
+            proc = subprocess.run(
+                [str(self.harness.binary)],
+                input=self.harness_input(case, device, bound),
+                capture_output=True,
+                text=True,
+                timeout=CASE_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CaseError(f"case {case['case_id']}: the planner did not finish within {CASE_TIMEOUT_S} s") from exc
         if proc.returncode != 0:
-            raise RuntimeError(f"case {case['case_id']}: harness exited {proc.returncode}: {proc.stderr[-2000:]}")
+            detail = (proc.stdout.split("EMUFAIL", 1)[-1] if "EMUFAIL" in proc.stdout else proc.stderr).strip()[-2000:]
+            raise CaseError(f"case {case['case_id']}: the harness failed (exit {proc.returncode}): {detail}")
         runs = _parse(proc.stdout)
         rec: dict[str, Any] = {
             "case_id": case["case_id"],
