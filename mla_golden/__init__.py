@@ -37,6 +37,7 @@ _EXPORTS = {
     "AiterCheckError": "mla_golden.errors",
     "BufferTooSmallError": "mla_golden.errors",
     "UndefinedResultError": "mla_golden.errors",
+    "UnknownVersionError": "mla_golden.errors",
     "diff": "mla_golden.differ",
     "diff_trees": "mla_golden.runs",
     "Result": "mla_golden.runs",

@@ -94,3 +94,10 @@ class UndefinedResultError(MlaGoldenError, RuntimeError):
     It reads memory past the end of an input tensor or LDS before writing it,
     so any value it returns would be made up.
     """
+
+
+class UnknownVersionError(MlaGoldenError, ValueError):
+    """A planner version that names no ported aiter version (commit prefix, release tag or date).
+
+    The message lists the versions the reference knows.
+    """

@@ -108,7 +108,7 @@ def _module(name: str, mla: Any) -> types.ModuleType:
 
 
 #: The e4048607 record of every case_id.
-_NEW = {rec["case_id"]: rec for prefix in ("mla_v1-", "ps_v1-") for rec in records(prefix)}
+_NEW = {rec["case_id"]: rec for prefix in ("mla_v1-e4048607", "ps_v1-e4048607") for rec in records(prefix)}
 
 
 def _flat(runs: list[list[int]]) -> set[int]:

@@ -40,7 +40,7 @@ from mla_golden.reference.mla_v1 import (
 )
 from mla_golden.schema import OUTPUTS
 
-RECORDS = record_params("mla_v1-")
+RECORDS = record_params("mla_v1-e4048607")
 BUFFER_NAMES = MLA_BUFFER_NAMES
 SIZING_ORDER = OUTPUTS  # get_mla_metadata_info_v1 return order
 DTYPE_KWARGS = (

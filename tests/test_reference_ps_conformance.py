@@ -56,7 +56,7 @@ def _run(record: dict, buffers: dict[str, torch.Tensor]) -> None:
         )
 
 
-@pytest.mark.parametrize("record", record_params("ps_v1-"))
+@pytest.mark.parametrize("record", record_params("ps_v1-e4048607"))
 def test_record(record: dict) -> None:
     assert record["result"] == "ok"
     buffers = alloc_buffers(record["buffers"], CANARY)
@@ -85,7 +85,7 @@ def test_record(record: dict) -> None:
         )
 
 
-@pytest.mark.parametrize("record", record_params("ps_v1-"))
+@pytest.mark.parametrize("record", record_params("ps_v1-e4048607"))
 def test_sizing(record: dict) -> None:
     dev = record["device"]
     with device(dev["arch"], dev["cu_num"]):

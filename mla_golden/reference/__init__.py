@@ -17,6 +17,10 @@ aiter's value is not determined by the inputs).
 
 ``with as_aiter():`` makes ``import aiter`` give this module, so builder code
 written against aiter runs unchanged in tests.
+
+This module plans as the newest ported aiter version (``version``);
+``at(version)`` gives an older one (a commit prefix, release tag or date),
+``versions()`` lists them oldest first.
 """
 
 from mla_golden.reference._device import DEFAULT_DEVICE, Device, current_device, device
@@ -26,6 +30,7 @@ from mla_golden.reference.errors import (
     AiterCheckError,
     BufferTooSmallError,
     UndefinedResultError,
+    UnknownVersionError,
 )
 from mla_golden.reference.mla_v1 import (
     MlaVersion,
@@ -33,6 +38,11 @@ from mla_golden.reference.mla_v1 import (
     get_mla_metadata_v1,
 )
 from mla_golden.reference.ps_v1 import get_ps_metadata_info_v1, get_ps_metadata_v1
+from mla_golden.reference.versioned import ReferenceVersion, at
+from mla_golden.reference.versions import PlannerVersion, latest, versions
+
+#: The aiter version this module plans as (the newest ported one).
+version: PlannerVersion = latest()
 
 __all__ = [
     "DEFAULT_DEVICE",
@@ -40,9 +50,13 @@ __all__ = [
     "BufferTooSmallError",
     "Device",
     "MlaVersion",
+    "PlannerVersion",
+    "ReferenceVersion",
     "UNDEFINED_PLACEHOLDER",
     "UndefinedResultError",
+    "UnknownVersionError",
     "allow_undefined",
+    "at",
     "as_aiter",
     "current_device",
     "device",
@@ -50,4 +64,6 @@ __all__ = [
     "get_mla_metadata_v1",
     "get_ps_metadata_info_v1",
     "get_ps_metadata_v1",
+    "version",
+    "versions",
 ]

@@ -6,6 +6,11 @@ re-exported here, where the planners raise them.
 
 from __future__ import annotations
 
-from mla_golden.errors import AiterCheckError, BufferTooSmallError, UndefinedResultError
+from mla_golden.errors import (
+    AiterCheckError,
+    BufferTooSmallError,
+    UndefinedResultError,
+    UnknownVersionError,
+)
 
-__all__ = ["AiterCheckError", "BufferTooSmallError", "UndefinedResultError"]
+__all__ = ["AiterCheckError", "BufferTooSmallError", "UndefinedResultError", "UnknownVersionError"]

@@ -31,9 +31,8 @@ aiter, ``intra_batch_mode`` is ignored when ``fast_mode`` is true.
 from __future__ import annotations
 
 import array
-import math
-import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
 
@@ -44,6 +43,7 @@ from mla_golden.reference.errors import (
     BufferTooSmallError,
     UndefinedResultError,
 )
+from mla_golden.reference.features import E4048607, PlannerFeatures, Signature
 from mla_golden.reference.mla_v1_dispatch import (
     AITER_DTYPE_BF16,
     MlaV12Dispatch,
@@ -51,18 +51,30 @@ from mla_golden.reference.mla_v1_dispatch import (
     get_mla_metadata_v1_2_device,
 )
 from mla_golden.reference.mla_v1_past_end import run_planner
+from mla_golden.reference.mla_v1_sizing import (
+    FP8_DTYPES,
+    BufferInfo,
+    get_mla_decode_fwd_max_splits,
+    get_mla_decode_fwd_occupancy,
+    mla_metadata_info_v1,
+)
 
 __all__ = [
+    "FP8_DTYPES",
     "MlaVersion",
     "get_mla_decode_fwd_max_splits",
     "get_mla_decode_fwd_occupancy",
     "get_mla_metadata_info_v1",
     "get_mla_metadata_v1",
+    "no_pages_signature",
+    "nope_rope_signature",
+    "paged_signature",
     "plan_mla_metadata_v1",
+    "sizing_signature",
 ]
 
 METADATA_CU = "csrc/kernels/mla/metadata.cu"
-FP8_DTYPES = (torch.float8_e4m3fnuz, torch.float8_e4m3fn)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: ``AiterDtype`` ids (``csrc/include/aiter_enum.h``) of the torch dtypes aiter maps.
 _AITER_DTYPE_IDS: dict[torch.dtype, int] = {
@@ -92,36 +104,6 @@ def _aiter_dtype_id(dtype: object) -> int:
         raise AssertionError(f"Unsupported dtype: {dtype}") from None
 
 
-def _is_experimental_enabled() -> bool:
-    """aiter's Python-side reading of ``AITER_ENABLE_EXPERIMENTAL`` (non-numeric = off)."""
-    try:
-        return int(os.environ.get("AITER_ENABLE_EXPERIMENTAL", "0")) != 0
-    except ValueError:
-        return False
-
-
-def get_mla_decode_fwd_occupancy(
-    num_head_qo: int, max_seqlen_qo: int, q_dtype: torch.dtype | None, kv_dtype: torch.dtype | None
-) -> int:
-    """Occupancy of the decode kernel aiter dispatches: 2 for the HK m16x4 kernel, else 1."""
-    is_hk_m16x4 = (
-        current_device().arch == "gfx950"
-        and q_dtype in FP8_DTYPES
-        and kv_dtype in FP8_DTYPES
-        and num_head_qo * max_seqlen_qo == 64
-        and _is_experimental_enabled()
-    )
-    return 2 if is_hk_m16x4 else 1
-
-
-def get_mla_decode_fwd_max_splits(
-    num_head_qo: int, max_seqlen_qo: int, q_dtype: torch.dtype | None, kv_dtype: torch.dtype | None
-) -> int:
-    """Upper bound of splits per query tile: ``cu_num * occupancy``."""
-    occupancy = get_mla_decode_fwd_occupancy(num_head_qo, max_seqlen_qo, q_dtype, kv_dtype)
-    return current_device().cu_num * occupancy
-
-
 def get_mla_metadata_info_v1(
     batch_size: int,
     max_seqlen_qo: int,
@@ -133,113 +115,24 @@ def get_mla_metadata_info_v1(
     num_kv_splits: int = 32,
     intra_batch_mode: bool = False,
     max_split_per_batch: int = -1,
-) -> tuple[tuple[int | tuple[int, int], torch.dtype], ...]:
+) -> BufferInfo:
     """(shape, dtype) of the six output buffers, as aiter's sizing helper returns them.
 
     Order: work_metadata_ptrs, work_indptr, work_info_set, reduce_indptr,
     reduce_final_map, reduce_partial_map; 1-D shapes are plain ints, like aiter's.
     """
-    if num_head_qo % 8 != 0:
-        raise AssertionError(f"num_head_qo must be a multiple of 8, got {num_head_qo}")
-    arch = current_device().arch
-    q_fp8 = q_dtype in FP8_DTYPES
-    kv_fp8 = kv_dtype in FP8_DTYPES
-    q_bf16 = q_dtype == torch.bfloat16
-    kv_bf16 = kv_dtype == torch.bfloat16
-    max_splits = get_mla_decode_fwd_max_splits(num_head_qo, max_seqlen_qo, q_dtype, kv_dtype)
-
-    effective_seqlen_qo = 1 if is_sparse else max_seqlen_qo
-    packed_qo_len = effective_seqlen_qo * num_head_qo
-    max_qo_tiles_per_batch = math.ceil(packed_qo_len / 16)
-
-    if (
-        arch == "gfx950"
-        and q_bf16
-        and kv_bf16
-        and packed_qo_len >= 64
-        and num_head_qo <= 64
-        and (packed_qo_len < 128 or num_head_qo == 48)
-    ) or (arch == "gfx950" and q_fp8 and kv_fp8 and num_head_qo == 32 and effective_seqlen_qo == 3):
-        # 64 packed rows per tile; one tile per token once heads fill half a tile.
-        if num_head_qo * 2 > 64:
-            max_qo_tiles_per_batch = effective_seqlen_qo
-        else:
-            max_qo_tiles_per_batch = math.ceil(packed_qo_len / 64)
-    elif (
-        num_head_qo == 16
-        or (arch == "gfx942" and num_head_qo == 128 and kv_fp8 and q_fp8)
-        or (
-            arch == "gfx942"
-            and num_head_qo in (16, 32, 64)
-            and num_head_qo * effective_seqlen_qo == 128
-            and kv_fp8
-            and q_fp8
-            and _is_experimental_enabled()
-        )
-        or (
-            arch == "gfx950"
-            and kv_fp8
-            and q_fp8
-            and (
-                (num_head_qo == 32 and effective_seqlen_qo == 4)
-                or num_head_qo == 64
-                or num_head_qo == 128
-            )
-        )
-        or (
-            arch in ("gfx942", "gfx950")
-            and num_head_qo == 64
-            and q_fp8
-            and kv_fp8
-            and effective_seqlen_qo == 1
-        )
-    ):
-        max_qo_tiles_per_batch = math.ceil(packed_qo_len / 128)
-    elif (
-        arch == "gfx950"
-        and (packed_qo_len >= 128 or num_head_qo > 64)
-        and kv_bf16
-        and q_bf16
-        and num_head_qo != 48
-    ):
-        if num_head_qo * 2 > 128:
-            max_qo_tiles_per_batch = effective_seqlen_qo
-        else:
-            max_qo_tiles_per_batch = math.ceil(packed_qo_len / 128)
-
-    batch_size = batch_size * max_seqlen_qo if is_sparse else batch_size
-    tile_cnt = batch_size * max_qo_tiles_per_batch
-
-    if fast_mode:
-        max_work = (batch_size + max_splits - 1) * max_qo_tiles_per_batch
-        max_split_tiles = (
-            min(batch_size + max_splits - 1, (max_splits - 1) * 2) * max_qo_tiles_per_batch
-        )
-    else:
-        max_work = tile_cnt * max_splits
-        max_split_tiles = tile_cnt * max_splits
-
-    # The split cap is global (shared by all tiles): one partial per tile plus the cap.
-    if max_split_per_batch > 0:
-        per_tile_cap = min(max_splits, max_split_per_batch * batch_size)
-        max_split_tiles = max(max_split_tiles, tile_cnt + per_tile_cap)
-
-    if not intra_batch_mode:
-        return (
-            (2, torch.uint64),
-            (max_splits + 1, torch.int32),
-            ((max_work, 8), torch.int32),
-            (tile_cnt + 1, torch.int32),
-            ((tile_cnt, 2), torch.int32),
-            (max_split_tiles, torch.int32),
-        )
-    return (
-        (2, torch.uint64),
-        (max_splits + 1, torch.int32),
-        ((tile_cnt * num_kv_splits, 8), torch.int32),
-        (tile_cnt + 1, torch.int32),
-        ((tile_cnt, 2), torch.int32),
-        (tile_cnt * num_kv_splits, torch.int32),
+    return mla_metadata_info_v1(
+        E4048607,
+        batch_size,
+        max_seqlen_qo,
+        num_head_qo,
+        q_dtype,
+        kv_dtype,
+        is_sparse,
+        fast_mode,
+        num_kv_splits,
+        intra_batch_mode,
+        max_split_per_batch,
     )
 
 
@@ -269,7 +162,7 @@ def _words(buf: torch.Tensor, name: str, dtype: torch.dtype) -> torch.Tensor:
 def plan_mla_metadata_v1(
     seqlens_qo_indptr: torch.Tensor,
     seqlens_kv_indptr: torch.Tensor,
-    kv_last_page_lens: torch.Tensor,
+    kv_last_page_lens: torch.Tensor | None,
     num_heads_per_head_k: int,
     num_heads_k: int,
     is_causal: bool,
@@ -288,6 +181,7 @@ def plan_mla_metadata_v1(
     dtype_q_rope: int | None = None,
     dtype_kv_nope: int | None = None,
     dtype_kv_rope: int | None = None,
+    features: PlannerFeatures = E4048607,
 ) -> MlaV12Dispatch:
     """The C++ op up to the kernel launch: input checks, then v1_2 host dispatch.
 
@@ -306,7 +200,8 @@ def plan_mla_metadata_v1(
         )
     _check_input(seqlens_qo_indptr, "seqlens_qo_indptr", 74)
     _check_input(seqlens_kv_indptr, "seqlens_kv_indptr", 78)
-    _check_input(kv_last_page_lens, "kv_last_page_lens", 82)
+    if kv_last_page_lens is not None:
+        _check_input(kv_last_page_lens, "kv_last_page_lens", 82)
     if not fast_mode:
         planner = "v1_0_device.cuh" if intra_batch_mode else "v1_1_device.cuh"
         raise NotImplementedError(
@@ -335,13 +230,285 @@ def plan_mla_metadata_v1(
         is_cp_round_robin=is_cp_round_robin,
         mla_version=int(mla_version),
         reduce_indptr_size=reduce_indptr_size,
+        features=features,
     )
 
 
-def get_mla_metadata_v1(
+def nope_rope_signature(features: PlannerFeatures) -> Callable[..., None]:
+    """``get_mla_metadata_v1`` with the signature of aiter 2026-07 on (aded0f84, e4048607).
+
+    ``is_cp_round_robin``, ``mla_version`` and the nope/rope dtypes; the
+    legacy ``dtype_q`` / ``dtype_kv`` fill whichever of them were not given
+    (``aiter/ops/attention.py`` at aded0f84 and e4048607).
+    """
+
+    def get_mla_metadata_v1(
+        seqlens_qo_indptr: torch.Tensor,
+        seqlens_kv_indptr: torch.Tensor,
+        kv_last_page_lens: torch.Tensor,
+        num_heads_per_head_k: int,
+        num_heads_k: int,
+        is_causal: bool,
+        work_metadata_ptrs: torch.Tensor,
+        work_info_set: torch.Tensor,
+        work_indptr: torch.Tensor,
+        reduce_indptr: torch.Tensor,
+        reduce_final_map: torch.Tensor,
+        reduce_partial_map: torch.Tensor,
+        page_size: int = 1,
+        kv_granularity: int = 16,
+        max_seqlen_qo: int = -1,
+        uni_seqlen_qo: int = -1,
+        fast_mode: bool = True,
+        topk: int = -1,
+        max_split_per_batch: int = -1,
+        intra_batch_mode: bool = False,
+        is_cp_round_robin: bool = False,
+        mla_version: int = MlaVersion.V32.value,
+        dtype_q_nope: torch.dtype | None = None,
+        dtype_q_rope: torch.dtype | None = None,
+        dtype_kv_nope: torch.dtype | None = None,
+        dtype_kv_rope: torch.dtype | None = None,
+        dtype_q: torch.dtype | None = None,
+        dtype_kv: torch.dtype | None = None,
+    ) -> None:
+        """Fill the six metadata buffers in place exactly as aiter's planner does.
+
+        Same signature as aiter's wrapper; computes on CPU and stores only the
+        elements aiter stores (the rest keep the caller's contents).
+        """
+        # The wrapper: legacy aliases fill whichever nope/rope dtype was not given.
+        if dtype_q is not None:
+            dtype_q_nope = dtype_q if dtype_q_nope is None else dtype_q_nope
+            dtype_q_rope = dtype_q if dtype_q_rope is None else dtype_q_rope
+        if dtype_kv is not None:
+            dtype_kv_nope = dtype_kv if dtype_kv_nope is None else dtype_kv_nope
+            dtype_kv_rope = dtype_kv if dtype_kv_rope is None else dtype_kv_rope
+        fill_mla_metadata_v1(
+            E4048607,
+            seqlens_qo_indptr,
+            seqlens_kv_indptr,
+            kv_last_page_lens,
+            num_heads_per_head_k,
+            num_heads_k,
+            is_causal,
+            work_metadata_ptrs,
+            work_info_set,
+            work_indptr,
+            reduce_indptr,
+            reduce_final_map,
+            reduce_partial_map,
+            page_size,
+            kv_granularity,
+            max_seqlen_qo,
+            uni_seqlen_qo,
+            fast_mode,
+            topk,
+            max_split_per_batch,
+            intra_batch_mode,
+            is_cp_round_robin,
+            mla_version,
+            dtype_q_nope,
+            dtype_q_rope,
+            dtype_kv_nope,
+            dtype_kv_rope,
+        )
+
+    return _named(get_mla_metadata_v1, "get_mla_metadata_v1")
+
+
+def paged_signature(features: PlannerFeatures) -> Callable[..., None]:
+    """``get_mla_metadata_v1`` with the signature of aiter 739c63177e .. v0.1.16.post2.
+
+    ``kv_last_page_lens`` and ``page_size`` but torch dtypes ``dtype_q`` /
+    ``dtype_kv`` only (``aiter/ops/attention.py`` at 620287969c); they reach
+    the op as its q and kv dtypes, nope and rope alike.
+    """
+
+    def get_mla_metadata_v1(
+        seqlens_qo_indptr: torch.Tensor,
+        seqlens_kv_indptr: torch.Tensor,
+        kv_last_page_lens: torch.Tensor,
+        num_heads_per_head_k: int,
+        num_heads_k: int,
+        is_causal: bool,
+        work_metadata_ptrs: torch.Tensor,
+        work_info_set: torch.Tensor,
+        work_indptr: torch.Tensor,
+        reduce_indptr: torch.Tensor,
+        reduce_final_map: torch.Tensor,
+        reduce_partial_map: torch.Tensor,
+        page_size: int = 1,
+        kv_granularity: int = 16,
+        max_seqlen_qo: int = -1,
+        uni_seqlen_qo: int = -1,
+        fast_mode: bool = True,
+        topk: int = -1,
+        max_split_per_batch: int = -1,
+        intra_batch_mode: bool = False,
+        dtype_q: torch.dtype | None = None,
+        dtype_kv: torch.dtype | None = None,
+    ) -> None:
+        """Fill the six metadata buffers in place exactly as this aiter version's planner does."""
+        fill_mla_metadata_v1(
+            features,
+            seqlens_qo_indptr,
+            seqlens_kv_indptr,
+            kv_last_page_lens,
+            num_heads_per_head_k,
+            num_heads_k,
+            is_causal,
+            work_metadata_ptrs,
+            work_info_set,
+            work_indptr,
+            reduce_indptr,
+            reduce_final_map,
+            reduce_partial_map,
+            page_size,
+            kv_granularity,
+            max_seqlen_qo,
+            uni_seqlen_qo,
+            fast_mode,
+            topk,
+            max_split_per_batch,
+            intra_batch_mode,
+            False,
+            MlaVersion.V32,
+            dtype_q,
+            dtype_q,
+            dtype_kv,
+            dtype_kv,
+        )
+
+    return _named(get_mla_metadata_v1, "get_mla_metadata_v1")
+
+
+def no_pages_signature(features: PlannerFeatures) -> Callable[..., None]:
+    """``get_mla_metadata_v1`` with the signature of aiter 33d168a0 and before.
+
+    No ``kv_last_page_lens`` / ``page_size`` (every page is one token); a
+    ``compile_ops`` binding taking torch dtypes ``dtype_q`` / ``dtype_kv``
+    (``aiter/ops/attention.py`` at 33d168a06297).
+    """
+
+    def get_mla_metadata_v1(
+        seqlens_qo_indptr: torch.Tensor,
+        seqlens_kv_indptr: torch.Tensor,
+        num_heads_per_head_k: int,
+        num_heads_k: int,
+        is_causal: bool,
+        work_metadata_ptrs: torch.Tensor,
+        work_info_set: torch.Tensor,
+        work_indptr: torch.Tensor,
+        reduce_indptr: torch.Tensor,
+        reduce_final_map: torch.Tensor,
+        reduce_partial_map: torch.Tensor,
+        kv_granularity: int = 16,
+        max_seqlen_qo: int = -1,
+        uni_seqlen_qo: int = -1,
+        fast_mode: bool = True,
+        topk: int = -1,
+        max_split_per_batch: int = -1,
+        intra_batch_mode: bool = False,
+        dtype_q: torch.dtype | None = None,
+        dtype_kv: torch.dtype | None = None,
+    ) -> None:
+        """Fill the six metadata buffers in place exactly as this aiter version's planner does."""
+        fill_mla_metadata_v1(
+            features,
+            seqlens_qo_indptr,
+            seqlens_kv_indptr,
+            None,
+            num_heads_per_head_k,
+            num_heads_k,
+            is_causal,
+            work_metadata_ptrs,
+            work_info_set,
+            work_indptr,
+            reduce_indptr,
+            reduce_final_map,
+            reduce_partial_map,
+            1,
+            kv_granularity,
+            max_seqlen_qo,
+            uni_seqlen_qo,
+            fast_mode,
+            topk,
+            max_split_per_batch,
+            intra_batch_mode,
+            False,
+            MlaVersion.V32,
+            dtype_q,
+            dtype_q,
+            dtype_kv,
+            dtype_kv,
+        )
+
+    return _named(get_mla_metadata_v1, "get_mla_metadata_v1")
+
+
+def sizing_signature(features: PlannerFeatures) -> Callable[..., BufferInfo]:
+    """``get_mla_metadata_info_v1`` of a version with ``features``, in that version's signature.
+
+    33d168a0's helper has no ``max_split_per_batch``; later ones add it last.
+    """
+    if features.signature is Signature.NO_PAGES:
+
+        def get_mla_metadata_info_v1(
+            batch_size: int,
+            max_seqlen_qo: int,
+            num_head_qo: int,
+            q_dtype: torch.dtype | None,
+            kv_dtype: torch.dtype | None,
+            is_sparse: bool,
+            fast_mode: bool = True,
+            num_kv_splits: int = 32,
+            intra_batch_mode: bool = False,
+        ) -> BufferInfo:
+            """(shape, dtype) of the six output buffers, as this version's sizing helper returns them."""
+            return mla_metadata_info_v1(
+                features, batch_size, max_seqlen_qo, num_head_qo, q_dtype, kv_dtype, is_sparse,
+                fast_mode, num_kv_splits, intra_batch_mode,
+            )  # fmt: skip
+
+        return _named(get_mla_metadata_info_v1, "get_mla_metadata_info_v1")
+
+    def get_mla_metadata_info_v1_split_cap(
+        batch_size: int,
+        max_seqlen_qo: int,
+        num_head_qo: int,
+        q_dtype: torch.dtype | None,
+        kv_dtype: torch.dtype | None,
+        is_sparse: bool,
+        fast_mode: bool = True,
+        num_kv_splits: int = 32,
+        intra_batch_mode: bool = False,
+        max_split_per_batch: int = -1,
+    ) -> BufferInfo:
+        """(shape, dtype) of the six output buffers, as this version's sizing helper returns them."""
+        return mla_metadata_info_v1(
+            features, batch_size, max_seqlen_qo, num_head_qo, q_dtype, kv_dtype, is_sparse,
+            fast_mode, num_kv_splits, intra_batch_mode, max_split_per_batch,
+        )  # fmt: skip
+
+    return _named(get_mla_metadata_info_v1_split_cap, "get_mla_metadata_info_v1")
+
+
+def _named(fn: _F, name: str) -> _F:
+    """``fn`` under aiter's name (reports and ``repr`` show it as aiter's function)."""
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+#: The newest version's (e4048607) planner, what ``mla_golden.reference`` exports.
+get_mla_metadata_v1 = _named(nope_rope_signature(E4048607), "get_mla_metadata_v1")
+
+
+def fill_mla_metadata_v1(
+    features: PlannerFeatures,
     seqlens_qo_indptr: torch.Tensor,
     seqlens_kv_indptr: torch.Tensor,
-    kv_last_page_lens: torch.Tensor,
+    kv_last_page_lens: torch.Tensor | None,
     num_heads_per_head_k: int,
     num_heads_k: int,
     is_causal: bool,
@@ -351,35 +518,26 @@ def get_mla_metadata_v1(
     reduce_indptr: torch.Tensor,
     reduce_final_map: torch.Tensor,
     reduce_partial_map: torch.Tensor,
-    page_size: int = 1,
-    kv_granularity: int = 16,
-    max_seqlen_qo: int = -1,
-    uni_seqlen_qo: int = -1,
-    fast_mode: bool = True,
-    topk: int = -1,
-    max_split_per_batch: int = -1,
-    intra_batch_mode: bool = False,
-    is_cp_round_robin: bool = False,
-    mla_version: int = MlaVersion.V32.value,
-    dtype_q_nope: torch.dtype | None = None,
-    dtype_q_rope: torch.dtype | None = None,
-    dtype_kv_nope: torch.dtype | None = None,
-    dtype_kv_rope: torch.dtype | None = None,
-    dtype_q: torch.dtype | None = None,
-    dtype_kv: torch.dtype | None = None,
+    page_size: int,
+    kv_granularity: int,
+    max_seqlen_qo: int,
+    uni_seqlen_qo: int,
+    fast_mode: bool,
+    topk: int,
+    max_split_per_batch: int,
+    intra_batch_mode: bool,
+    is_cp_round_robin: bool,
+    mla_version: int,
+    dtype_q_nope: torch.dtype | None,
+    dtype_q_rope: torch.dtype | None,
+    dtype_kv_nope: torch.dtype | None,
+    dtype_kv_rope: torch.dtype | None,
 ) -> None:
-    """Fill the six metadata buffers in place exactly as aiter's planner does.
+    """The op behind every version's ``get_mla_metadata_v1``: the C++ op with resolved dtypes.
 
-    Same signature as aiter's wrapper; computes on CPU and stores only the
-    elements aiter stores (the rest keep the caller's contents).
+    ``kv_last_page_lens`` is None for versions whose signature lacks it
+    (then ``page_size`` is 1 and the planner never reads it).
     """
-    # The wrapper: legacy aliases fill whichever nope/rope dtype was not given.
-    if dtype_q is not None:
-        dtype_q_nope = dtype_q if dtype_q_nope is None else dtype_q_nope
-        dtype_q_rope = dtype_q if dtype_q_rope is None else dtype_q_rope
-    if dtype_kv is not None:
-        dtype_kv_nope = dtype_kv if dtype_kv_nope is None else dtype_kv_nope
-        dtype_kv_rope = dtype_kv if dtype_kv_rope is None else dtype_kv_rope
     dtype_ids = [
         None if dtype is None else _aiter_dtype_id(dtype)
         for dtype in (dtype_q_nope, dtype_q_rope, dtype_kv_nope, dtype_kv_rope)
@@ -387,7 +545,7 @@ def get_mla_metadata_v1(
     tensors = (
         seqlens_qo_indptr,
         seqlens_kv_indptr,
-        kv_last_page_lens,
+        *(() if kv_last_page_lens is None else (kv_last_page_lens,)),
         work_metadata_ptrs,
         work_info_set,
         work_indptr,
@@ -420,12 +578,13 @@ def get_mla_metadata_v1(
         dtype_q_rope=dtype_ids[1],
         dtype_kv_nope=dtype_ids[2],
         dtype_kv_rope=dtype_ids[3],
+        features=features,
     )
 
     inputs = {
         "seqlens_qo_indptr": seqlens_qo_indptr.reshape(-1).tolist(),
         "seqlens_kv_indptr": seqlens_kv_indptr.reshape(-1).tolist(),
-        "kv_last_page_lens": kv_last_page_lens.reshape(-1).tolist(),
+        "kv_last_page_lens": [] if kv_last_page_lens is None else kv_last_page_lens.reshape(-1).tolist(),
     }
     ptrs = _words(work_metadata_ptrs, "work_metadata_ptrs", torch.uint64)
     buffers = {

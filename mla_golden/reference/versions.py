@@ -1,0 +1,190 @@
+"""The aiter versions the reference planners speak, and how a version is named.
+
+A version is a set of planner sources (``csrc/kernels/mla/metadata*``,
+``aiter/ops/attention.py``'s metadata wrappers): many aiter commits and release
+tags share one. :data:`VERSIONS` lists the ported ones oldest first, each with
+the :class:`~mla_golden.reference.features.PlannerFeatures` that set it apart
+from the core port (e4048607) and one line per change from the version before.
+Release tags come from ``aiter_tags.json`` next to this module (written by
+``tools/aiter_oracle``) when it is there, plus each version's own tag.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from mla_golden.reference import features
+from mla_golden.reference.errors import UnknownVersionError
+from mla_golden.reference.features import PlannerFeatures
+
+TAGS_FILE = Path(__file__).with_name("aiter_tags.json")
+_HEX = re.compile(r"[0-9a-f]{7,40}")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True)
+class PlannerVersion:
+    """One ported aiter planner version."""
+
+    #: Short commit (8 hex), how the CLI and goldens name it.
+    name: str
+    #: Full 40-hex aiter commit the port follows.
+    commit: str
+    #: Commit date (ISO ``YYYY-MM-DD``).
+    date: str
+    #: Release tags whose planner sources are this version's.
+    tags: tuple[str, ...]
+    #: What changed in the planner's output or signature since the previous version, one line each.
+    changes: tuple[str, ...]
+    features: PlannerFeatures
+
+    def __str__(self) -> str:
+        return self.name
+
+
+#: (name, commit, date, own tags, changes, features), oldest first.
+_REGISTRY: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], PlannerFeatures], ...] = (
+    (
+        "33d168a0",
+        "33d168a06297930b66e83cc0d90981bc26bb79c3",
+        "2026-02-02",
+        (),
+        (
+            "oldest ported: CK-era planner, signature without kv_last_page_lens / page_size, "
+            "serial planner only, its own arch-independent sizing helper",
+        ),
+        features.CK_33D168A0,
+    ),
+    (
+        "62028796",
+        "620287969c9ce18cd2033ebbdfd13107800f7f3f",
+        "2026-06-25",
+        ("v0.1.16.post2",),
+        (
+            "signature: kv_last_page_lens (3rd positional) and page_size added (aiter 739c63177e)",
+            "head folding: gfx950 with q and kv both non-fp8 (dtypes omitted included) runs every "
+            "head count natively; gfx950 fp8 runs 32 heads (query length 2 or 4), 64 and 128 natively",
+            "folded calls hand the kernel 16 heads: the per-tile causal trim no longer runs past the KV end",
+            "a KV remainder shorter than the tail threshold stays with the tile's last work (aiter b564a7367b)",
+            "sparse (topk) works map back to their batch and carry the token's causal kv_offset",
+            "parallel planner for single-token decode (AITER_MLA_META_USE_PARALLEL) and "
+            "AITER_ENABLE_EXPERIMENTAL shapes; sizing helper takes max_split_per_batch and the arch",
+        ),
+        features.V0_1_16_POST2,
+    ),
+    (
+        "aded0f84",
+        "aded0f84013b2a82f839991616235069b12dfae8",
+        "2026-08-05",
+        (),
+        (
+            "signature: is_cp_round_robin, mla_version and nope/rope dtypes; dtype_q / dtype_kv "
+            "become legacy aliases",
+            "head folding: gfx950 fp8 32 heads run natively at query length 2 and 4 only, 64 / 128 "
+            "natively at any length",
+        ),
+        features.ADED0F84,
+    ),
+    (
+        "e4048607",
+        "e4048607a535ace3a2b51ded31b1c8c2d45c0879",
+        "2026-08-22",
+        # Same planner sources (git diff of csrc/kernels/mla/metadata*, aiter/ops/attention.py is empty).
+        ("v0.1.20", "v0.1.20.post1"),
+        (
+            "gfx950 fp8 32 heads with max_seqlen_qo 3 run natively, 64 query rows per tile, "
+            "fewer query tiles from the sizing helper (aiter ca1c24a9dd)",
+            "is_causal=False no longer trims each query tile's KV range as if causal",
+        ),
+        features.E4048607,
+    ),
+)
+
+
+@cache
+def _tag_entries() -> tuple[tuple[str, str, str], ...]:
+    """(release tag, its commit, the ported commit carrying its planner) from aiter_tags.json.
+
+    Tags whose planner is no ported version are left out.
+    """
+    if not TAGS_FILE.is_file():
+        return ()
+    entries = []
+    for entry in json.loads(TAGS_FILE.read_text(encoding="utf-8")):
+        for key in (entry.get("same_planner_as"), entry.get("commit")):
+            ported = _match_commit(str(key)) if key else None
+            if ported is not None:
+                entries.append((str(entry["tag"]), str(entry.get("commit", "")).lower(), ported))
+                break
+    return tuple(entries)
+
+
+def _match_commit(prefix: str) -> str | None:
+    """The full commit of the ported version whose commit starts with ``prefix``."""
+    prefix = prefix.lower()
+    for _, commit, *_ in _REGISTRY:
+        if _HEX.fullmatch(prefix) and commit.startswith(prefix):
+            return commit
+    return None
+
+
+@cache
+def versions() -> tuple[PlannerVersion, ...]:
+    """The ported versions, oldest first; the last is what ``mla_golden.reference`` plans as."""
+    result = []
+    for name, commit, date, own_tags, changes, rules in _REGISTRY:
+        released = (tag for tag, _, ported in _tag_entries() if ported == commit)
+        tags = tuple(sorted({*own_tags, *released}))
+        result.append(PlannerVersion(name, commit, date, tags, changes, rules))
+    return tuple(result)
+
+
+def latest() -> PlannerVersion:
+    """The newest ported version (e4048607)."""
+    return versions()[-1]
+
+
+def resolve(version: str | PlannerVersion) -> PlannerVersion:
+    """The ported version ``version`` names.
+
+    Accepted: a commit prefix of at least 7 hex digits (of a ported version, or
+    of a release commit that carries one's planner per ``aiter_tags.json``), a
+    release tag (``v0.1.16.post2``), or a date ``YYYY-MM-DD``: the newest
+    ported version committed at or before that date (what a checkout of aiter
+    main on that day would plan like, as far as the ported versions tell).
+    Raises :class:`UnknownVersionError` listing the known versions otherwise.
+    """
+    if isinstance(version, PlannerVersion):
+        return version
+    spec = str(version).strip()
+    known = versions()
+    by_commit = {v.commit: v for v in known}
+    if _DATE.fullmatch(spec):
+        older = [v for v in known if v.date <= spec]
+        if older:
+            return max(older, key=lambda v: v.date)
+        raise UnknownVersionError(
+            f"no ported aiter planner version is as old as {spec}; {_listing(known)}"
+        )
+    for v in known:
+        if spec in v.tags:
+            return v
+    if _HEX.fullmatch(spec.lower()):
+        commit = _match_commit(spec)
+        if commit is not None:
+            return by_commit[commit]
+        for _, release_commit, ported in _tag_entries():
+            if release_commit.startswith(spec.lower()):
+                return by_commit[ported]
+    raise UnknownVersionError(f"unknown aiter planner version {spec!r}; {_listing(known)}")
+
+
+def _listing(known: tuple[PlannerVersion, ...]) -> str:
+    lines = ", ".join(
+        f"{v.name} ({v.date}{', ' + ', '.join(v.tags) if v.tags else ''})" for v in known
+    )
+    return f"known versions (by commit prefix, release tag or date): {lines}"

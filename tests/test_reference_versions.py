@@ -1,0 +1,109 @@
+"""Naming and shape of the versioned reference: ``mla_golden.reference.at(version)``.
+
+Whether each version plans as aiter did is the conformance tests' job
+(test_reference_versions_conformance.py); here: which names resolve to which
+version, and that each version has that aiter commit's Python signatures.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import mla_golden.reference as reference
+from mla_golden.reference import UnknownVersionError, at, versions
+
+#: Parameters of get_mla_metadata_v1 by version (aiter/ops/attention.py at each commit).
+OLD_PARAMS = (
+    "seqlens_qo_indptr", "seqlens_kv_indptr", "num_heads_per_head_k", "num_heads_k", "is_causal",
+    "work_metadata_ptrs", "work_info_set", "work_indptr", "reduce_indptr", "reduce_final_map",
+    "reduce_partial_map", "kv_granularity", "max_seqlen_qo", "uni_seqlen_qo", "fast_mode", "topk",
+    "max_split_per_batch", "intra_batch_mode", "dtype_q", "dtype_kv",
+)  # fmt: skip
+PAGED_PARAMS = (
+    *OLD_PARAMS[:2], "kv_last_page_lens", *OLD_PARAMS[2:11], "page_size", *OLD_PARAMS[11:],
+)  # fmt: skip
+NEW_PARAMS = (
+    *PAGED_PARAMS[:-2], "is_cp_round_robin", "mla_version",
+    "dtype_q_nope", "dtype_q_rope", "dtype_kv_nope", "dtype_kv_rope", "dtype_q", "dtype_kv",
+)  # fmt: skip
+
+
+def test_versions_oldest_first_with_full_commits() -> None:
+    listed = versions()
+    assert [v.name for v in listed] == ["33d168a0", "62028796", "aded0f84", "e4048607"]
+    assert [v.date for v in listed] == sorted(v.date for v in listed)
+    for v in listed:
+        assert len(v.commit) == 40 and v.commit.startswith(v.name)
+        assert v.changes, f"{v.name} says what changed"
+    assert reference.version is listed[-1]
+
+
+@pytest.mark.parametrize(
+    ("spec", "name"),
+    [
+        ("33d168a", "33d168a0"),
+        ("33D168A06297930B66E83CC0D90981BC26BB79C3", "33d168a0"),
+        ("620287969c", "62028796"),
+        ("v0.1.16.post2", "62028796"),
+        ("v0.1.20", "e4048607"),
+        ("v0.1.20.post1", "e4048607"),
+        ("aded0f84", "aded0f84"),
+        ("2026-02-02", "33d168a0"),  # a date picks the newest version at or before it
+        ("2026-08-04", "62028796"),
+        ("2026-08-05", "aded0f84"),
+        ("2026-08-21", "aded0f84"),
+        ("2026-08-22", "e4048607"),
+        ("2027-01-01", "e4048607"),
+        (" e4048607 ", "e4048607"),
+    ],
+)
+def test_version_resolves(spec: str, name: str) -> None:
+    module = at(spec)
+    assert module.version.name == name
+    assert at(name) is module, "one object per version"
+
+
+@pytest.mark.parametrize("spec", ["v9.9.9", "deadbeef", "33d168", "2026-01-01", "", "latest-ish"])
+def test_unknown_version_lists_the_known_ones(spec: str) -> None:
+    with pytest.raises(UnknownVersionError) as info:
+        at(spec)
+    assert isinstance(info.value, ValueError)
+    for v in versions():
+        assert v.name in str(info.value)
+    assert "v0.1.16.post2" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "params", "has_mla_version"),
+    [
+        ("33d168a0", OLD_PARAMS, False),
+        ("v0.1.16.post2", PAGED_PARAMS, False),
+        ("aded0f84", NEW_PARAMS, True),
+        ("e4048607", NEW_PARAMS, True),
+    ],
+)
+def test_each_version_has_its_aiter_signature(spec: str, params: tuple, has_mla_version: bool) -> None:
+    module = at(spec)
+    assert tuple(inspect.signature(module.get_mla_metadata_v1).parameters) == params
+    sizing = tuple(inspect.signature(module.get_mla_metadata_info_v1).parameters)
+    assert ("max_split_per_batch" in sizing) == (spec != "33d168a0")
+    assert hasattr(module, "MlaVersion") == has_mla_version
+    assert module.get_mla_metadata_v1.__name__ == "get_mla_metadata_v1"
+    assert module.get_mla_metadata_v1.__module__.startswith("mla_golden.reference")
+
+
+def test_newest_version_is_the_package_itself() -> None:
+    newest = at("e4048607")
+    assert newest.get_mla_metadata_v1 is reference.get_mla_metadata_v1
+    assert newest.get_mla_metadata_info_v1 is reference.get_mla_metadata_info_v1
+    assert newest.get_ps_metadata_v1 is reference.get_ps_metadata_v1
+
+
+def test_shared_context_is_the_same_for_every_version() -> None:
+    for v in versions():
+        module = at(v.name)
+        assert module.device is reference.device
+        assert module.allow_undefined is reference.allow_undefined
+        assert module.AiterCheckError is reference.AiterCheckError
