@@ -122,7 +122,7 @@ def _old_bug(call: Call) -> bool:
 
 @pytest.mark.parametrize("record", record_params(OLD_FILE))
 def test_old_commit_folding_bug_is_flagged(record: dict) -> None:
-    new = _by_case("mla_v1-").get(record["case_id"])
+    new = _by_case("mla_v1-e4048607").get(record["case_id"])
     if new is not None:
         _assert_new_record_passes(new)
     if "old" not in record or record["old"]["result"] != "ok":

@@ -1,11 +1,16 @@
 """What tells one aiter version's MLA decode planner from another's.
 
-The reference has one planner core (the port of aiter e4048607); every older
-version is that core plus the rules of a :class:`PlannerFeatures`, which the
+The reference has one planner core, the port of aiter e4048607. Every other
+version is that core plus the rules of its :class:`PlannerFeatures`, which the
 Python signature, the sizing helper, the host dispatch (head folding, tile
 packing, cluster count, which kernel) and the serial kernel (causal trim, KV
-tail, sparse batches) consult. Each field names the aiter commit that changed
-it; the per-version values live in :mod:`mla_golden.reference.versions`.
+tail, sparse batches) consult. Each rule names the aiter commit that
+introduced today's behaviour (``csrc/kernels/mla/metadata/v1_2_device.cuh``
+unless said otherwise); a version before that commit has the older rule.
+
+The PS prefill planner (``v1_2_host.cuh``) and its sizing helper plan the same
+at every ported version (from 33d168a0 to e4048607 its sources only change
+how buffers are copied), so it has no features.
 """
 
 from __future__ import annotations
@@ -15,42 +20,48 @@ from dataclasses import dataclass
 
 
 class Signature(enum.Enum):
-    """Which Python signature ``get_mla_metadata_v1`` has."""
+    """The Python signature of ``get_mla_metadata_v1`` (``aiter/ops/attention.py``)."""
 
-    #: aiter 33d168a0 and before (back to 2026-01-19): no ``kv_last_page_lens`` / ``page_size``;
-    #: a ``compile_ops`` binding taking torch dtypes ``dtype_q`` / ``dtype_kv``.
+    #: 33d168a0 and before: no ``kv_last_page_lens`` / ``page_size``; torch dtypes ``dtype_q`` / ``dtype_kv``.
     NO_PAGES = "no_pages"
-    #: aiter 739c63177e (2026-02-02) .. v0.1.16.post2: ``kv_last_page_lens`` (3rd) and ``page_size``,
+    #: 739c63177e (2026-02-02) .. v0.1.16.post2: ``kv_last_page_lens`` (3rd) and ``page_size``;
     #: ``dtype_q`` / ``dtype_kv`` only.
     PAGED = "paged"
-    #: aiter 2026-07 on (aded0f84, e4048607): ``is_cp_round_robin``, ``mla_version`` and the
-    #: nope/rope dtypes, ``dtype_q`` / ``dtype_kv`` kept as legacy aliases.
+    #: aded0f84, e4048607: ``is_cp_round_robin``, ``mla_version`` and the nope/rope dtypes;
+    #: ``dtype_q`` / ``dtype_kv`` kept as legacy aliases.
     NOPE_ROPE = "nope_rope"
 
 
-class HeadRules(enum.Enum):
-    """Which head counts the decode kernels run natively (the rest fold to 16-head batches)."""
+class Dispatch(enum.Enum):
+    """The host dispatch's rules: which head counts run natively, query rows per tile, the head check."""
 
-    #: CK-era (33d168a0, ``v1_2_device.cuh``): 16 heads, and 128 heads with fp8 q and kv.
+    #: 33d168a0: only 16 heads, and 128 heads with fp8 q and kv, run natively; 128 rows per tile;
+    #: after folding the check accepts 16 or 128 heads.
     CK = "ck"
-    #: v0.1.16.post2 (620287969c): adds gfx950 bf16-like, gfx950 fp8 (32, qlen 2 / 4) / 64 / 128,
-    #: gfx942 128 fp8, and the experimental MTP shapes.
+    #: v0.1.16.post2 (620287969c): adds gfx950 with q and kv both non-fp8 (any head count,
+    #: 64 rows per tile for 64 <= heads x qlen < 128 or 48 heads; aiter 6a82fa71ab), gfx950 fp8
+    #: 32 heads at qlen 2 or 4, 64 and 128 heads, gfx942 fp8 128 heads, and with
+    #: AITER_ENABLE_EXPERIMENTAL fp8 heads x qlen == 128 (aiter d35d35b40e).
     V0_1_16 = "v0.1.16"
-    #: aded0f84 (2026-08-05): as e4048607 except gfx950 fp8 32 heads with max_seqlen_qo 3 folds.
+    #: aded0f84: also gfx950 fp8 32 heads at qlen 1 and >= 4, and fp8 64 heads at qlen 1 (gfx942 too).
     ADED0F84 = "aded0f84"
-    #: e4048607 (2026-08-22, aiter ca1c24a9dd on): gfx950 fp8 32/64/128 heads natively at any length.
+    #: e4048607: gfx950 fp8 32 heads at every qlen, 64 rows per tile at qlen 3 (aiter ca1c24a9dd).
     E4048607 = "e4048607"
 
 
 class Sizing(enum.Enum):
-    """Which ``get_mla_metadata_info_v1`` sizes the buffers."""
+    """Which ``get_mla_metadata_info_v1`` sizes the buffers (``aiter/ops/attention.py``)."""
 
-    #: 33d168a0: no ``max_split_per_batch``, arch-independent, asserts heads % 16 == 0.
+    #: 33d168a0: no ``max_split_per_batch``; ignores the arch, the env and sparsity in its tile
+    #: count; asserts ``num_head_qo % 16 == 0``.
     CK = "ck"
-    #: v0.1.16.post2: arch- and dtype-aware tile counts, ``max_split_per_batch``.
+    #: v0.1.16.post2: occupancy-aware split count, arch/dtype-aware tile counts, and
+    #: ``max_split_per_batch`` enlarging ``reduce_partial_map`` to ``tile_cnt * cap``.
     V0_1_16 = "v0.1.16"
-    #: aded0f84: as e4048607 without the gfx950 fp8 32-head qlen-3 rule.
+    #: aded0f84: 64-row tiles for gfx950 bf16, 128-row for fp8 64 heads at qlen 1, and a
+    #: split cap of ``tile_cnt + cap``.
     ADED0F84 = "aded0f84"
+    #: e4048607: also 64-row tiles for gfx950 fp8 32 heads at qlen 3 (aiter ca1c24a9dd).
     E4048607 = "e4048607"
 
 
@@ -60,67 +71,87 @@ class PlannerFeatures:
 
     signature: Signature
     sizing: Sizing
-    heads: HeadRules
-    #: ``kn_get_mla_metadata_v1_2_parallel`` exists and ``AITER_MLA_META_USE_PARALLEL`` is read.
+    dispatch: Dispatch
+    #: The parallel kernel exists and ``AITER_MLA_META_USE_PARALLEL`` is read (aiter befce5035b).
     parallel_planner: bool
-    #: The planner reads ``AITER_ENABLE_EXPERIMENTAL`` (m16x4 occupancy 2, MTP shapes).
+    #: ``AITER_ENABLE_EXPERIMENTAL`` is read: m16x4 at occupancy 2, MTP shapes (aiter d35d35b40e).
     experimental_env: bool
-    #: ``is_causal=False`` drops the per-tile KV trim (aiter ca1c24a9dd); before, tiles trim as if causal.
+    #: Folded calls hand the kernel the folded head count 16 (aiter b3037388f4); before, the
+    #: unfolded count, which sizes the query tiles.
+    folded_heads_to_kernel: bool
+    #: One query tile per token when heads fill more than half a tile (aiter 6a82fa71ab).
+    per_token_qo_tiles: bool
+    #: The causal trim (``batch_tail``) is clamped at 0 (aiter 5e4c537c6b); before, a negative one
+    #: let ``kv_end`` run past the batch's KV.
+    batch_tail_clamped: bool
+    #: ``is_causal=False`` drops the trim (aiter 45ef304fe5); before, tiles trim as if causal.
     noncausal_untrimmed: bool
     #: A KV remainder shorter than the tail threshold stays with the tile's last work (aiter b564a7367b).
     kv_tail_done: bool
-    #: Sparse without folding maps works back to the original batch and adds the token's causal offset.
+    #: Sparse works name their real batch, with the token's causal ``kv_offset`` (aiter fea695b90b).
     sparse_batch_fixup: bool
-    #: The kernel gets the folded head count (16); CK-era hands it the unfolded count.
-    folded_heads_to_kernel: bool
+    #: Line of the first argument check in ``csrc/kernels/mla/metadata.cu`` (the others follow
+    #: every 2 lines) and of the head-count check in ``v1_2_device.cuh``.
+    check_lines: tuple[int, int]
 
 
-#: aiter 33d168a0 (2026-02-02), the CK/ck_tile planner before the OPUS rewrite d87e5991cc;
-#: ``csrc/kernels/mla/metadata/v1_2_device.cuh`` and ``aiter/ops/attention.py`` at that commit.
+#: aiter 33d168a0 (2026-02-02), the CK/ck_tile planner before the OPUS rewrite d87e5991cc.
 CK_33D168A0 = PlannerFeatures(
     signature=Signature.NO_PAGES,
     sizing=Sizing.CK,
-    heads=HeadRules.CK,
+    dispatch=Dispatch.CK,
     parallel_planner=False,
     experimental_env=False,
+    folded_heads_to_kernel=False,
+    per_token_qo_tiles=False,
+    batch_tail_clamped=False,
     noncausal_untrimmed=False,
     kv_tail_done=False,
     sparse_batch_fixup=False,
-    folded_heads_to_kernel=False,
+    check_lines=(64, 407),
 )
 #: aiter v0.1.16.post2 (620287969c, release branch cut from main 0730b33fcf on 2026-06-13).
 V0_1_16_POST2 = PlannerFeatures(
     signature=Signature.PAGED,
     sizing=Sizing.V0_1_16,
-    heads=HeadRules.V0_1_16,
-    parallel_planner=True,
+    dispatch=Dispatch.V0_1_16,
+    parallel_planner=False,
     experimental_env=True,
+    folded_heads_to_kernel=True,
+    per_token_qo_tiles=True,
+    batch_tail_clamped=True,
     noncausal_untrimmed=False,
     kv_tail_done=True,
     sparse_batch_fixup=True,
-    folded_heads_to_kernel=True,
+    check_lines=(66, 527),
 )
 #: aiter aded0f84 (2026-08-05), the parent of ca1c24a9dd.
 ADED0F84 = PlannerFeatures(
     signature=Signature.NOPE_ROPE,
     sizing=Sizing.ADED0F84,
-    heads=HeadRules.ADED0F84,
+    dispatch=Dispatch.ADED0F84,
     parallel_planner=True,
     experimental_env=True,
+    folded_heads_to_kernel=True,
+    per_token_qo_tiles=True,
+    batch_tail_clamped=True,
     noncausal_untrimmed=False,
     kv_tail_done=True,
     sparse_batch_fixup=True,
-    folded_heads_to_kernel=True,
+    check_lines=(70, 883),
 )
 #: aiter e4048607 (2026-08-22): the core port itself.
 E4048607 = PlannerFeatures(
     signature=Signature.NOPE_ROPE,
     sizing=Sizing.E4048607,
-    heads=HeadRules.E4048607,
+    dispatch=Dispatch.E4048607,
     parallel_planner=True,
     experimental_env=True,
+    folded_heads_to_kernel=True,
+    per_token_qo_tiles=True,
+    batch_tail_clamped=True,
     noncausal_untrimmed=True,
     kv_tail_done=True,
     sparse_batch_fixup=True,
-    folded_heads_to_kernel=True,
+    check_lines=(70, 872),
 )

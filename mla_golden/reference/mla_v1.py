@@ -31,7 +31,8 @@ aiter, ``intra_batch_mode`` is ignored when ``fast_mode`` is true.
 from __future__ import annotations
 
 import array
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -136,16 +137,17 @@ def get_mla_metadata_info_v1(
     )
 
 
-def _check_input(tensor: torch.Tensor, name: str, line: int) -> None:
-    """metadata.cu's checks of one input: contiguous along dim 0, int32 elements."""
+def _check_input(tensor: torch.Tensor, name: str, lines: Iterator[int]) -> None:
+    """metadata.cu's two checks of one input (at the next two ``lines``): contiguous, int32."""
+    stride_line, dtype_line = next(lines), next(lines)
     if tensor.stride(0) != 1:
         raise AiterCheckError(
-            f"get_mla_metadata_v1: {name} should be continuous!", f"{METADATA_CU}:{line}"
+            f"get_mla_metadata_v1: {name} should be continuous!", f"{METADATA_CU}:{stride_line}"
         )
     if _aiter_dtype_id(tensor.dtype) != _AITER_DTYPE_I32:
         raise AiterCheckError(
             f"get_mla_metadata_v1: {name}'s element type should be int!",
-            f"{METADATA_CU}:{line + 2}",
+            f"{METADATA_CU}:{dtype_line}",
         )
 
 
@@ -190,18 +192,25 @@ def plan_mla_metadata_v1(
     :class:`NotImplementedError` for the planners not ported (``fast_mode=False``;
     like aiter, ``intra_batch_mode`` only matters then).
     """
+    # metadata.cu's checks, two lines apart (33d168a0 has none for page_size / kv_last_page_lens).
+    lines = itertools.count(features.check_lines[0], 2)
+    granularity_line = next(lines)
     if kv_granularity & (kv_granularity - 1) != 0:
         raise AiterCheckError(
-            "get_mla_metadata_v1: kv_granularity Must be power of 2!", f"{METADATA_CU}:70"
+            "get_mla_metadata_v1: kv_granularity Must be power of 2!",
+            f"{METADATA_CU}:{granularity_line}",
         )
-    if page_size & (page_size - 1) != 0:
-        raise AiterCheckError(
-            "get_mla_metadata_v1: page_size Must be power of 2!", f"{METADATA_CU}:72"
-        )
-    _check_input(seqlens_qo_indptr, "seqlens_qo_indptr", 74)
-    _check_input(seqlens_kv_indptr, "seqlens_kv_indptr", 78)
     if kv_last_page_lens is not None:
-        _check_input(kv_last_page_lens, "kv_last_page_lens", 82)
+        page_size_line = next(lines)
+        if page_size & (page_size - 1) != 0:
+            raise AiterCheckError(
+                "get_mla_metadata_v1: page_size Must be power of 2!",
+                f"{METADATA_CU}:{page_size_line}",
+            )
+    _check_input(seqlens_qo_indptr, "seqlens_qo_indptr", lines)
+    _check_input(seqlens_kv_indptr, "seqlens_kv_indptr", lines)
+    if kv_last_page_lens is not None:
+        _check_input(kv_last_page_lens, "kv_last_page_lens", lines)
     if not fast_mode:
         planner = "v1_0_device.cuh" if intra_batch_mode else "v1_1_device.cuh"
         raise NotImplementedError(
@@ -285,7 +294,7 @@ def nope_rope_signature(features: PlannerFeatures) -> Callable[..., None]:
             dtype_kv_nope = dtype_kv if dtype_kv_nope is None else dtype_kv_nope
             dtype_kv_rope = dtype_kv if dtype_kv_rope is None else dtype_kv_rope
         fill_mla_metadata_v1(
-            E4048607,
+            features,
             seqlens_qo_indptr,
             seqlens_kv_indptr,
             kv_last_page_lens,

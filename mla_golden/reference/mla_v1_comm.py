@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from mla_golden.reference._cint import c_div
 from mla_golden.reference.errors import UndefinedResultError
+from mla_golden.reference.features import PlannerFeatures
 
 #: aiter's ``MlaWorkInfo``: eight int32 per work.
 WORK_INFO_DWORDS = 8
@@ -31,6 +32,8 @@ class MlaV12Traits:
     uni_seqlen_qo: int  # kUniSeqlenQo: 1..4 constant, 0 = params.uni_seqlen_qo, -1 = per batch
     lds_batch_info: bool  # kLdsBatchInfo: per-batch kv lengths cached in LDS
     is_sparse: bool  # kIsSparse: topk >= 0
+    #: The aiter version whose kernel source this is (its rules where versions differ).
+    features: PlannerFeatures
 
     @property
     def packed_qo_len_per_wg_log2(self) -> int:
@@ -136,7 +139,7 @@ def mla_v12_num_qo_tiles(params: MlaV12Params, traits: MlaV12Traits, seqlen_qo: 
     """Query tiles of one batch: 1 unless kQoSplits; one per token when heads fill half a tile."""
     if not traits.qo_splits:
         return 1
-    if params.num_heads * 2 > traits.packed_qo_len_per_wg:
+    if traits.features.per_token_qo_tiles and params.num_heads * 2 > traits.packed_qo_len_per_wg:
         return seqlen_qo
     packed_qo_len = seqlen_qo * params.num_heads
     return (packed_qo_len + traits.packed_qo_len_per_wg - 1) >> traits.packed_qo_len_per_wg_log2

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from mla_golden.reference._cint import c_div
 from mla_golden.reference._device import Device
 from mla_golden.reference.errors import AiterCheckError, UndefinedResultError
-from mla_golden.reference.features import E4048607, PlannerFeatures
+from mla_golden.reference.features import E4048607, Dispatch, PlannerFeatures
 from mla_golden.reference.mla_v1_comm import (
     MlaV12Outputs,
     MlaV12Params,
@@ -113,6 +113,44 @@ def uni_seqlen_qo_trait(uni_seqlen_qo: int) -> int:
     return 0 if uni_seqlen_qo > 0 else -1
 
 
+def _natively_supported(
+    era: Dispatch,
+    arch_id: str,
+    num_heads: int,
+    max_seqlen_qo: int,
+    fp8_fp8: bool,
+    bf16_like: bool,
+    enable_experimental: bool,
+) -> bool:
+    """Whether the decode kernels of ``era`` run ``num_heads`` as they are (else: fold to 16)."""
+    if era is Dispatch.CK:
+        return num_heads == 16 or (num_heads == 128 and fp8_fp8)
+    hk_mtp_experimental = (
+        arch_id in ("gfx942", "gfx950")
+        and fp8_fp8
+        and num_heads * max_seqlen_qo == 128
+        and num_heads in (16, 32, 64, 128)
+        and enable_experimental
+    )
+    if era is Dispatch.E4048607:
+        # aiter ca1c24a9dd: gfx950 fp8 32 heads at every query length.
+        gfx950_fp8_32 = True
+    elif era is Dispatch.ADED0F84:
+        gfx950_fp8_32 = max_seqlen_qo in (1, 2) or max_seqlen_qo >= 4
+    else:
+        gfx950_fp8_32 = max_seqlen_qo in (2, 4)
+    fp8_64_qlen1 = era is not Dispatch.V0_1_16 and num_heads == 64 and fp8_fp8 and max_seqlen_qo == 1
+    return (
+        num_heads == 16
+        or (arch_id in ("gfx942", "gfx950") and fp8_64_qlen1)
+        or (arch_id == "gfx950" and bf16_like)
+        or (arch_id == "gfx942" and num_heads == 128 and fp8_fp8)
+        or (arch_id == "gfx950" and fp8_fp8 and num_heads == 32 and gfx950_fp8_32)
+        or (arch_id == "gfx950" and fp8_fp8 and num_heads in (64, 128))
+        or hk_mtp_experimental
+    )
+
+
 def get_mla_metadata_v1_2_device(
     device: Device,
     num_kv_batches: int,
@@ -146,7 +184,9 @@ def get_mla_metadata_v1_2_device(
     qk_batch_ratio = 1
     q_is_fp8 = q_dtype == AITER_DTYPE_FP8
     kv_is_fp8 = kv_dtype == AITER_DTYPE_FP8
-    enable_experimental = env_flag("AITER_ENABLE_EXPERIMENTAL", unset=False)
+    enable_experimental = features.experimental_env and env_flag(
+        "AITER_ENABLE_EXPERIMENTAL", unset=False
+    )
 
     cluster_multiplier = mla_metadata_cluster_multiplier(
         arch_id,
@@ -163,49 +203,44 @@ def get_mla_metadata_v1_2_device(
 
     fp8_fp8 = q_is_fp8 and kv_is_fp8
     bf16_like = not q_is_fp8 and not kv_is_fp8
-    hk_mtp_experimental = (
-        arch_id in ("gfx942", "gfx950")
-        and fp8_fp8
-        and num_heads * max_seqlen_qo == 128
-        and num_heads in (16, 32, 64, 128)
-        and enable_experimental
-    )
-    # Head counts the decode kernels run as they are; others fold into 16-head batches.
-    natively_supported = (
-        num_heads == 16
-        or (arch_id in ("gfx942", "gfx950") and num_heads == 64 and fp8_fp8 and max_seqlen_qo == 1)
-        or (arch_id == "gfx950" and bf16_like)
-        or (arch_id == "gfx942" and num_heads == 128 and fp8_fp8)
-        or (arch_id == "gfx950" and fp8_fp8 and num_heads in (32, 64, 128))
-        or hk_mtp_experimental
+    era = features.dispatch
+    natively_supported = _natively_supported(
+        era, arch_id, num_heads, max_seqlen_qo, fp8_fp8, bf16_like, enable_experimental
     )
     if not natively_supported and num_heads % 16 == 0:
         qk_batch_ratio = num_heads // 16
         num_heads = 16
         num_batches *= qk_batch_ratio
 
-    supported = (
-        natively_supported
-        or num_heads in (16, 128)
-        or (num_heads == 32 and fp8_fp8)
-        or (num_heads == 64 and fp8_fp8 and max_seqlen_qo == 1)
-        or (arch_id == "gfx950" and num_heads == 8 and max_seqlen_qo == 4 and fp8_fp8)
-        or (arch_id == "gfx942" and num_heads == 8 and max_seqlen_qo == 2 and bf16_like)
-        or (arch_id == "gfx950" and bf16_like)
-        or (
-            arch_id == "gfx950"
-            and fp8_fp8
-            and ((num_heads == 32 and max_seqlen_qo == 4) or num_heads in (64, 128))
+    if era is Dispatch.CK:
+        # 33d168a0: after folding only 16 and 128 heads pass.
+        supported = num_heads in (16, 128)
+        message = (
+            "get_mla_metadata_v1_2_device: only supports #heads in [16, 128], or "
+            "(#head, uni_seqlen_qo) = (16*N, 1) where N is in [2, 8)."
         )
-        or hk_mtp_experimental
-    )
-    if not supported:
-        raise AiterCheckError(
+    else:
+        supported = (
+            natively_supported
+            or num_heads in (16, 128)
+            or (num_heads == 32 and fp8_fp8)
+            or (num_heads == 64 and fp8_fp8 and max_seqlen_qo == 1)
+            or (arch_id == "gfx950" and num_heads == 8 and max_seqlen_qo == 4 and fp8_fp8)
+            or (arch_id == "gfx942" and num_heads == 8 and max_seqlen_qo == 2 and bf16_like)
+            or (arch_id == "gfx950" and bf16_like)
+            or (
+                arch_id == "gfx950"
+                and fp8_fp8
+                and ((num_heads == 32 and max_seqlen_qo == 4) or num_heads in (64, 128))
+            )
+        )
+        message = (
             "get_mla_metadata_v1_2_device: only supports #heads in [16, 64, 128], or "
             "(#head, uni_seqlen_qo) = (16*N, 1) where N is in [2, 8), or (#head, max_seqlen_qo) "
-            "= (8, 4) where q and kv are fp8, or q and kv are bf16 on gfx950",
-            f"{V1_2_DEVICE}:872",
+            "= (8, 4) where q and kv are fp8, or q and kv are bf16 on gfx950"
         )
+    if not supported:
+        raise AiterCheckError(message, f"{V1_2_DEVICE}:{features.check_lines[1]}")
 
     num_splits = (
         num_clusters
@@ -219,7 +254,7 @@ def get_mla_metadata_v1_2_device(
         )
     params = MlaV12Params(
         num_batches=num_batches,
-        num_heads=num_heads,
+        num_heads=num_heads if features.folded_heads_to_kernel else num_heads_k * num_heads_per_head_k,
         num_cu=num_clusters,
         num_splits=num_splits,
         reduce_indptr_size=reduce_indptr_size,
@@ -238,14 +273,18 @@ def get_mla_metadata_v1_2_device(
     )
 
     packed_qo_len_per_wg = 128
-    if (
+    if era is not Dispatch.CK and (
         arch_id == "gfx950"
         and bf16_like
         and num_heads * max_seqlen_qo >= 64
         and num_heads <= 64
         and (num_heads * max_seqlen_qo < 128 or num_heads == 48)
-    ) or (arch_id == "gfx950" and fp8_fp8 and num_heads == 32 and max_seqlen_qo == 3):
-        packed_qo_len_per_wg = 64
+    ):
+        packed_qo_len_per_wg = 64  # aiter 6a82fa71ab
+    elif era is Dispatch.E4048607 and (
+        arch_id == "gfx950" and fp8_fp8 and num_heads == 32 and max_seqlen_qo == 3
+    ):
+        packed_qo_len_per_wg = 64  # aiter ca1c24a9dd
 
     # MLA_METADATA_DISPATCHER: split query tiles unless the packed rows fit one tile.
     max_packed_seqlen_qo = max_seqlen_qo * num_heads_per_head_k
@@ -253,6 +292,7 @@ def get_mla_metadata_v1_2_device(
     uni_seqlen_qo = uni_seqlen_qo_trait(ori_uni_seqlen_qo)
     return _dispatch_mla_metadata_v1_2_device(
         params,
+        features,
         packed_qo_len_per_wg,
         qo_splits,
         uni_seqlen_qo,
@@ -263,6 +303,7 @@ def get_mla_metadata_v1_2_device(
 
 def _dispatch_mla_metadata_v1_2_device(
     params: MlaV12Params,
+    features: PlannerFeatures,
     packed_qo_len_per_wg: int,
     qo_splits: bool,
     uni_seqlen_qo: int,
@@ -274,7 +315,9 @@ def _dispatch_mla_metadata_v1_2_device(
     num_batches = params.num_batches
     lds_size = params.lds_size
     max_lds_batch_size = lds_size // (4 * (1 if is_unique else 2))
-    parallel_wanted = env_flag("AITER_MLA_META_USE_PARALLEL", unset=True)
+    parallel_wanted = features.parallel_planner and env_flag(
+        "AITER_MLA_META_USE_PARALLEL", unset=True
+    )
     use_parallel = (
         parallel_wanted
         and max_seqlen_qo == 1
@@ -301,5 +344,6 @@ def _dispatch_mla_metadata_v1_2_device(
         uni_seqlen_qo=uni_seqlen_qo,
         lds_batch_info=lds_batch_info,
         is_sparse=is_sparse,
+        features=features,
     )
     return MlaV12Dispatch(kernel, params, traits)

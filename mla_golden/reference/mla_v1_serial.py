@@ -119,9 +119,12 @@ def kn_get_mla_metadata_v1_2(
         integer_divide_ceil(seqlen, tiles)
         for seqlen, tiles in zip(seqlens_qo, batch_num_qo_tiles)
     ]
+    # The batch a work names: sparse works name their real batch (aiter fea695b90b); 33d168a0's
+    # name the (batch, token) pair they plan.
+    sparse_batches = traits.features.sparse_batch_fixup
     batch_kv_idx: Sequence[int] = (
         [c_div(c_div(batch, ori_seqlen_qo), ratio) for batch in range(num_batches)]
-        if is_sparse
+        if is_sparse and sparse_batches
         else range(num_batches)
     )
     num_qo_tiles = batch_num_qo_tiles[0]
@@ -130,15 +133,19 @@ def kn_get_mla_metadata_v1_2(
     batch_qo_end = qo_ends[0]
     curr_batch_kv = batch_kv_idx[0]
 
+    features = traits.features
+    tail_done = features.kv_tail_done
+
     def causal_batch_tail(qo_start: int) -> int:
         """KV tokens a query tile must not see (aiter's ``batch_tail``), page_size 1 only."""
-        if not is_causal:
-            return 0  # aiter computes the trim first, then drops it
+        if not is_causal and features.noncausal_untrimmed:
+            return 0  # aiter computes the trim first, then drops it (45ef304fe5; before: kept)
         batch_tail = 0 if is_cp_round_robin else num_qo_tiles - 1 - curr_qo_tile_idx
         if not is_sparse and ratio != 1:
             # folded: the tile's token position within its batch, from qo_start
             batch_tail = num_qo_tiles - c_mod(c_div(qo_start, ratio), ori_seqlen_qo) - 1
-        return max(batch_tail, 0)
+        # 33d168a0 does not clamp: a negative tail lets kv_end run past the batch's KV end.
+        return max(batch_tail, 0) if features.batch_tail_clamped else batch_tail
 
     def sparse_fixup(kv_offset: int) -> tuple[int, int]:
         """Sparse without folding: map back to the real batch, add the token's causal offset."""
@@ -165,10 +172,12 @@ def kn_get_mla_metadata_v1_2(
                     kv_end = min(
                         kv_start + remain_kv_blocks * kv_granularity, curr_kv_end - batch_tail
                     )
-                    if 0 < curr_kv_end - kv_end < tail_done_threshold or cur_tail_done:
+                    if tail_done and (
+                        0 < curr_kv_end - kv_end < tail_done_threshold or cur_tail_done
+                    ):
                         kv_end = min(curr_kv_end - batch_tail, curr_kv_end)
                     kv_offset = curr_kv_end - kv_end
-                    if is_sparse and ratio == 1:
+                    if is_sparse and ratio == 1 and sparse_batches:
                         batch_idx, kv_offset = sparse_fixup(kv_offset)
                 else:
                     kv_end = min(kv_start + remain_kv_blocks * kv_granularity, curr_kv_end)
@@ -250,10 +259,10 @@ def kn_get_mla_metadata_v1_2(
                         )
                         # A remainder shorter than the query would be left over: the tile's
                         # last piece takes it (next loop turn, regardless of payload).
-                        if curr_kv_end - kv_end < tail_done_threshold:
+                        if tail_done and curr_kv_end - kv_end < tail_done_threshold:
                             cur_tail_done = True
                         kv_offset = curr_kv_end - kv_end
-                        if is_sparse and ratio == 1:
+                        if is_sparse and ratio == 1 and sparse_batches:
                             batch_idx, kv_offset = sparse_fixup(kv_offset)
                     else:
                         kv_end = min(kv_start + consuming_blks * kv_granularity, curr_kv_end)

@@ -16,7 +16,7 @@ import os
 import torch
 
 from mla_golden.reference._device import current_device
-from mla_golden.reference.features import PlannerFeatures
+from mla_golden.reference.features import PlannerFeatures, Sizing
 
 FP8_DTYPES = (torch.float8_e4m3fnuz, torch.float8_e4m3fn)
 BufferInfo = tuple[tuple[int | tuple[int, int], torch.dtype], ...]
@@ -65,74 +65,26 @@ def mla_metadata_info_v1(
     intra_batch_mode: bool = False,
     max_split_per_batch: int = -1,
 ) -> BufferInfo:
-    """``get_mla_metadata_info_v1`` of the version with ``features``."""
-    if num_head_qo % 8 != 0:
-        raise AssertionError(f"num_head_qo must be a multiple of 8, got {num_head_qo}")
-    arch = current_device().arch
-    q_fp8 = q_dtype in FP8_DTYPES
-    kv_fp8 = kv_dtype in FP8_DTYPES
-    q_bf16 = q_dtype == torch.bfloat16
-    kv_bf16 = kv_dtype == torch.bfloat16
-    max_splits = get_mla_decode_fwd_max_splits(num_head_qo, max_seqlen_qo, q_dtype, kv_dtype)
+    """``get_mla_metadata_info_v1`` of the version with ``features``.
 
-    effective_seqlen_qo = 1 if is_sparse else max_seqlen_qo
-    packed_qo_len = effective_seqlen_qo * num_head_qo
-    max_qo_tiles_per_batch = math.ceil(packed_qo_len / 16)
-
-    if (
-        arch == "gfx950"
-        and q_bf16
-        and kv_bf16
-        and packed_qo_len >= 64
-        and num_head_qo <= 64
-        and (packed_qo_len < 128 or num_head_qo == 48)
-    ) or (arch == "gfx950" and q_fp8 and kv_fp8 and num_head_qo == 32 and effective_seqlen_qo == 3):
-        # 64 packed rows per tile; one tile per token once heads fill half a tile.
-        if num_head_qo * 2 > 64:
-            max_qo_tiles_per_batch = effective_seqlen_qo
-        else:
-            max_qo_tiles_per_batch = math.ceil(packed_qo_len / 64)
-    elif (
-        num_head_qo == 16
-        or (arch == "gfx942" and num_head_qo == 128 and kv_fp8 and q_fp8)
-        or (
-            arch == "gfx942"
-            and num_head_qo in (16, 32, 64)
-            and num_head_qo * effective_seqlen_qo == 128
-            and kv_fp8
-            and q_fp8
-            and _is_experimental_enabled()
-        )
-        or (
-            arch == "gfx950"
-            and kv_fp8
-            and q_fp8
-            and (
-                (num_head_qo == 32 and effective_seqlen_qo == 4)
-                or num_head_qo == 64
-                or num_head_qo == 128
-            )
-        )
-        or (
-            arch in ("gfx942", "gfx950")
-            and num_head_qo == 64
-            and q_fp8
-            and kv_fp8
-            and effective_seqlen_qo == 1
-        )
-    ):
-        max_qo_tiles_per_batch = math.ceil(packed_qo_len / 128)
-    elif (
-        arch == "gfx950"
-        and (packed_qo_len >= 128 or num_head_qo > 64)
-        and kv_bf16
-        and q_bf16
-        and num_head_qo != 48
-    ):
-        if num_head_qo * 2 > 128:
-            max_qo_tiles_per_batch = effective_seqlen_qo
-        else:
-            max_qo_tiles_per_batch = math.ceil(packed_qo_len / 128)
+    33d168a0's helper takes no ``max_split_per_batch`` (its signature never
+    passes one here).
+    """
+    sizing = features.sizing
+    if sizing is Sizing.CK:
+        # 33d168a0: the CU count alone, tiles of 128 rows for 16 heads or fp8 128 heads, else 16.
+        if num_head_qo % 16 != 0:
+            raise AssertionError(f"num_head_qo must be a multiple of 16, got {num_head_qo}")
+        max_splits = current_device().cu_num
+        effective_seqlen_qo = max_seqlen_qo
+    else:
+        if num_head_qo % 8 != 0:
+            raise AssertionError(f"num_head_qo must be a multiple of 8, got {num_head_qo}")
+        max_splits = get_mla_decode_fwd_max_splits(num_head_qo, max_seqlen_qo, q_dtype, kv_dtype)
+        effective_seqlen_qo = 1 if is_sparse else max_seqlen_qo
+    max_qo_tiles_per_batch = _max_qo_tiles_per_batch(
+        sizing, num_head_qo, effective_seqlen_qo, q_dtype, kv_dtype
+    )
 
     batch_size = batch_size * max_seqlen_qo if is_sparse else batch_size
     tile_cnt = batch_size * max_qo_tiles_per_batch
@@ -146,10 +98,14 @@ def mla_metadata_info_v1(
         max_work = tile_cnt * max_splits
         max_split_tiles = tile_cnt * max_splits
 
-    # The split cap is global (shared by all tiles): one partial per tile plus the cap.
     if max_split_per_batch > 0:
         per_tile_cap = min(max_splits, max_split_per_batch * batch_size)
-        max_split_tiles = max(max_split_tiles, tile_cnt + per_tile_cap)
+        if sizing is Sizing.V0_1_16:
+            # v0.1.16.post2: as if every tile could take the whole cap.
+            max_split_tiles = max(max_split_tiles, tile_cnt * per_tile_cap)
+        else:
+            # The split cap is global (shared by all tiles): one partial per tile plus the cap.
+            max_split_tiles = max(max_split_tiles, tile_cnt + per_tile_cap)
 
     if not intra_batch_mode:
         return (
@@ -168,3 +124,73 @@ def mla_metadata_info_v1(
         ((tile_cnt, 2), torch.int32),
         (tile_cnt * num_kv_splits, torch.int32),
     )
+
+
+def _max_qo_tiles_per_batch(
+    sizing: Sizing,
+    num_head_qo: int,
+    seqlen_qo: int,
+    q_dtype: torch.dtype | None,
+    kv_dtype: torch.dtype | None,
+) -> int:
+    """Query tiles the helper allows per batch: packed rows over 16, 64 or 128 rows per tile."""
+    arch = current_device().arch
+    q_fp8 = q_dtype in FP8_DTYPES
+    kv_fp8 = kv_dtype in FP8_DTYPES
+    packed_qo_len = seqlen_qo * num_head_qo
+    if sizing is Sizing.CK:
+        native = num_head_qo == 16 or (num_head_qo == 128 and q_fp8 and kv_fp8)
+        return math.ceil(packed_qo_len / (128 if native else 16))
+
+    q_bf16 = q_dtype == torch.bfloat16
+    kv_bf16 = kv_dtype == torch.bfloat16
+    rows_64 = sizing is not Sizing.V0_1_16 and (
+        arch == "gfx950"
+        and q_bf16
+        and kv_bf16
+        and packed_qo_len >= 64
+        and num_head_qo <= 64
+        and (packed_qo_len < 128 or num_head_qo == 48)
+    )
+    if sizing is Sizing.E4048607:
+        # aiter ca1c24a9dd: gfx950 fp8 32 heads at qlen 3 run natively with 64-row tiles.
+        rows_64 = rows_64 or (
+            arch == "gfx950" and q_fp8 and kv_fp8 and num_head_qo == 32 and seqlen_qo == 3
+        )
+    if rows_64:
+        # 64 packed rows per tile; one tile per token once heads fill half a tile.
+        return seqlen_qo if num_head_qo * 2 > 64 else math.ceil(packed_qo_len / 64)
+    rows_128 = (
+        num_head_qo == 16
+        or (arch == "gfx942" and num_head_qo == 128 and kv_fp8 and q_fp8)
+        or (
+            arch == "gfx942"
+            and num_head_qo in (16, 32, 64)
+            and num_head_qo * seqlen_qo == 128
+            and kv_fp8
+            and q_fp8
+            and _is_experimental_enabled()
+        )
+        or (
+            arch == "gfx950"
+            and kv_fp8
+            and q_fp8
+            and ((num_head_qo == 32 and seqlen_qo == 4) or num_head_qo in (64, 128))
+        )
+    )
+    if sizing is not Sizing.V0_1_16:
+        # aded0f84 on: fp8 64 heads at qlen 1 too.
+        rows_128 = rows_128 or (
+            arch in ("gfx942", "gfx950") and num_head_qo == 64 and q_fp8 and kv_fp8 and seqlen_qo == 1
+        )
+    if rows_128:
+        return math.ceil(packed_qo_len / 128)
+    if (
+        arch == "gfx950"
+        and (packed_qo_len >= 128 or num_head_qo > 64)
+        and kv_bf16
+        and q_bf16
+        and num_head_qo != 48
+    ):
+        return seqlen_qo if num_head_qo * 2 > 128 else math.ceil(packed_qo_len / 128)
+    return math.ceil(packed_qo_len / 16)

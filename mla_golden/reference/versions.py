@@ -46,7 +46,8 @@ class PlannerVersion:
         return self.name
 
 
-#: (name, commit, date, own tags, changes, features), oldest first.
+#: (name, commit, date, own tags, changes, features), oldest first. The changes name the aiter
+#: commits (csrc/kernels/mla/metadata/v1_2_device.cuh, aiter/ops/attention.py) that made them.
 _REGISTRY: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], PlannerFeatures], ...] = (
     (
         "33d168a0",
@@ -54,8 +55,8 @@ _REGISTRY: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], PlannerF
         "2026-02-02",
         (),
         (
-            "oldest ported: CK-era planner, signature without kv_last_page_lens / page_size, "
-            "serial planner only, its own arch-independent sizing helper",
+            "oldest ported: the CK-era planner (serial only), signature without "
+            "kv_last_page_lens / page_size, arch-independent sizing helper",
         ),
         features.CK_33D168A0,
     ),
@@ -65,14 +66,20 @@ _REGISTRY: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], PlannerF
         "2026-06-25",
         ("v0.1.16.post2",),
         (
-            "signature: kv_last_page_lens (3rd positional) and page_size added (aiter 739c63177e)",
-            "head folding: gfx950 with q and kv both non-fp8 (dtypes omitted included) runs every "
-            "head count natively; gfx950 fp8 runs 32 heads (query length 2 or 4), 64 and 128 natively",
-            "folded calls hand the kernel 16 heads: the per-tile causal trim no longer runs past the KV end",
-            "a KV remainder shorter than the tail threshold stays with the tile's last work (aiter b564a7367b)",
-            "sparse (topk) works map back to their batch and carry the token's causal kv_offset",
-            "parallel planner for single-token decode (AITER_MLA_META_USE_PARALLEL) and "
-            "AITER_ENABLE_EXPERIMENTAL shapes; sizing helper takes max_split_per_batch and the arch",
+            "signature: kv_last_page_lens (3rd positional) and page_size added (739c63177e)",
+            "head folding: gfx950 with q and kv both non-fp8 (dtypes omitted too) runs every head "
+            "count natively, gfx950 fp8 runs 32 heads at max_seqlen_qo 2 or 4, 64 and 128 natively "
+            "(6a82fa71ab, fea695b90b)",
+            "gfx950 bf16 packs 64 query rows per tile for 64 <= heads x qlen < 128 (6a82fa71ab)",
+            "folded calls plan with 16 heads and clamp the causal trim at 0: no kv_end past the "
+            "KV end, no negative kv_offset (b3037388f4, 5e4c537c6b)",
+            "one query tile per token when the heads fill more than half a tile (6a82fa71ab)",
+            "a KV remainder shorter than max_seqlen_qo stays with the tile's last work (b564a7367b)",
+            "sparse (topk) works name their batch and carry the token's causal kv_offset (fea695b90b)",
+            "AITER_ENABLE_EXPERIMENTAL: MTP shapes run natively, gfx950 fp8 heads x qlen 64 plans "
+            "twice the clusters (d35d35b40e)",
+            "sizing helper: takes max_split_per_batch, counts tiles by arch and dtype, sizes for "
+            "the occupancy",
         ),
         features.V0_1_16_POST2,
     ),
@@ -84,8 +91,12 @@ _REGISTRY: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], PlannerF
         (
             "signature: is_cp_round_robin, mla_version and nope/rope dtypes; dtype_q / dtype_kv "
             "become legacy aliases",
-            "head folding: gfx950 fp8 32 heads run natively at query length 2 and 4 only, 64 / 128 "
-            "natively at any length",
+            "head folding: gfx950 fp8 32 heads also run natively at max_seqlen_qo 1 and >= 5, fp8 "
+            "64 heads at max_seqlen_qo 1 on gfx942 too",
+            "parallel planner for single-token decode (AITER_MLA_META_USE_PARALLEL, befce5035b); "
+            "same plans as the serial one",
+            "sizing helper: 64-row tiles for gfx950 bf16, a split cap of tile_cnt + cap instead "
+            "of tile_cnt x cap",
         ),
         features.ADED0F84,
     ),
@@ -96,9 +107,9 @@ _REGISTRY: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], PlannerF
         # Same planner sources (git diff of csrc/kernels/mla/metadata*, aiter/ops/attention.py is empty).
         ("v0.1.20", "v0.1.20.post1"),
         (
-            "gfx950 fp8 32 heads with max_seqlen_qo 3 run natively, 64 query rows per tile, "
-            "fewer query tiles from the sizing helper (aiter ca1c24a9dd)",
-            "is_causal=False no longer trims each query tile's KV range as if causal",
+            "gfx950 fp8 32 heads at max_seqlen_qo 3 run natively with 64 query rows per tile; the "
+            "sizing helper allocates fewer query tiles there (ca1c24a9dd)",
+            "is_causal=False no longer trims each query tile's KV range as if causal (45ef304fe5)",
         ),
         features.E4048607,
     ),
