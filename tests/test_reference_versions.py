@@ -8,11 +8,15 @@ version, and that each version has that aiter commit's Python signatures.
 from __future__ import annotations
 
 import inspect
+import json
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 import mla_golden.reference as reference
 from mla_golden.reference import UnknownVersionError, at, versions
+from mla_golden.reference import planner_versions as version_registry
 
 #: Parameters of get_mla_metadata_v1 by version (aiter/ops/attention.py at each commit).
 OLD_PARAMS = (
@@ -107,3 +111,39 @@ def test_shared_context_is_the_same_for_every_version() -> None:
         assert module.device is reference.device
         assert module.allow_undefined is reference.allow_undefined
         assert module.AiterCheckError is reference.AiterCheckError
+
+
+@pytest.fixture
+def tags_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A stand-in for mla_golden/reference/aiter_tags.json (tools/aiter_oracle's tag map)."""
+    path = tmp_path / "aiter_tags.json"
+
+    def reload() -> None:
+        version_registry._tag_entries.cache_clear()
+        version_registry.versions.cache_clear()
+
+    monkeypatch.setattr(version_registry, "TAGS_FILE", path)
+    reload()
+    yield path
+    monkeypatch.undo()
+    reload()
+
+
+def _entry(tag: str, commit: str, same_planner_as: str | None) -> dict:
+    return {"tag": tag, "commit": commit, "date": "2026-08-04", "planner_digest": "0" * 64, "same_planner_as": same_planner_as}
+
+
+def test_release_tags_come_from_the_tag_map(tags_file: Path) -> None:
+    tags_file.write_text(json.dumps([
+        _entry("v0.1.19.post1", "8a9b4145f8" + "0" * 30, "aded0f84"),
+        _entry("v0.1.16.post3", "0c0261ba90" + "0" * 30, "620287969c"),
+        _entry("v0.1.16.post2", "620287969c9ce18cd2033ebbdfd13107800f7f3f", "620287969c"),
+        _entry("v0.1.19", "3135022616" + "0" * 30, None),  # a planner no version ports
+    ]))  # fmt: skip
+    assert at("v0.1.19.post1").version.name == "aded0f84"
+    assert at("8a9b4145f8").version.name == "aded0f84", "a release commit carrying a ported planner"
+    assert at("v0.1.16.post3").version.name == "62028796"
+    assert at("v0.1.16.post2").version.tags == ("v0.1.16.post2", "v0.1.16.post3")
+    assert "v0.1.19.post1" in at("aded0f84").version.tags
+    with pytest.raises(UnknownVersionError, match="v0.1.19'"):
+        at("v0.1.19")
