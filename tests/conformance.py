@@ -268,7 +268,7 @@ class VersionCase:
 def _version_of(commit: str) -> str | None:
     """The ported version whose planner ``commit`` carries, None if none."""
     from mla_golden.reference import UnknownVersionError
-    from mla_golden.reference.planner_versions import resolve
+    from mla_golden.reference.versions import resolve
 
     try:
         return resolve(commit).name

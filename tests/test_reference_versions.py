@@ -7,6 +7,7 @@ version, and that each version has that aiter commit's Python signatures.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 from collections.abc import Iterator
@@ -16,7 +17,8 @@ import pytest
 
 import mla_golden.reference as reference
 from mla_golden.reference import UnknownVersionError, at, versions
-from mla_golden.reference import planner_versions as version_registry
+
+version_registry = importlib.import_module("mla_golden.reference.versions")  # the module (the package exports the function versions())
 
 #: Parameters of get_mla_metadata_v1 by version (aiter/ops/attention.py at each commit).
 OLD_PARAMS = (

@@ -37,9 +37,9 @@ from mla_golden.reference.mla_v1 import (
     get_mla_metadata_info_v1,
     get_mla_metadata_v1,
 )
-from mla_golden.reference.planner_versions import PlannerVersion, latest, versions
 from mla_golden.reference.ps_v1 import get_ps_metadata_info_v1, get_ps_metadata_v1
 from mla_golden.reference.versioned import ReferenceVersion, at
+from mla_golden.reference.versions import PlannerVersion, latest, versions
 
 #: The aiter version this module plans as (the newest ported one).
 version: PlannerVersion = latest()

@@ -15,7 +15,7 @@ from functools import cache
 
 from mla_golden.reference import _device, _undefined, errors, mla_v1, ps_v1
 from mla_golden.reference.features import Signature
-from mla_golden.reference.planner_versions import PlannerVersion, latest, resolve
+from mla_golden.reference.versions import PlannerVersion, latest, resolve
 
 #: What every version shares, by attribute name.
 _SHARED = {
@@ -36,7 +36,7 @@ _SHARED = {
 class ReferenceVersion(types.ModuleType):
     """The reference planners of one aiter version, usable wherever the ``aiter`` module is.
 
-    ``version`` says which (:class:`~mla_golden.reference.planner_versions.PlannerVersion`).
+    ``version`` says which (:class:`~mla_golden.reference.versions.PlannerVersion`).
     """
 
     version: PlannerVersion
