@@ -14,9 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
+from conformance import MLA_BUFFER_NAMES, canary_buffers
 
 import mla_golden.reference as reference
-from mla_golden.reference import UnknownVersionError, at, versions
+from mla_golden.reference import AiterCheckError, UnknownVersionError, at, versions
+from mla_golden.schema import OUTPUTS
 
 version_registry = importlib.import_module("mla_golden.reference.versions")  # the module (the package exports the function versions())
 
@@ -149,3 +152,74 @@ def test_release_tags_come_from_the_tag_map(tags_file: Path) -> None:
     assert "v0.1.19.post1" in at("aded0f84").version.tags
     with pytest.raises(UnknownVersionError, match="v0.1.19'"):
         at("v0.1.19")
+
+
+def _call(version: str, heads: int = 16, **overrides: object) -> tuple[list, dict]:
+    """A small valid decode call in ``version``'s signature (2 batches, bf16), canary buffers."""
+    module = at(version)
+    params = inspect.signature(module.get_mla_metadata_v1).parameters
+    inputs = {
+        "seqlens_qo_indptr": torch.tensor([0, 1, 2], dtype=torch.int32),
+        "seqlens_kv_indptr": torch.tensor([0, 100, 300], dtype=torch.int32),
+        "kv_last_page_lens": torch.tensor([1, 1], dtype=torch.int32),
+    }
+    inputs.update({k: v for k, v in overrides.items() if k in inputs})  # type: ignore[misc]
+    info = reference.get_mla_metadata_info_v1(2, 1, heads, torch.bfloat16, torch.bfloat16, False)
+    buffers = canary_buffers(OUTPUTS, list(info))
+    args = [tensor for name, tensor in inputs.items() if name in params]
+    args += [heads, 1, True, *(buffers[name] for name in MLA_BUFFER_NAMES)]
+    kwargs = {"max_seqlen_qo": 1, "uni_seqlen_qo": 1, "dtype_q": torch.bfloat16, "dtype_kv": torch.bfloat16}
+    kwargs.update({k: v for k, v in overrides.items() if k not in inputs})
+    return args, kwargs
+
+
+#: (version, overrides, aiter source line, message): each version's checks where its sources have them.
+CHECKS = [
+    ("33d168a0", {"kv_granularity": 24}, "metadata.cu:64", "get_mla_metadata_v1: kv_granularity Must be power of 2!"),
+    ("33d168a0", {"seqlens_kv_indptr": torch.tensor([0, 100, 300])}, "metadata.cu:72",
+     "get_mla_metadata_v1: seqlens_kv_indptr's element type should be int!"),
+    ("v0.1.16.post2", {"page_size": 3}, "metadata.cu:68", "get_mla_metadata_v1: page_size Must be power of 2!"),
+    ("v0.1.16.post2", {"kv_last_page_lens": torch.ones(2, dtype=torch.int16)}, "metadata.cu:80",
+     "get_mla_metadata_v1: kv_last_page_lens's element type should be int!"),
+    ("aded0f84", {"seqlens_qo_indptr": torch.arange(6, dtype=torch.int32)[::2]}, "metadata.cu:74",
+     "get_mla_metadata_v1: seqlens_qo_indptr should be continuous!"),
+]  # fmt: skip
+HEAD_CHECK = (
+    "get_mla_metadata_v1_2_device: only supports #heads in [16, 64, 128], or (#head, uni_seqlen_qo) = "
+    "(16*N, 1) where N is in [2, 8), or (#head, max_seqlen_qo) = (8, 4) where q and kv are fp8, or q and "
+    "kv are bf16 on gfx950"
+)
+
+
+@pytest.mark.parametrize(("version", "overrides", "source", "message"), CHECKS)
+def test_argument_checks_cite_their_version_source(version: str, overrides: dict, source: str, message: str) -> None:
+    args, kwargs = _call(version, **overrides)
+    with pytest.raises(AiterCheckError) as info:
+        at(version).get_mla_metadata_v1(*args, **kwargs)
+    assert (info.value.source, info.value.message) == (f"csrc/kernels/mla/{source}", message)
+
+
+@pytest.mark.parametrize(
+    ("version", "line", "message"),
+    [
+        ("33d168a0", 407, "get_mla_metadata_v1_2_device: only supports #heads in [16, 128], or "
+                          "(#head, uni_seqlen_qo) = (16*N, 1) where N is in [2, 8)."),
+        ("v0.1.16.post2", 527, HEAD_CHECK),
+        ("aded0f84", 883, HEAD_CHECK),
+        ("e4048607", 872, HEAD_CHECK),
+    ],
+)  # fmt: skip
+def test_head_count_check_per_version(version: str, line: int, message: str) -> None:
+    """8 heads cannot fold to 16 and no version runs them natively on gfx942 at query length 1."""
+    args, kwargs = _call(version, heads=8)
+    with pytest.raises(AiterCheckError) as info:
+        at(version).get_mla_metadata_v1(*args, **kwargs)
+    assert info.value.source == f"csrc/kernels/mla/metadata/v1_2_device.cuh:{line}"
+    assert info.value.message == message
+
+
+def test_old_sizing_helper_wants_multiples_of_16_heads() -> None:
+    """33d168a0's helper asserts num_head_qo % 16 == 0 (8 heads could not be sized then)."""
+    with pytest.raises(AssertionError):
+        at("33d168a0").get_mla_metadata_info_v1(2, 1, 8, None, None, False)
+    assert at("v0.1.16.post2").get_mla_metadata_info_v1(2, 1, 8, None, None, False)
