@@ -165,9 +165,11 @@ def resolve(version: str | PlannerVersion) -> PlannerVersion:
     Accepted: a commit prefix of at least 7 hex digits (of a ported version, or
     of a release commit that carries one's planner per ``aiter_tags.json``), a
     release tag (``v0.1.16.post2``), or a date ``YYYY-MM-DD``: the newest
-    ported version committed at or before that date (what a checkout of aiter
-    main on that day would plan like, as far as the ported versions tell).
-    Raises :class:`UnknownVersionError` listing the known versions otherwise.
+    ported version committed at or before that date. That is the closest
+    ported planner, not necessarily the one aiter had that day: main moved
+    between the ported commits, and v0.1.16.post2 is a release branch (cut
+    from main on 2026-06-13). Raises :class:`UnknownVersionError` listing the
+    known versions otherwise.
     """
     if isinstance(version, PlannerVersion):
         return version
