@@ -13,6 +13,11 @@ written from the source (no upstream code copied):
   dispatch (:mod:`.mla_v1_dispatch`), the serial planner (:mod:`.mla_v1_serial`)
   and the parallel planner (:mod:`.mla_v1_parallel`).
 
+Older aiter versions' Python signatures (``*_signature``) wrap the same op,
+:func:`fill_mla_metadata_v1`, told apart by their
+:class:`~mla_golden.reference.features.PlannerFeatures`
+(:func:`mla_golden.reference.at` builds them).
+
 The GPU planned for is :func:`~mla_golden.reference._device.current_device`;
 ``AITER_ENABLE_EXPERIMENTAL`` and ``AITER_MLA_META_USE_PARALLEL`` are read from
 ``os.environ`` at call time. Where aiter aborts on a failed ``AITER_CHECK`` this
@@ -103,38 +108,6 @@ def _aiter_dtype_id(dtype: object) -> int:
         return _AITER_DTYPE_IDS[dtype]  # type: ignore[index]
     except (KeyError, TypeError):
         raise AssertionError(f"Unsupported dtype: {dtype}") from None
-
-
-def get_mla_metadata_info_v1(
-    batch_size: int,
-    max_seqlen_qo: int,
-    num_head_qo: int,
-    q_dtype: torch.dtype | None,
-    kv_dtype: torch.dtype | None,
-    is_sparse: bool,
-    fast_mode: bool = True,
-    num_kv_splits: int = 32,
-    intra_batch_mode: bool = False,
-    max_split_per_batch: int = -1,
-) -> BufferInfo:
-    """(shape, dtype) of the six output buffers, as aiter's sizing helper returns them.
-
-    Order: work_metadata_ptrs, work_indptr, work_info_set, reduce_indptr,
-    reduce_final_map, reduce_partial_map; 1-D shapes are plain ints, like aiter's.
-    """
-    return mla_metadata_info_v1(
-        E4048607,
-        batch_size,
-        max_seqlen_qo,
-        num_head_qo,
-        q_dtype,
-        kv_dtype,
-        is_sparse,
-        fast_mode,
-        num_kv_splits,
-        intra_batch_mode,
-        max_split_per_batch,
-    )
 
 
 def _check_input(tensor: torch.Tensor, name: str, lines: Iterator[int]) -> None:
@@ -494,7 +467,11 @@ def sizing_signature(features: PlannerFeatures) -> Callable[..., BufferInfo]:
         intra_batch_mode: bool = False,
         max_split_per_batch: int = -1,
     ) -> BufferInfo:
-        """(shape, dtype) of the six output buffers, as this version's sizing helper returns them."""
+        """(shape, dtype) of the six output buffers, as this version's sizing helper returns them.
+
+        Order: work_metadata_ptrs, work_indptr, work_info_set, reduce_indptr,
+        reduce_final_map, reduce_partial_map; 1-D shapes are plain ints, like aiter's.
+        """
         return mla_metadata_info_v1(
             features, batch_size, max_seqlen_qo, num_head_qo, q_dtype, kv_dtype, is_sparse,
             fast_mode, num_kv_splits, intra_batch_mode, max_split_per_batch,
@@ -511,6 +488,8 @@ def _named(fn: _F, name: str) -> _F:
 
 #: The newest version's (e4048607) planner, what ``mla_golden.reference`` exports.
 get_mla_metadata_v1 = _named(nope_rope_signature(E4048607), "get_mla_metadata_v1")
+#: The newest version's sizing helper.
+get_mla_metadata_info_v1 = sizing_signature(E4048607)
 
 
 def fill_mla_metadata_v1(

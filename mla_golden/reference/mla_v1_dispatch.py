@@ -6,7 +6,10 @@ macros of ``csrc/kernels/mla/metadata/v1_2_device.cuh`` and
 ``csrc/kernels/mla/metadata/v1_comm.cuh`` (aiter commit
 e4048607a535ace3a2b51ded31b1c8c2d45c0879), written from the source. Reads
 the device from :func:`~mla_golden.reference._device.current_device` and the
-environment at call time, as aiter does.
+environment at call time, as aiter does. Older versions' head folding, tile
+packing, head check and kernel choice follow their
+:class:`~mla_golden.reference.features.PlannerFeatures` (the same functions at
+33d168a06297, 620287969c and aded0f84013b, each rule citing its commit).
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ Port of the single-warp kernel in ``csrc/kernels/mla/metadata/v1_2_device.cuh``
 (aiter commit e4048607a535ace3a2b51ded31b1c8c2d45c0879), written from the
 source. One pass over the clusters ("cu parts"): each gets ``payload`` kv
 blocks; a (batch, query tile) that does not fit is split across clusters and
-recorded for the reduce step.
+recorded for the reduce step. The same kernel at 33d168a06297, 620287969c and
+aded0f84013b differs in the causal trim, the KV tail and sparse batch indices
+only; ``traits.features`` says which rules apply (each citing its commit).
 
 The kernel's state variables keep aiter's names. Values that only depend on
 the current batch (its query tiles and range) are computed up front for every
