@@ -46,7 +46,7 @@ def test_versions_oldest_first_with_full_commits() -> None:
     for v in listed:
         assert len(v.commit) == 40 and v.commit.startswith(v.name)
         assert v.changes, f"{v.name} says what changed"
-    assert reference.version is listed[-1]
+    assert reference.version == listed[-1]
 
 
 @pytest.mark.parametrize(
