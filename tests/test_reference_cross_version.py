@@ -7,6 +7,7 @@ allowed. The two plans differ (result, error message, a buffer shape, which
 elements are written, a written value, or which are undefined) exactly for
 the records the data marks ``differs``. No recorded output is used: this is
 the upgrade preview ``mla-golden diff --backend reference@NEW`` rests on.
+And on random inputs where no version rule applies, the versions plan alike.
 
 One exception, checked as such: where both versions' plans are wholly
 undefined (the planner reads LDS before writing it), the reference plans
@@ -16,6 +17,8 @@ records differ in nothing else).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import torch
@@ -30,6 +33,8 @@ from conformance import (
     sizing,
     version_cases,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mla_golden.reference import (
     AiterCheckError,
@@ -103,3 +108,51 @@ def test_versions_differ_exactly_where_aiter_did(stem: str) -> None:
         f"flagged but equal in aiter: {sorted(flagged - differs)[:5]}; "
         f"differ in aiter but not flagged: {sorted(differs - flagged)[:5]}"
     )
+
+
+FP8 = {"gfx942": torch.float8_e4m3fnuz, "gfx950": torch.float8_e4m3fn}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    device=st.sampled_from([("gfx942", 304), ("gfx950", 256), ("gfx942", 80)]),
+    kv_lens=st.lists(st.integers(1, 6000), min_size=1, max_size=300),
+    heads_fp8=st.sampled_from([(16, False), (16, True), (128, True)]),
+    parallel=st.sampled_from([None, "0"]),
+)
+def test_versions_agree_where_no_rule_differs(
+    device: tuple[str, int], kv_lens: list[int], heads_fp8: tuple[int, bool], parallel: str | None
+) -> None:
+    """Single-token causal decode with 16 heads (or fp8 128): v0.1.16.post2, aded0f84 and e4048607 plan alike.
+
+    None of their differences applies there (folding, tiles, causal trim, round
+    robin), and the parallel planner that aded0f84 and e4048607 pick for it
+    (AITER_MLA_META_USE_PARALLEL unset) must equal v0.1.16.post2's serial one.
+    """
+    from mla_golden.capture import planner_env
+    from mla_golden.reference import device as on_device
+
+    arch, cu_num = device
+    heads, fp8 = heads_fp8
+    dtype = FP8[arch] if fp8 else torch.bfloat16
+    batch = len(kv_lens)
+    plans = []
+    for version in ("v0.1.16.post2", "aded0f84", "e4048607"):
+        module = at(version)
+        with planner_env({"AITER_MLA_META_USE_PARALLEL": parallel}), on_device(arch, cu_num):
+            info = at("e4048607").get_mla_metadata_info_v1(batch, 1, heads, dtype, dtype, False)
+            buffers = {
+                name: torch.full(shape if isinstance(shape, tuple) else (shape,), CANARY, dtype=dt)
+                for name, (shape, dt) in zip(OUTPUTS, info, strict=True)
+            }
+            module.get_mla_metadata_v1(
+                torch.arange(batch + 1, dtype=torch.int32),
+                torch.tensor([0, *itertools.accumulate(kv_lens)], dtype=torch.int32),
+                torch.ones(batch, dtype=torch.int32),
+                heads, 1, True, *(buffers[name] for name in MLA_BUFFER_NAMES),
+                max_seqlen_qo=1, uni_seqlen_qo=1, dtype_q=dtype, dtype_kv=dtype,
+            )  # fmt: skip
+        plans.append([buffers[name] for name in MLA_BUFFER_NAMES[1:]])
+    for other in plans[1:]:
+        for mine, theirs in zip(plans[0], other, strict=True):
+            assert torch.equal(mine, theirs)
