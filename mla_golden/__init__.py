@@ -44,6 +44,8 @@ _EXPORTS = {
     "Status": "mla_golden.runs",
     "check": "mla_golden.checks",
     "Diff": "mla_golden.differ",
+    "Cause": "mla_golden.differ",
+    "recorded_planner": "mla_golden.planner_id",
     "render_text": "mla_golden.report",
     "to_json": "mla_golden.report",
     "assert_matches_golden": "mla_golden.assertions",

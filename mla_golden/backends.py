@@ -1,24 +1,35 @@
 """Which planner implementation a CLI run records from or replays on.
 
 ``aiter`` is the live library on a GPU; ``reference`` is mla-golden's CPU port
-of it; ``auto`` takes aiter when it imports and can plan on this machine, and
-the reference otherwise, and says why, so nobody mistakes a reference run for
-a hardware one.
+of it (the newest ported aiter version), ``reference@VERSION`` one older
+version of that port (commit prefix, release tag or date); ``auto`` takes
+aiter when it imports and can plan on this machine, and the reference
+otherwise, and says why, so nobody mistakes a reference run for a hardware one.
+
+An unpinned reference replays each golden on the version that recorded it
+(:meth:`Backend.for_golden`), so a golden recorded on an older aiter still
+replays equal; ``reference@NEW`` replays every golden on NEW: an upgrade
+preview.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mla_golden.call import Call
+    from mla_golden.reference.versions import PlannerVersion
 
 from mla_golden.errors import BackendError
 from mla_golden.schema import SCHEMAS
 
 NAMES = ("auto", "aiter", "reference")
+#: Separates a backend from the version it is pinned to: ``reference@aded0f84``.
+VERSION_SEP = "@"
 #: Buffer-sizing helper of each planner op.
 SIZERS = {op: schema.sizer for op, schema in SCHEMAS.items()}
 
@@ -28,11 +39,31 @@ class Backend:
     """A planner module and how to plan with it."""
 
     name: str
-    module: ModuleType
+    #: The planner module (aiter, ``mla_golden.reference``) or a reference version's module-like object.
+    module: Any
     #: Why this backend was chosen (for ``auto``) or where it comes from.
     reason: str
     #: torch device the planner's tensors live on.
     tensor_device: str
+    #: The reference version it plans as (None for aiter).
+    version: PlannerVersion | None = None
+    #: The version was asked for (``reference@VERSION``): replays never switch to the recording version.
+    pinned: bool = False
+
+    @property
+    def spec(self) -> str:
+        """What ``resolve`` takes to give this backend again (in a worker process, say)."""
+        return f"{self.name}{VERSION_SEP}{self.version.name}" if self.pinned and self.version else self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """The backend as a run's JSON document names it."""
+        version = None if self.version is None else {"name": self.version.name, "commit": self.version.commit, "date": self.version.date}
+        return {"name": self.name, "spec": self.spec, "version": version, "reason": self.reason}
+
+    @property
+    def label(self) -> str:
+        """How reports name it: ``reference@e4048607``, ``aiter``."""
+        return f"{self.name}{VERSION_SEP}{self.version.name}" if self.version else self.name
 
     def planner(self, op: str) -> Callable[..., Any]:
         """The planner function for ``op``, looked up now (so a spy's wrapper is seen)."""
@@ -54,7 +85,9 @@ class Backend:
         aiter plans for the GPU it runs on; :meth:`live_device` says which.
         """
         if self.name == "reference":
-            return self.module.device(arch, cu_num)
+            from mla_golden.reference import device
+
+            return device(arch, cu_num)
         return contextlib.nullcontext()
 
     def live_device(self) -> tuple[str, int] | None:
@@ -67,10 +100,76 @@ class Backend:
         arch = (getattr(props, "gcnArchName", "") or "").split(":")[0]
         return arch, int(props.multi_processor_count)
 
+    def replay(self, call: Call) -> Call:
+        """``call`` replayed on this backend's planner, its provenance naming this backend's version."""
+        from mla_golden.capture import replay
 
-def _reference() -> Backend:
-    module = importlib.import_module("mla_golden.reference")
-    return Backend("reference", module, "mla-golden's CPU port of aiter e4048607", "cpu")
+        actual = replay(call, self.planner(call.op), on=self.tensor_device)
+        self.stamp(actual)
+        return actual
+
+    def stamp(self, call: Call) -> None:
+        """Name this backend's reference version as ``call``'s planner.
+
+        A function all versions share (the prefill planner) cannot tell which
+        version it ran as; the backend can.
+        """
+        if self.version is not None:
+            from mla_golden.planner_id import of_reference, stamp
+
+            stamp(call.provenance, of_reference(self.version))
+
+    def for_golden(self, provenance: Mapping[str, Any]) -> tuple[Backend, str | None]:
+        """The backend to replay a golden with this provenance on, and a note saying which and why.
+
+        Only an unpinned reference switches: to the version that recorded the
+        golden when it is a ported one, else it stays on the newest.
+        """
+        if self.name != "reference" or self.pinned:
+            return self, None
+        from mla_golden.planner_id import recorded_planner, reference_version
+
+        recorded = recorded_planner(provenance)
+        version = reference_version(recorded)
+        if version is None:
+            return self, (
+                f"replayed on the newest reference, {self.label}: the planner that recorded this golden "
+                f"({recorded.label}) is not a ported reference version"
+            )
+        chosen = self if self.version is not None and version.name == self.version.name else _reference(version.name)
+        recorder = "" if recorded.label == chosen.label else f" ({recorded.label})"
+        return chosen, f"replayed on {chosen.label}, the planner version that recorded this golden{recorder}"
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """``'reference@aded0f84'`` -> ``('reference', 'aded0f84')``; ``'auto'`` -> ``('auto', None)``.
+
+    BackendError for an unknown backend, or a version on a backend other than the reference.
+    """
+    name, sep, version = spec.strip().partition(VERSION_SEP)
+    if name not in NAMES:
+        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)} (or reference@VERSION)")
+    if sep and name != "reference":
+        raise BackendError(f"backend {spec!r}: only the reference has versions (reference@VERSION); {name} is what is installed")
+    return name, version if sep else None  # 'reference@' names no version: the reference says which exist
+
+
+def _reference(version: str | None = None) -> Backend:
+    """The reference planners: ``mla_golden.reference`` itself (the newest version), or ``version`` pinned."""
+    from mla_golden import reference
+    from mla_golden.reference.errors import UnknownVersionError
+
+    if version is None:
+        module: Any = reference
+        planned = reference.versions()[-1]
+    else:
+        try:
+            module = reference.at(version)
+        except UnknownVersionError as exc:
+            raise BackendError(str(exc)) from exc
+        planned = module.version
+    reason = f"mla-golden's CPU port of aiter {planned.name} ({planned.date})"
+    return Backend("reference", module, reason, "cpu", planned, pinned=version is not None)
 
 
 def _aiter() -> Backend:
@@ -90,10 +189,11 @@ def _aiter() -> Backend:
     return Backend("aiter", module, f"live aiter ({version})", "cuda")
 
 
-def resolve(name: str) -> Backend:
-    """The backend called ``name`` (auto, aiter, reference); BackendError when it cannot be used."""
+def resolve(spec: str) -> Backend:
+    """The backend ``spec`` names (auto, aiter, reference, reference@VERSION); BackendError when it cannot be used."""
+    name, version = parse_spec(spec)
     if name == "reference":
-        return _reference()
+        return _reference(version)
     if name == "aiter":
         return _aiter()
     if name == "auto":
@@ -101,5 +201,5 @@ def resolve(name: str) -> Backend:
             return _aiter()
         except BackendError as exc:
             backend = _reference()
-            return Backend(backend.name, backend.module, f"{backend.reason}; {exc}", backend.tensor_device)
-    raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}")
+            return replace(backend, reason=f"{backend.reason}; {exc}")
+    raise AssertionError(name)  # parse_spec admits only NAMES

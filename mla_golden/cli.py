@@ -1,4 +1,4 @@
-"""The ``mla-golden`` command line: record, diff, show and list goldens.
+"""The ``mla-golden`` command line: record, diff, check, show and list goldens; list planner versions.
 
 A thin typer layer over the library: the runs themselves (workers, tree
 pairing, results, the exit policy) are :mod:`mla_golden.runs`; this module
@@ -21,11 +21,30 @@ from typing import Annotated, Any
 
 import typer
 
-from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK, STATUS_EXIT, Advance, Result, Status, exit_code, run_items
+from mla_golden.runs import (
+    EXIT_BAD,
+    EXIT_DIVERGED,
+    EXIT_OK,
+    STATUS_EXIT,
+    Advance,
+    Result,
+    Status,
+    by_cause,
+    exit_code,
+    run_items,
+)
 
 #: Runs at least this long get a progress bar.
 PROGRESS_MIN_ITEMS = 20
 DEFAULT_GOLDENS = Path("goldens")
+BACKEND_HELP = (
+    "Planner to {what}: auto (aiter when it works, else the reference), aiter, reference (the newest ported "
+    "aiter version), or reference@VERSION (an aiter commit prefix, release tag or date; see mla-golden versions)."
+)
+REPLAY_HELP = (
+    " Plain reference replays each golden on the version that recorded it; reference@NEW replays all of them "
+    "on NEW (what changes if we bump aiter). Not with --against."
+)
 
 app = typer.Typer(
     name="mla-golden",
@@ -41,12 +60,6 @@ app = typer.Typer(
 class Format(str, enum.Enum):
     text = "text"
     json = "json"
-
-
-class BackendName(str, enum.Enum):
-    auto = "auto"
-    aiter = "aiter"
-    reference = "reference"
 
 
 # ---------------------------------------------------------------- output
@@ -80,6 +93,7 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
+    groups = by_cause(results)
     if fmt is Format.json:
         document = {
             "format": "mla-golden-run/1",
@@ -87,6 +101,7 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
             **header,
             "results": [r.to_dict() for r in results],
             "summary": counts,
+            "by_cause": [g.to_dict() for g in groups],
             "exit_code": code,
         }
         typer.echo(json.dumps(document, indent=2, default=str))
@@ -95,15 +110,16 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
 
     out = _stdout()
     if not quiet:
-        for r in results:
-            if r.status.ok:
-                continue
-            out.print(f"{r.status.upper()} {r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
-            if r.message:
-                out.print(f"  {r.message}", markup=False)
-            if r.report:
-                out.print(r.report.rstrip(), markup=False)
-            out.print()
+        for group in groups:
+            if len(groups) > 1 or group.causes:
+                out.print(f"== {group.label}: {len(group.results)} call(s)", markup=False)
+            for r in group.results:
+                out.print(f"{r.status.upper()} {r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
+                if r.message:
+                    out.print(f"  {r.message}", markup=False)
+                if r.report:
+                    out.print(r.report.rstrip(), markup=False)
+                out.print()
     table = Table(title=f"mla-golden {command}", title_justify="left")
     table.add_column("status")
     table.add_column("count", justify="right")
@@ -112,6 +128,13 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
             table.add_row(status, str(counts[status]))
     table.add_row("total", str(len(results)), style="bold")
     out.print(table)
+    if any(g.causes for g in groups):
+        causes = Table(title="not ok, by cause", title_justify="left")
+        causes.add_column("cause", overflow="fold")
+        causes.add_column("count", justify="right")
+        for group in groups:
+            causes.add_row(group.label, str(len(group.results)))
+        out.print(causes)
     problems = [r for r in results if not r.status.ok]
     if problems and not quiet:
         from rich.text import Text
@@ -177,16 +200,16 @@ def _run_items(
         return run_items(worker, items, args, jobs, advance)
 
 
-def _backend(name: BackendName, quiet: bool) -> Any:
+def _backend(spec: str, quiet: bool) -> Any:
     """Resolve the backend or exit 2 saying why not; say which one runs."""
     from mla_golden.backends import BackendError, resolve
 
     try:
-        backend = resolve(name.value)
+        backend = resolve(spec)
     except BackendError as exc:
-        _say(f"error: backend {name.value}: {exc}")
+        _say(f"error: --backend {spec}: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
-    _say(f"backend: {backend.name} ({backend.reason})", quiet)
+    _say(f"backend: {backend.label} ({backend.reason})", quiet)
     return backend
 
 
@@ -234,7 +257,7 @@ def record(
     ] = None,
     matrix: Annotated[Path | None, typer.Option(help="Case matrix TOML (default: the one shipped in the package).")] = None,
     out: Annotated[Path, typer.Option(help="Folder the goldens are written to.")] = DEFAULT_GOLDENS,
-    backend: Annotated[BackendName, typer.Option(help="Planner to record from; auto = aiter when it works, else reference.")] = BackendName.auto,
+    backend: Annotated[str, typer.Option(help=BACKEND_HELP.format(what="record from"))] = "auto",
     device: Annotated[
         list[str] | None, typer.Option(help="ARCH:CU to plan every case for instead of the matrix's devices (repeatable).")
     ] = None,
@@ -276,8 +299,8 @@ def record(
     render = format is Format.text and not quiet
     from mla_golden.runs import record_worker
 
-    results = _run_items(record_worker, cases, (chosen.name, str(out), update, max_items, render), jobs, quiet, "recording")
-    header = {"backend": {"name": chosen.name, "reason": chosen.reason}, "out": str(out)}
+    results = _run_items(record_worker, cases, (chosen.spec, str(out), update, max_items, render), jobs, quiet, "recording")
+    header = {"backend": chosen.to_dict(), "out": str(out)}
     raise typer.Exit(_emit("record", results, format, quiet, header))
 
 
@@ -290,8 +313,7 @@ def diff(
         list[Path] | None, typer.Argument(help="Golden files or folders (default: ./goldens).", show_default=False)
     ] = None,
     backend: Annotated[
-        BackendName | None,
-        typer.Option(help="Planner to replay on; auto (the default) = aiter when it works, else reference. Not with --against."),
+        str | None, typer.Option(help=BACKEND_HELP.format(what="replay on (default: auto)") + REPLAY_HELP, show_default=False)
     ] = None,
     against: Annotated[
         Path | None,
@@ -310,6 +332,7 @@ def diff(
 
     \b
     mla-golden diff goldens --backend reference
+    mla-golden diff goldens --backend reference@v0.1.20       # what changes if we bump aiter
     mla-golden diff goldens-aiter-new --against goldens-aiter-old
     """
     from mla_golden.runs import diff_trees, golden_files, replay_worker
@@ -328,13 +351,13 @@ def diff(
             results = diff_trees(roots[0], against, max_items=max_items, render=render, keep=keep, jobs=jobs, advance=advance)
         header: dict[str, Any] = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
     else:
+        chosen = _backend(backend or "auto", quiet)
         files, results = golden_files(roots)
         if not files and not results:
             _say(f"error: no goldens under {', '.join(map(str, roots))}")
             raise typer.Exit(EXIT_BAD)
-        chosen = _backend(backend or BackendName.auto, quiet)
-        results += _run_items(replay_worker, files, (chosen.name, max_items, render, keep), jobs, quiet, "replaying")
-        header = {"mode": "replay", "backend": {"name": chosen.name, "reason": chosen.reason}}
+        results += _run_items(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")
+        header = {"mode": "replay", "backend": chosen.to_dict()}
     if html is not None:
         _write_html(html, results, quiet)
     if png is not None:
@@ -419,6 +442,7 @@ def check_(
 def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
     """Everything ``show`` prints, as plain data; work items grouped by CU part."""
     from mla_golden.geometry import describe_schedule
+    from mla_golden.planner_id import planner_label
     from mla_golden.schema import OUTPUTS
 
     call = golden.call
@@ -430,6 +454,7 @@ def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
         "device": call.device,
         "env": call.env,
         "provenance": call.provenance,
+        "planner": planner_label(call.provenance),
         "error": call.error,
         "inputs": {name: t.tolist() for name, t in call.inputs.items()},
         "buffers": {
@@ -491,13 +516,7 @@ def show(
     p = out.print
     p(f"{data['key']}  ({data['op']}, {data['path']})", markup=False)
     prov = data["provenance"]
-    aiter = prov.get("aiter") or {}
-    p(
-        f"recorded by {prov.get('backend')} at {prov.get('created')}"
-        + (f", aiter {aiter.get('version')} {aiter.get('commit') or ''}".rstrip() if aiter else "")
-        + f", torch {prov.get('torch')}",
-        markup=False,
-    )
+    p(f"recorded by {data['planner']} at {prov.get('created')}, torch {prov.get('torch')}", markup=False)
     p(f"device: {json.dumps(data['device'])}", markup=False)
     p(f"env: {json.dumps(data['env'])}", markup=False)
     p("params: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()), markup=False)
@@ -536,8 +555,9 @@ def list_(
     folder: Annotated[Path, typer.Argument(help="Golden folder.")] = DEFAULT_GOLDENS,
     format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
 ) -> None:
-    """List goldens: one row per golden (op, device, shape/dtype, backend, aiter version, error)."""
+    """List goldens: one row per golden (op, device, shape/dtype, the planner that recorded it, error)."""
     from mla_golden.errors import GoldenError
+    from mla_golden.planner_id import planner_label
     from mla_golden.store import GoldenStore, load, shape_label
 
     if not folder.is_dir():
@@ -561,6 +581,7 @@ def list_(
                 "shape": shape_label(call),
                 "backend": call.provenance.get("backend"),
                 "aiter": aiter.get("version") or aiter.get("commit"),
+                "planner": planner_label(call.provenance),
                 "error": call.error,
             }
         )
@@ -572,17 +593,50 @@ def list_(
     from rich.text import Text
 
     table = Table(title=f"{len(rows)} golden(s) in {folder}", title_justify="left")
-    for header in ("key", "op", "device", "shape/dtype", "backend", "aiter", "error"):
+    for header in ("key", "op", "device", "shape/dtype", "planner", "error"):
         table.add_column(header, overflow="fold")
     for r in rows:
         if "problem" in r:
-            cells = [r["path"], "(unreadable)", "", "", "", "", r["problem"]]
+            cells = [r["path"], "(unreadable)", "", "", "", r["problem"]]
         else:
             error = (r["error"][:60] + "...") if r["error"] and len(r["error"]) > 60 else (r["error"] or "")
-            cells = [r["key"], r["op"], r["device"], r["shape"], str(r["backend"]), str(r["aiter"] or "-"), error]
+            cells = [r["key"], r["op"], r["device"], r["shape"], r["planner"], error]
         table.add_row(*(Text(c) for c in cells))
     _stdout().print(table)
     raise typer.Exit(code)
+
+
+# ---------------------------------------------------------------- versions
+
+
+@app.command()
+def versions(
+    format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+) -> None:
+    """List the aiter planner versions the reference speaks (oldest first) and what changed at each step.
+
+    \b
+    mla-golden versions
+    mla-golden diff goldens --backend reference@e4048607   # what changes if we bump aiter to it
+    """
+    from mla_golden import reference
+
+    known = reference.versions()
+    if format is Format.json:
+        rows = [
+            {"name": v.name, "commit": v.commit, "date": v.date, "tags": list(v.tags), "changes": list(v.changes),
+             "backend": f"reference@{v.name}", "newest": v == known[-1]}  # fmt: skip
+            for v in known
+        ]
+        typer.echo(json.dumps({"format": "mla-golden-versions/1", "versions": rows}, indent=2))
+        return
+    out = _stdout()
+    out.print(f"{len(known)} aiter planner versions, oldest first (--backend reference@NAME; plain reference = the newest)", markup=False)
+    for v in known:
+        newest = "  (newest)" if v == known[-1] else ""
+        out.print(f"\n{v.name}  {v.date}  {v.commit}  [{', '.join(v.tags) or 'no release tag'}]{newest}", markup=False)
+        for change in v.changes:
+            out.print(f"  - {change}", markup=False)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from mla_golden.planner_id import planner_of, stamp
 from mla_golden.schema import schema_for
 
 
@@ -109,8 +110,7 @@ def provenance(fn: Callable[..., Any], signature: list[str]) -> dict[str, Any]:
     }
     if backend == "aiter":
         info["aiter"] = aiter_version()
-    elif backend == "reference":
-        info["reference_of"] = "aiter e4048607a535"
+    stamp(info, planner_of(fn, backend, info.get("aiter")))
     return info
 
 

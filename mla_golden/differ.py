@@ -24,6 +24,7 @@ from mla_golden.geometry import (
     work_at,
     written_prefix,
 )
+from mla_golden.planner_id import planner_label
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
 
 #: Decoded work items / reduce groups / samples kept per diff.
@@ -46,9 +47,26 @@ class Cause(enum.StrEnum):
     HAZARD = "capture hazard"
     GEOMETRY = _GEOMETRY
     VALUES = _VALUES
-    #: The same, where provenance shows another planner (backend, aiter version, signature).
+    #: The same, where provenance shows another planner (backend, aiter or reference version, signature).
     PLANNER_GEOMETRY = _PLANNER + _GEOMETRY
     PLANNER_VALUES = _PLANNER + _VALUES
+    PLANNER_ERROR = _PLANNER + "error status changed"
+
+    @property
+    def is_planner(self) -> bool:
+        """Same call, another planner planned it otherwise: what an aiter upgrade does."""
+        return self in (Cause.PLANNER_GEOMETRY, Cause.PLANNER_VALUES, Cause.PLANNER_ERROR)
+
+
+@dataclass(frozen=True)
+class PlannerChange:
+    """The planners of the two sides, when they are not the same one (names as ``planner_id`` gives them)."""
+
+    old: str
+    new: str
+
+    def __str__(self) -> str:
+        return f"{self.old} -> {self.new}"
 
 
 class FieldStatus(enum.StrEnum):
@@ -154,8 +172,10 @@ class Diff:
     reduce_groups: list[ReduceGroupDiff] = field(default_factory=list)
     #: Facts that matter but are not divergences (signature adaptations, provenance).
     notes: list[str] = field(default_factory=list)
-    #: Provenance that shows another planner on the actual side (also in notes): backend, aiter, signature.
+    #: Provenance that shows another planner on the actual side (also in notes): planner, signature.
     planner_changes: list[str] = field(default_factory=list)
+    #: The planners that produced each side, when they differ (an aiter upgrade, another backend).
+    planner: PlannerChange | None = None
     #: Problems in how a call was captured (pointers aimed elsewhere, non-determinism).
     hazards: list[str] = field(default_factory=list)
     #: The likeliest cause, leading the report ('equal' when nothing differs), and its specifics.
@@ -186,9 +206,17 @@ class Diff:
         """Nothing to report: the same content, and no capture hazard on either side."""
         return self.same_content and not self.hazards
 
+    @property
+    def cause_label(self) -> str:
+        """The cause as reports lead with it: ``planner behaviour change reference@aded0f84 -> reference@e4048607``."""
+        if self.cause.is_planner and self.planner is not None:
+            return f"planner behaviour change {self.planner}"
+        return self.cause.value
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, schema 'mla-golden-diff/1' (README: Diff JSON)."""
         data = asdict(self)
+        data["cause_label"] = self.cause_label
         data["equal"] = self.equal
         data["format"] = "mla-golden-diff/1"
         return data
@@ -400,7 +428,7 @@ def _attribute(result: Diff) -> None:
         result.cause, result.cause_detail = Cause.INPUTS, ", ".join(changed_inputs)
         return
     if result.error:
-        result.cause = Cause.ERROR
+        result.cause = Cause.PLANNER_ERROR if result.planner_changes else Cause.ERROR
         result.cause_detail = f"{result.error.expected!r} -> {result.error.actual!r}"
         return
     if result.hazards:
@@ -413,7 +441,8 @@ def _attribute(result: Diff) -> None:
     )
     if result.planner_changes:
         result.cause = Cause.PLANNER_GEOMETRY if geometry_moved else Cause.PLANNER_VALUES
-        result.cause_detail = "; ".join(result.planner_changes)
+        what = _GEOMETRY if geometry_moved else _VALUES
+        result.cause_detail = f"{what}: {', '.join(f.name for f in divergent)}"
     else:
         result.cause = Cause.GEOMETRY if geometry_moved else Cause.VALUES
         result.cause_detail = ", ".join(f.name for f in divergent)
@@ -421,16 +450,17 @@ def _attribute(result: Diff) -> None:
 
 def _provenance_notes(result: Diff, expected: Call, actual: Call) -> None:
     pe, pa = expected.provenance, actual.provenance
-    if pe.get("backend") != pa.get("backend"):
-        result.planner_changes.append(f"backend: {pe.get('backend')} -> {pa.get('backend')}")
-    if pe.get("aiter") != pa.get("aiter") and (pe.get("aiter") or pa.get("aiter")):
-        result.planner_changes.append(f"aiter: {pe.get('aiter')} -> {pa.get('aiter')}")
+    old, new = planner_label(pe), planner_label(pa)
+    if old != new:  # backend, aiter version or reference version
+        result.planner_changes.append(f"planner: {old} -> {new}")
     if pe.get("signature") and pa.get("signature") and pe["signature"] != pa["signature"]:
         gone = [n for n in pe["signature"] if n not in pa["signature"]]
-        new = [n for n in pa["signature"] if n not in pe["signature"]]
+        added = [n for n in pa["signature"] if n not in pe["signature"]]
         result.planner_changes.append(
-            f"planner signature changed (removed {gone or 'none'}, added {new or 'none'}); params compared by canonical name"
+            f"planner signature changed (removed {gone or 'none'}, added {added or 'none'}); params compared by canonical name"
         )
+    if result.planner_changes:
+        result.planner = PlannerChange(old, new)
     result.notes.extend(result.planner_changes)
     for side, call in (("expected", expected), ("actual", actual)):
         facts = call.facts

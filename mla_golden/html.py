@@ -120,7 +120,7 @@ def _verdict(entry: Entry) -> tuple[str, str]:
         return "bad", "unusable"
     if entry.diff is None or entry.diff.equal:
         return "equal", "equal"
-    return "diverged", f"diverged: {entry.diff.cause}"
+    return "diverged", f"diverged: {entry.diff.cause_label}"
 
 
 def render_html(entries: Iterable[Entry], title: str = "mla-golden report") -> str:

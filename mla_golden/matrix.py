@@ -161,7 +161,9 @@ def capture(cases: Sequence[Case], backend: Backend) -> Iterator[tuple[Case, Cal
                 if len(s.calls) == before:
                     yield case, exc
                     continue
-            yield case, s.calls[len(s.calls) - 1]
+            call = s.calls[len(s.calls) - 1]
+            backend.stamp(call)
+            yield case, call
 
 
 # ---------------------------------------------------------------- loading

@@ -75,6 +75,16 @@ def _fmt_geo(value: Any) -> str:
     return str(value)
 
 
+#: Partial locations a reduce group shows before the rest are counted (a long kv splits into hundreds).
+MAX_PARTIALS_SHOWN = 16
+
+
+def _clipped(values: list[int]) -> str:
+    if len(values) <= MAX_PARTIALS_SHOWN:
+        return str(values)
+    return f"{str(values[:MAX_PARTIALS_SHOWN])[:-1]}, ...] ({len(values)} partials)"
+
+
 def _work_cells(item: WorkItem | None, columns: list[str]) -> list[str]:
     if item is None:
         return ["-"] + ["(not written)"] + [""] * (len(columns) - 1)
@@ -91,7 +101,7 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     verdict = "EQUAL" if diff.equal else "DIVERGED"
     console.print(f"{verdict} {diff.op}: {diff.expected_name} (expected) vs {diff.actual_name} (actual)", markup=False)
     if not diff.equal:
-        console.print(f"  likely cause: {diff.cause}" + (f" ({diff.cause_detail})" if diff.cause_detail else ""), markup=False)
+        console.print(f"  likely cause: {diff.cause_label}" + (f" ({diff.cause_detail})" if diff.cause_detail else ""), markup=False)
     for title, changes in (("params changed", diff.params), ("device changed", diff.device), ("env changed", diff.env)):
         if changes:
             console.print(f"  {title}:", markup=False)
@@ -133,7 +143,8 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
         console.print("  divergent reduce groups:", markup=False)
         for g in diff.reduce_groups:
             for side, rg in (("expected", g.expected), ("actual", g.actual)):
-                text = "(none)" if rg is None else f"qo {rg.qo_range} <- partials {rg.partials}"
+                qo = "(not written)" if rg is None or rg.qo_range is None else rg.qo_range
+                text = "(none)" if rg is None else f"qo {qo} <- partials {_clipped(rg.partials)}"
                 console.print(f"    group {g.group} {side}: {text}", markup=False)
     for note in diff.notes:
         console.print(f"  note: {note}", markup=False)

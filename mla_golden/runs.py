@@ -86,6 +86,9 @@ class Result:
     report: str | None = None
     diff: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    #: Why it diverged (a ``differ.Cause`` value) and how reports name it, when a diff says.
+    cause: str | None = None
+    cause_label: str | None = None
     #: The diff itself and the (expected, actual) calls, kept only when asked (to draw them); never in JSON.
     found: Diff | None = field(default=None, repr=False, compare=False)
     calls: tuple[Call, Call] | None = field(default=None, repr=False, compare=False)
@@ -98,6 +101,38 @@ class Result:
 def exit_code(results: Sequence[Result]) -> int:
     """The run's exit status: the worst any result contributes (0 for none)."""
     return max((r.status.exit_code for r in results), default=EXIT_OK)
+
+
+@dataclass
+class CauseGroup:
+    """The results that are not ok for one cause label (or, without a diff, one status)."""
+
+    label: str
+    #: ``{old, new}`` when the cause is a planner change.
+    planner: dict[str, str] | None
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def causes(self) -> list[str]:
+        """The ``differ.Cause`` values behind the label (a planner change moves geometry in some calls, values in others)."""
+        return sorted({r.cause for r in self.results if r.cause})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "causes": self.causes, "planner": self.planner, "count": len(self.results),
+                "keys": [r.key for r in self.results]}  # fmt: skip
+
+
+def by_cause(results: Sequence[Result]) -> list[CauseGroup]:
+    """The results that are not ok, grouped by cause label (a result without a diff, by status); largest first.
+
+    An upgrade preview gives one group per ``planner behaviour change OLD -> NEW``.
+    """
+    groups: dict[str, CauseGroup] = {}
+    for r in results:
+        if not r.status.ok:
+            label = r.cause_label or r.status.value
+            groups.setdefault(label, CauseGroup(label, (r.diff or {}).get("planner"))).results.append(r)
+    return sorted(groups.values(), key=lambda g: -len(g.results))
 
 
 # ---------------------------------------------------------------- fanning out
@@ -171,14 +206,14 @@ def _diff_result(key: str, path: str, found: Diff, render: bool, calls: tuple[Ca
     report = render_text(found) if render else None
     return Result(
         key, Status.DIVERGED, path, report=report, diff=found.to_dict(), notes=list(found.notes),
-        found=found if calls is not None else None, calls=calls,
+        cause=found.cause.value, cause_label=found.cause_label, found=found if calls is not None else None, calls=calls,
     )  # fmt: skip
 
 
 # ---------------------------------------------------------------- record
 
 
-def record_worker(cases: list[Case], backend_name: str, out: str, update: bool, max_items: int, render: bool) -> list[Result]:
+def record_worker(cases: list[Case], backend_spec: str, out: str, update: bool, max_items: int, render: bool) -> list[Result]:
     """Run matrix cases on the backend and write one golden per call (runs in a worker process too)."""
     from mla_golden.backends import resolve
     from mla_golden.differ import diff
@@ -188,7 +223,7 @@ def record_worker(cases: list[Case], backend_name: str, out: str, update: bool, 
     from mla_golden.store import Golden, GoldenStore, WriteOutcome
 
     _single_threaded()
-    backend = resolve(backend_name)
+    backend = resolve(backend_spec)
     store = GoldenStore(out)
     results = []
     for case, call in capture(cases, backend):
@@ -208,10 +243,11 @@ def record_worker(cases: list[Case], backend_name: str, out: str, update: bool, 
             except GoldenError as exc:
                 result.message = f"not replaced: the file there is unreadable ({exc.problem}); remove it or use --update"
             else:
-                found = diff(existing.call, call, expected_name=f"golden {path}", actual_name=f"{backend.name} run", max_items=max_items)
+                found = diff(existing.call, call, expected_name=f"golden {path}", actual_name=f"{backend.label} run", max_items=max_items)
                 result.message = "a different golden exists (use --update to replace it)"
                 result.report = render_text(found) if render else None
                 result.diff = found.to_dict()
+                result.cause, result.cause_label = found.cause.value, found.cause_label
         results.append(result)
     return results
 
@@ -252,15 +288,17 @@ def golden_files(paths: Sequence[Path]) -> tuple[list[str], list[Result]]:
     return files, bad
 
 
-def replay_worker(paths: list[str], backend_name: str, max_items: int, render: bool, keep: bool = False) -> list[Result]:
-    """Replay each golden's inputs on the backend and diff against the golden; ``keep`` the calls of divergent ones."""
+def replay_worker(paths: list[str], backend_spec: str, max_items: int, render: bool, keep: bool = False) -> list[Result]:
+    """Replay each golden's inputs on the backend and diff against the golden; ``keep`` the calls of divergent ones.
+
+    An unpinned reference replays each golden on the version that recorded it (a note says which).
+    """
     from mla_golden.backends import resolve
-    from mla_golden.capture import replay
     from mla_golden.differ import diff
     from mla_golden.errors import AdaptationError
 
     _single_threaded()
-    backend = resolve(backend_name)
+    backend = resolve(backend_spec)
     live = backend.live_device()
     results: list[Result] = []
     for path in paths:
@@ -273,12 +311,16 @@ def replay_worker(paths: list[str], backend_name: str, max_items: int, render: b
             results.append(Result(golden.key, Status.SKIPPED, path, f"recorded for {where}; this GPU is {live[0]}-cu{live[1]}"))
             continue
         with _guard(golden.key, path, results):
+            target, note = backend.for_golden(golden.call.provenance)
             try:
-                actual = replay(golden.call, backend.planner(golden.call.op), on=backend.tensor_device)
+                actual = target.replay(golden.call)
             except AdaptationError as exc:
-                results.append(Result(golden.key, Status.DIVERGED, path, f"cannot replay on {backend.reason}: {exc}"))
+                message = f"cannot replay on {target.label} ({target.reason}): {exc}"
+                results.append(Result(golden.key, Status.DIVERGED, path, message, notes=[note] if note else []))
                 continue
-            found = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{backend.name} replay", max_items=max_items)
+            found = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{target.label} replay", max_items=max_items)
+            if note:
+                found.notes.insert(0, note)
             results.append(_diff_result(golden.key, path, found, render, (golden.call, actual) if keep else None))
     return results
 

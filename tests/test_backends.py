@@ -8,7 +8,8 @@ import types
 import pytest
 import torch
 
-from mla_golden.backends import SIZERS, BackendError, resolve
+from mla_golden import reference
+from mla_golden.backends import SIZERS, BackendError, parse_spec, resolve
 
 
 def test_reference_plans_for_any_device():
@@ -44,3 +45,43 @@ def test_an_aiter_without_the_planners_or_a_gpu_is_not_used(monkeypatch):
 def test_unknown_backend():
     with pytest.raises(BackendError, match="choose one of auto, aiter, reference"):
         resolve("cuda")
+
+
+@pytest.mark.parametrize(
+    ("spec", "parsed"),
+    [("auto", ("auto", None)), ("reference", ("reference", None)), ("reference@aded0f84", ("reference", "aded0f84")),
+     (" reference@v0.1.16.post2 ", ("reference", "v0.1.16.post2")), ("reference@", ("reference", ""))],
+)  # fmt: skip
+def test_backend_specs_parse_in_the_library(spec, parsed):
+    assert parse_spec(spec) == parsed
+
+
+def test_a_pinned_reference_plans_as_its_version_and_never_switches():
+    pinned = resolve("reference@2026-08-10")  # a date: the newest version at or before it
+    assert (pinned.label, pinned.spec, pinned.pinned) == ("reference@aded0f84", "reference@aded0f84", True)
+    assert pinned.module is reference.at("aded0f84") and "aded0f84 (2026-08-05)" in pinned.reason
+    assert resolve(pinned.spec) == pinned
+    legacy = {"backend": "reference", "reference_of": "aiter e4048607a535"}
+    assert pinned.for_golden(legacy) == (pinned, None)
+
+
+def test_the_plain_reference_follows_the_version_a_golden_names():
+    plain = resolve("reference")
+    assert (plain.label, plain.spec, plain.pinned) == ("reference@e4048607", "reference", False)
+    assert plain.module is reference
+    old = {"backend": "reference", "planner": {"backend": "reference", "version": "33d168a0", "commit": None}}
+    chosen, note = plain.for_golden(old)
+    assert chosen.module is reference.at("33d168a0") and chosen.label == "reference@33d168a0"
+    assert note == "replayed on reference@33d168a0, the planner version that recorded this golden"
+    # written before versions existed: only 'reference_of'
+    chosen, note = plain.for_golden({"backend": "reference", "reference_of": "aiter e4048607a535"})
+    assert chosen is plain and note == "replayed on reference@e4048607, the planner version that recorded this golden"
+    chosen, note = plain.for_golden({"backend": "standins"})
+    assert chosen is plain and "(standins) is not a ported reference version" in note
+
+
+def test_a_bad_version_names_the_known_ones():
+    with pytest.raises(BackendError, match=r"unknown aiter planner version 'v9'; known versions .*33d168a0"):
+        resolve("reference@v9")
+    with pytest.raises(BackendError, match="only the reference has versions"):
+        resolve("auto@aded0f84")

@@ -10,6 +10,7 @@ import standins
 import torch
 
 import mla_golden
+from mla_golden.differ import Cause, PlannerChange
 
 
 def _capture(kv=(0, 50, 200, 210), dtype=torch.float8_e4m3fn, garbage_seed=None):
@@ -162,10 +163,26 @@ def test_cause_names_a_planner_change_when_params_are_equal():
     expected = _capture()
     other = copy.deepcopy(expected)
     other.outputs["work_indptr"][4] += 1
-    other.provenance["backend"] = "aiter"
+    other.provenance["planner"] = {"backend": "aiter", "version": "0.1.20", "commit": "e4048607a535ace3"}
     result = mla_golden.diff(expected, other)
-    assert result.cause.startswith("planner behaviour changed with equal params")
-    assert "backend: standins -> aiter" in result.cause_detail
+    assert result.cause is Cause.PLANNER_VALUES and result.planner == PlannerChange("standins", "aiter 0.1.20 (e4048607a535)")
+    assert result.cause_detail.startswith("values only") and "work_indptr" in result.cause_detail
+    assert result.cause_label == "planner behaviour change standins -> aiter 0.1.20 (e4048607a535)"
+    assert "planner: standins -> aiter 0.1.20 (e4048607a535)" in result.notes
+    data = result.to_dict()
+    assert data["cause_label"] == result.cause_label and data["planner"] == {"old": "standins", "new": "aiter 0.1.20 (e4048607a535)"}
+    assert mla_golden.render_text(result).splitlines()[1] == f"  likely cause: {result.cause_label} ({result.cause_detail})"
+
+
+def test_a_planner_that_rejects_what_the_other_accepted_is_a_planner_change_too():
+    expected = _capture()
+    other = copy.deepcopy(expected)
+    other.error, other.outputs, other.written = "[AITER] planner says no", {}, {}
+    other.provenance["planner"] = {"backend": "reference", "version": "33d168a0", "commit": None}
+    result = mla_golden.diff(expected, other)
+    assert result.cause is Cause.PLANNER_ERROR and result.cause_label == "planner behaviour change standins -> reference@33d168a0"
+    other.provenance["planner"] = expected.provenance["planner"]
+    assert mla_golden.diff(expected, other).cause is Cause.ERROR
 
 
 def test_planner_change_is_found_from_provenance_not_from_the_wording_of_a_note():
@@ -174,10 +191,10 @@ def test_planner_change_is_found_from_provenance_not_from_the_wording_of_a_note(
 
     expected = _capture()
     actual = copy.deepcopy(expected)
-    actual.provenance = {**actual.provenance, "backend": "aiter"}
+    actual.provenance = {**actual.provenance, "planner": {"backend": "aiter", "version": None, "commit": None}}
     actual.outputs["work_indptr"][1] += 1
     result = mla_golden.diff(expected, actual)
-    assert result.planner_changes == [f"backend: {expected.provenance.get('backend')} -> aiter"]
+    assert result.planner_changes == ["planner: standins -> aiter unknown version"]
     assert result.cause is Cause.PLANNER_VALUES and result.to_dict()["cause"].startswith("planner behaviour changed")
     assert mla_golden.diff(expected, copy.deepcopy(expected)).cause is Cause.EQUAL
     unchanged_planner = copy.deepcopy(actual)

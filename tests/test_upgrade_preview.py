@@ -1,0 +1,332 @@
+"""What changes if we bump aiter: ``--backend reference@VERSION``, goldens naming their planner, replays on it.
+
+Goldens are recorded the way a builder on an older aiter makes them: buffers
+sized by that version's own ``get_mla_metadata_info_v1``, the planner called
+with a record's inputs, under the spy. What the upgrade must change comes from
+aiter itself: each ``cross_version-aded0f84*`` conformance record says whether
+aded0f84 and e4048607 disagree on its inputs and, per field, the first flat
+index where they do, with both values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conformance import input_tensors, records, torch_dtype
+from typer.testing import CliRunner
+
+import mla_golden
+from mla_golden import reference
+from mla_golden.capture import planner_env
+from mla_golden.cli import app
+from mla_golden.differ import Cause
+from mla_golden.store import Golden, GoldenStore, load
+
+OLD, NEW = "aded0f84", "e4048607"
+UPGRADE = f"planner behaviour change reference@{OLD} -> reference@{NEW}"
+#: Records where aded0f84 and e4048607 disagree: gfx950 fp8 32 heads at max_seqlen_qo 3 (folded at aded0f84,
+#: native at e4048607: other tiles, fewer from the sizing helper), and is_causal=False with several q tiles
+#: (aded0f84 still trims each tile's kv as if causal).
+CHANGED = ("mla-cc94bc618e274cfe", "mla-9e38bd0438a1297a", "mla-3c0080b1ca19d300")
+#: Records the upgrade leaves alone.
+SAME_COUNT = 3
+SIZING_ORDER = ("work_metadata_ptrs", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
+MATRIX = """\
+format = "mla-golden-matrix/1"
+
+[[decode]]
+name = "mtp3"
+heads = 32
+dtype = "fp8"
+qlen = 3
+batch = 4
+context = "jitter:2000"
+devices = ["gfx950:256"]
+
+[[decode]]
+name = "plain"
+heads = 16
+dtype = "fp8"
+batch = 4
+context = "jitter:2000"
+devices = ["gfx942:304"]
+"""
+
+
+def cli(*args: Any) -> tuple[int, str, str]:
+    """Run the CLI in-process: (exit code, stdout, stderr)."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def cli_json(*args: Any) -> tuple[int, dict]:
+    code, out, _ = cli(*args, "--format", "json")
+    return code, json.loads(out)
+
+
+def _cross_records() -> dict[str, dict]:
+    return {rec["case_id"]: rec for rec in records(f"cross_version-{OLD}")}
+
+
+def _picked() -> list[dict]:
+    """The CHANGED records and the first SAME_COUNT unchanged decode records with legacy dtypes."""
+    recs = _cross_records()
+    assert recs, "the aded0f84 cross-version conformance records are missing"
+    same = [
+        rec for rec in recs.values()
+        if not rec["differs"] and rec["op"] == "get_mla_metadata_v1" and rec["call"]["kwargs"]["dtype_q"]
+        and rec["call"]["kwargs"]["page_size"] == 1 and len(rec["call"]["args"]["seqlens_kv_indptr"]) < 40
+    ][:SAME_COUNT]  # fmt: skip
+    return [recs[case] for case in CHANGED] + same
+
+
+def _record_as_builder(store: GoldenStore, version: str, rec: dict) -> None:
+    """Record ``rec``'s call on ``reference@version`` as a builder would: sized by that version's helper."""
+    planners = reference.at(version)
+    call = rec["call"]
+    tensors = input_tensors(call)
+    args = [tensors.get(name, value) for name, value in call["args"].items()]
+    kwargs = {k: torch_dtype(v) if k.startswith("dtype") else v for k, v in call["kwargs"].items()}
+    a, k = call["args"], call["kwargs"]
+    dev = rec["device"]
+    with planner_env(rec["env"]), reference.device(dev["arch"], dev["cu_num"], warp_size=dev["warp_size"], lds_bytes=dev["lds_bytes"]):
+        sizes = planners.get_mla_metadata_info_v1(
+            len(a["seqlens_qo_indptr"]) - 1, k["max_seqlen_qo"], a["num_heads_per_head_k"],
+            kwargs["dtype_q"], kwargs["dtype_kv"], k["topk"] != -1, fast_mode=k["fast_mode"],
+            max_split_per_batch=k["max_split_per_batch"],
+        )  # fmt: skip
+        buffers = {name: torch.empty(shape, dtype=dtype) for name, (shape, dtype) in zip(SIZING_ORDER, sizes)}
+        with mla_golden.spy(planners) as spy, contextlib.suppress(reference.AiterCheckError):
+            planners.get_mla_metadata_v1(*args, **buffers, **kwargs)  # a rejected call is a golden too
+    assert store.write(Golden(rec["case_id"], spy.calls.one())).value == "written"
+
+
+def _moved_by_the_planner(want: dict) -> dict[str, dict]:
+    """The record's divergent fields that differ inside the buffers the golden was recorded with.
+
+    The replay keeps the golden's (old) buffer shapes, so a field whose
+    elements differ only past the end of the new sizing helper's smaller
+    buffer (the new planner pads reduce_indptr to whatever it is given) does
+    not move in an upgrade preview: the sizing change shows up in new recordings.
+    """
+    moved = {}
+    for name, field in want["fields"].items():
+        shape = want.get("buffer_shapes", {}).get(name, {}).get("new_shape")
+        end = math.prod(shape) if shape else math.inf
+        runs = [*field["value_diff"], *field["written_only_old"], *field["written_only_new"]]
+        if any(start < end for start, _ in runs):
+            moved[name] = field
+    return moved
+
+
+def _planner_cause(want: dict) -> Cause:
+    """The cause the record implies: the written region moved (an element written by one commit only), or values only."""
+    moved = _moved_by_the_planner(want)
+    geometry = any(field["written_only_old"] or field["written_only_new"] for field in moved.values())
+    return Cause.PLANNER_GEOMETRY if geometry else Cause.PLANNER_VALUES
+
+
+@pytest.fixture(scope="module")
+def old_tree(tmp_path_factory) -> Path:
+    """Goldens of the picked records, recorded on reference@aded0f84."""
+    root = tmp_path_factory.mktemp("upgrade") / "goldens"
+    store = GoldenStore(root)
+    for rec in _picked():
+        _record_as_builder(store, OLD, rec)
+    return root
+
+
+def test_a_golden_names_the_planner_version_that_recorded_it(old_tree):
+    golden = load(next(GoldenStore(old_tree).paths()))
+    planner = golden.call.provenance["planner"]
+    assert planner == {
+        "backend": "reference", "name": f"reference@{OLD}", "version": OLD,
+        "commit": "aded0f84013b2a82f839991616235069b12dfae8",
+    }  # fmt: skip
+    assert golden.call.provenance["reference_of"] == "aiter aded0f84013b"
+    code, out, _ = cli("show", golden.path)
+    assert code == 0 and f"recorded by reference@{OLD} at " in out
+    code, listed = cli_json("list", old_tree)
+    assert code == 0 and {row["planner"] for row in listed["goldens"]} == {f"reference@{OLD}"}
+
+
+def test_plain_reference_replays_each_golden_on_the_version_that_recorded_it(old_tree):
+    code, report = cli_json("diff", old_tree, "--backend", "reference")
+    assert code == 0 and report["summary"] == {"equal": len(CHANGED) + SAME_COUNT}
+    for result in report["results"]:
+        assert result["notes"][0] == f"replayed on reference@{OLD}, the planner version that recorded this golden"
+    assert report["by_cause"] == []
+
+
+def test_upgrade_preview_names_the_planner_change_and_where_aiter_says_it_differs(old_tree):
+    recs = _cross_records()
+    code, report = cli_json("diff", old_tree, "--backend", f"reference@{NEW}", "--max-items", "8")
+    assert code == 1
+    assert report["backend"]["spec"] == f"reference@{NEW}" and report["backend"]["version"]["date"] == "2026-08-22"
+    results = {r["key"]: r for r in report["results"]}
+    assert {k for k, r in results.items() if r["status"] == "diverged"} == set(CHANGED)
+    assert report["summary"] == {"equal": SAME_COUNT, "diverged": len(CHANGED)}
+    kinds = {case: _planner_cause(recs[case]["diff"]) for case in CHANGED}
+    assert report["by_cause"] == [
+        {"label": UPGRADE, "causes": sorted(set(kinds.values())), "count": len(CHANGED), "keys": sorted(CHANGED),
+         "planner": {"old": f"reference@{OLD}", "new": f"reference@{NEW}"}},
+    ]  # fmt: skip
+    for case in CHANGED:
+        result, want = results[case], recs[case]["diff"]
+        diff = result["diff"]
+        assert result["cause"] == kinds[case] and result["cause_label"] == UPGRADE, case
+        assert diff["params"] == [] and diff["device"] == [] and diff["env"] == [], "same call: only the planner moved"
+        assert not any("replayed on" in note for note in result["notes"]), "pinned: no switch to the recording version"
+        flagged = {f["name"]: f for f in diff["fields"] if f["status"] != "equal"}
+        moved = _moved_by_the_planner(want)
+        assert set(flagged) == set(moved), case
+        for name, field in moved.items():
+            first = field["first_diffs"][0]
+            got = flagged[name]["first"]
+            assert (got["flat"], got["expected"], got["actual"]) == (first["index"], first["old"], first["new"]), (case, name)
+            assert flagged[name]["count"] == field["num_diff_elements"], (case, name)
+        if "work_info_set" in want["fields"]:
+            rows = {w["index"] for w in diff["work_items"]}
+            assert want["fields"]["work_info_set"]["first_diffs"][0]["row"] in rows
+            item = diff["work_items"][0]
+            assert item["expected"]["columns"]["batch_idx"] >= 0 and item["changed"], "work items decoded"
+
+
+def test_upgrade_preview_text_groups_the_divergences_by_cause(old_tree):
+    code, out, err = cli("diff", old_tree, "--backend", f"reference@{NEW}", "--max-items", "4")
+    assert code == 1
+    assert f"backend: reference@{NEW}" in err
+    assert out.count(f"== {UPGRADE}: {len(CHANGED)} call(s)") == 1
+    assert out.count(f"likely cause: {UPGRADE}") == len(CHANGED)
+    assert "params changed" not in out
+    assert "divergent work items (work_info_set)" in out
+    # mla-cc94bc618e274cfe: aded0f84 folds 32 heads, so one q tile of 3 rows is split across 97 partials
+    assert "group 0 expected: qo [0, 3] <- partials [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45, ...] (97 partials)" in out
+    by_cause = out[out.index("not ok, by cause"):]
+    assert re.search(rf"│ {re.escape(UPGRADE)} +│ +{len(CHANGED)} │", by_cause)
+
+
+def test_a_version_that_changes_nothing_there_is_equal(old_tree, tmp_path):
+    tree = tmp_path / "same"
+    shutil.copytree(old_tree, tree)
+    for case in CHANGED:
+        next(tree.rglob(f"{case}.safetensors")).unlink()
+    code, report = cli_json("diff", tree, "--backend", f"reference@{NEW}")
+    assert code == 0 and report["summary"] == {"equal": SAME_COUNT} and report["by_cause"] == []
+
+
+def test_record_and_diff_by_version_through_the_matrix(tmp_path):
+    (tmp_path / "m.toml").write_text(MATRIX)
+    code, report = cli_json("record", "--matrix", tmp_path / "m.toml", "--backend", f"reference@{OLD}", "--out", tmp_path / "g")
+    assert code == 0 and report["summary"] == {"written": 2}
+    assert report["backend"]["version"]["name"] == OLD
+    code, report = cli_json("diff", tmp_path / "g", "--backend", f"reference@{NEW}")
+    status = {r["key"].split("/")[1]: r for r in report["results"]}
+    assert code == 1 and status["plain"]["status"] == "equal" and status["mtp3"]["status"] == "diverged"
+    assert status["mtp3"]["cause_label"] == UPGRADE
+    # recorded again on the new version: a different golden is refused, and the refusal names the planner change
+    code, report = cli_json("record", "--matrix", tmp_path / "m.toml", "--backend", "reference", "--out", tmp_path / "g")
+    refused = {r["key"].split("/")[1]: r for r in report["results"]}
+    assert code == 1 and refused["mtp3"]["status"] == "refused" and refused["plain"]["status"] == "unchanged"
+    assert refused["mtp3"]["cause_label"] == UPGRADE and report["by_cause"][0]["label"] == UPGRADE
+
+
+@pytest.mark.parametrize("spec", ["v0.1.16.post2", "620287969c", "2026-07-01"])
+def test_a_version_by_tag_commit_prefix_or_date(spec, tmp_path):
+    (tmp_path / "m.toml").write_text(MATRIX)
+    code, report = cli_json("record", "--matrix", tmp_path / "m.toml", "--backend", f"reference@{spec}", "--out", tmp_path / "g")
+    assert code == 0 and report["backend"]["version"]["name"] == "62028796"
+    assert {load(p).call.provenance["planner"]["name"] for p in GoldenStore(tmp_path / "g").paths()} == {"reference@62028796"}
+
+
+@pytest.mark.parametrize("command", ["record", "diff"])
+@pytest.mark.parametrize("spec", ["reference@0123456789", "reference@v9.9.9", "reference@"])
+def test_an_unknown_version_is_bad_usage_listing_the_known_ones(command, spec, tmp_path):
+    code, out, err = cli(command, "--backend", spec, "--out" if command == "record" else "--quiet", *([tmp_path] if command == "record" else []))
+    assert code == 2 and out == ""
+    assert f"error: --backend {spec}: unknown aiter planner version" in err
+    for version in ("33d168a0", "62028796 (2026-06-25, v0.1.16.post2)", "aded0f84", "e4048607"):
+        assert version in err
+
+
+def test_only_the_reference_has_versions(tmp_path):
+    code, _, err = cli("diff", tmp_path, "--backend", "aiter@0.1.20")
+    assert code == 2 and "only the reference has versions" in err
+    code, _, err = cli("diff", tmp_path, "--backend", "gpu")
+    assert code == 2 and "unknown backend 'gpu'" in err
+
+
+def test_a_golden_from_an_unported_planner_replays_on_the_newest_and_says_so(old_tree, tmp_path):
+    store = GoldenStore(tmp_path / "g")
+    golden = load(next(GoldenStore(old_tree).paths()))
+    golden.call.provenance["planner"] = {"backend": "aiter", "version": "0.1.99", "commit": "feedbeefcafe"}
+    store.write(Golden(golden.key, golden.call))
+    code, report = cli_json("diff", tmp_path / "g", "--backend", "reference")
+    [result] = report["results"]
+    assert result["notes"][0] == (
+        f"replayed on the newest reference, reference@{NEW}: the planner that recorded this golden "
+        "(aiter 0.1.99 (feedbeefcafe)) is not a ported reference version"
+    )
+
+
+def test_a_live_aiter_golden_replays_on_the_version_its_release_carries(old_tree, tmp_path):
+    store = GoldenStore(tmp_path / "g")
+    golden = load(next(GoldenStore(old_tree).paths()))
+    golden.call.provenance["planner"] = {"backend": "aiter", "version": "0.1.16.post2", "commit": None}
+    store.write(Golden(golden.key, golden.call))
+    code, report = cli_json("diff", tmp_path / "g", "--backend", "reference")
+    [result] = report["results"]
+    assert result["notes"][0] == (
+        "replayed on reference@62028796, the planner version that recorded this golden (aiter 0.1.16.post2)"
+    )
+
+
+def test_versions_lists_each_version_with_its_tags_and_changes():
+    code, report = cli_json("versions")
+    assert code == 0 and report["format"] == "mla-golden-versions/1"
+    listed = report["versions"]
+    assert [v["name"] for v in listed] == ["33d168a0", "62028796", "aded0f84", "e4048607"]
+    assert [v["date"] for v in listed] == ["2026-02-02", "2026-06-25", "2026-08-05", "2026-08-22"]
+    assert listed[1]["tags"] == ["v0.1.16.post2"] and {"v0.1.20", "v0.1.20.post1"} <= set(listed[3]["tags"])
+    assert [v["newest"] for v in listed] == [False, False, False, True]
+    assert all(v["changes"] and v["commit"].startswith(v["name"]) for v in listed)
+    assert any("kv_last_page_lens" in line for line in listed[1]["changes"])
+    code, out, _ = cli("versions")
+    assert code == 0
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("e4048607  2026-08-22  e4048607a535"))
+    assert "v0.1.20.post1" in lines[header] and "(newest)" in lines[header]
+    assert lines[header + 1].startswith("  - ") and listed[3]["changes"][0] in out
+
+
+def test_the_summary_counts_each_cause_apart(old_tree, tmp_path):
+    """Upgrade divergences and a golden the new version itself recorded, then damaged: two causes, two groups."""
+    tree = tmp_path / "mixed"
+    shutil.copytree(old_tree, tree)
+    store = GoldenStore(tree)
+    same = _picked()[len(CHANGED)]["case_id"]
+    (tree / f"{same}.safetensors").unlink()
+    _record_as_builder(store, NEW, _cross_records()[same])
+    golden = store.read(same)
+    golden.call.outputs["work_indptr"][1] += 1  # inside the written region
+    assert store.write(Golden(same, golden.call), update=True).value == "updated"
+    code, report = cli_json("diff", tree, "--backend", f"reference@{NEW}")
+    assert code == 1
+    groups = {g["label"]: g for g in report["by_cause"]}
+    assert groups[UPGRADE]["count"] == len(CHANGED) and groups[UPGRADE]["keys"] == sorted(CHANGED)
+    damaged = groups["values only (same geometry, moved split points)"]
+    assert damaged == {"label": damaged["label"], "causes": [Cause.VALUES], "planner": None, "count": 1, "keys": [same]}
+    assert [g["count"] for g in report["by_cause"]] == [len(CHANGED), 1], "largest group first"
+    code, out, _ = cli("diff", tree, "--backend", f"reference@{NEW}")
+    first, second = out.index(f"== {UPGRADE}: {len(CHANGED)} call(s)"), out.index("== values only (same geometry, moved split points): 1 call(s)")
+    assert first < second and out.index(f"DIVERGED {same}") > second
