@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mla_golden.call import Call
-    from mla_golden.reference.versions import PlannerVersion
+    from mla_golden.reference import PlannerVersion
 
 from mla_golden.errors import BackendError
 from mla_golden.schema import SCHEMAS

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mla_golden.reference.versions import PlannerVersion
+    from mla_golden.reference import PlannerVersion
 
 REFERENCE = "reference"
 AITER = "aiter"
@@ -87,8 +87,7 @@ def reference_version(planner: RecordedPlanner) -> PlannerVersion | None:
     A reference golden names its version; a live-aiter golden is matched by
     its commit, else by its version as a release tag (``0.1.20`` -> ``v0.1.20``).
     """
-    from mla_golden.reference.errors import UnknownVersionError
-    from mla_golden.reference.versions import resolve
+    from mla_golden import reference
 
     if planner.backend == REFERENCE:
         candidates = [planner.version, planner.commit]
@@ -101,8 +100,8 @@ def reference_version(planner: RecordedPlanner) -> PlannerVersion | None:
         if not candidate:
             continue
         try:
-            return resolve(candidate)
-        except UnknownVersionError:
+            return reference.at(candidate).version
+        except reference.UnknownVersionError:
             continue
     return None
 
