@@ -37,6 +37,7 @@ from mla_golden.runs import (
 #: Runs at least this long get a progress bar.
 PROGRESS_MIN_ITEMS = 20
 DEFAULT_GOLDENS = Path("goldens")
+BACKEND_METAVAR = "auto|aiter|reference[@VERSION]"
 BACKEND_HELP = (
     "Planner to {what}: auto (aiter when it works, else the reference), aiter, reference (the newest ported "
     "aiter version), or reference@VERSION (an aiter commit prefix, release tag or date; see mla-golden versions)."
@@ -257,7 +258,7 @@ def record(
     ] = None,
     matrix: Annotated[Path | None, typer.Option(help="Case matrix TOML (default: the one shipped in the package).")] = None,
     out: Annotated[Path, typer.Option(help="Folder the goldens are written to.")] = DEFAULT_GOLDENS,
-    backend: Annotated[str, typer.Option(help=BACKEND_HELP.format(what="record from"))] = "auto",
+    backend: Annotated[str, typer.Option(help=BACKEND_HELP.format(what="record from"), metavar=BACKEND_METAVAR)] = "auto",
     device: Annotated[
         list[str] | None, typer.Option(help="ARCH:CU to plan every case for instead of the matrix's devices (repeatable).")
     ] = None,
@@ -313,7 +314,8 @@ def diff(
         list[Path] | None, typer.Argument(help="Golden files or folders (default: ./goldens).", show_default=False)
     ] = None,
     backend: Annotated[
-        str | None, typer.Option(help=BACKEND_HELP.format(what="replay on (default: auto)") + REPLAY_HELP, show_default=False)
+        str | None,
+        typer.Option(help=BACKEND_HELP.format(what="replay on (default: auto)") + REPLAY_HELP, metavar=BACKEND_METAVAR, show_default=False),
     ] = None,
     against: Annotated[
         Path | None,
