@@ -330,3 +330,15 @@ def test_the_summary_counts_each_cause_apart(old_tree, tmp_path):
     code, out, _ = cli("diff", tree, "--backend", f"reference@{NEW}")
     first, second = out.index(f"== {UPGRADE}: {len(CHANGED)} call(s)"), out.index("== values only (same geometry, moved split points): 1 call(s)")
     assert first < second and out.index(f"DIVERGED {same}") > second
+
+
+def test_goldens_older_than_versions_read_as_the_version_they_name():
+    """The shipped goldens were recorded on the reference before it had versions ('reference_of': aiter e4048607a535)."""
+    shipped = Path(__file__).resolve().parent.parent / "goldens"
+    code, listed = cli_json("list", shipped)
+    assert code == 0 and len(listed["goldens"]) == 120
+    assert {row["planner"] for row in listed["goldens"]} == {f"reference@{NEW}"}
+    code, report = cli_json("diff", next(GoldenStore(shipped).paths()), "--backend", "reference")
+    assert code == 0 and report["results"][0]["notes"][0] == (
+        f"replayed on reference@{NEW}, the planner version that recorded this golden"
+    )
