@@ -157,15 +157,14 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 def _reference(version: str | None = None) -> Backend:
     """The reference planners: ``mla_golden.reference`` itself (the newest version), or ``version`` pinned."""
     from mla_golden import reference
-    from mla_golden.reference.errors import UnknownVersionError
 
     if version is None:
         module: Any = reference
-        planned = reference.versions()[-1]
+        planned = reference.version
     else:
         try:
             module = reference.at(version)
-        except UnknownVersionError as exc:
+        except reference.UnknownVersionError as exc:
             raise BackendError(str(exc)) from exc
         planned = module.version
     reason = f"mla-golden's CPU port of aiter {planned.name} ({planned.date})"
