@@ -255,8 +255,9 @@ def test_an_unknown_version_is_bad_usage_listing_the_known_ones(command, spec, t
     code, out, err = cli(command, "--backend", spec, "--out" if command == "record" else "--quiet", *([tmp_path] if command == "record" else []))
     assert code == 2 and out == ""
     assert f"error: --backend {spec}: unknown aiter planner version" in err
-    for version in ("33d168a0", "62028796 (2026-06-25, v0.1.16.post2)", "aded0f84", "e4048607"):
+    for version in ("33d168a0 (2026-02-02", "62028796 (2026-06-25, ", "aded0f84 (2026-08-05", "e4048607 (2026-08-22"):
         assert version in err
+    assert "v0.1.16.post2" in err and "v0.1.20.post1" in err
 
 
 def test_only_the_reference_has_versions(tmp_path):
@@ -297,7 +298,7 @@ def test_versions_lists_each_version_with_its_tags_and_changes():
     listed = report["versions"]
     assert [v["name"] for v in listed] == ["33d168a0", "62028796", "aded0f84", "e4048607"]
     assert [v["date"] for v in listed] == ["2026-02-02", "2026-06-25", "2026-08-05", "2026-08-22"]
-    assert listed[1]["tags"] == ["v0.1.16.post2"] and {"v0.1.20", "v0.1.20.post1"} <= set(listed[3]["tags"])
+    assert "v0.1.16.post2" in listed[1]["tags"] and {"v0.1.20", "v0.1.20.post1"} <= set(listed[3]["tags"])
     assert [v["newest"] for v in listed] == [False, False, False, True]
     assert all(v["changes"] and v["commit"].startswith(v["name"]) for v in listed)
     assert any("kv_last_page_lens" in line for line in listed[1]["changes"])
