@@ -239,6 +239,11 @@ def test_record_and_diff_by_version_through_the_matrix(tmp_path):
     refused = {r["key"].split("/")[1]: r for r in report["results"]}
     assert code == 1 and refused["mtp3"]["status"] == "refused" and refused["plain"]["status"] == "unchanged"
     assert refused["mtp3"]["cause_label"] == UPGRADE and report["by_cause"][0]["label"] == UPGRADE
+    # two trees recorded on the two versions, compared call by call: the same cause
+    code, _ = cli_json("record", "--matrix", tmp_path / "m.toml", "--backend", f"reference@{NEW}", "--out", tmp_path / "new")
+    assert code == 0
+    code, report = cli_json("diff", tmp_path / "new", "--against", tmp_path / "g")
+    assert code == 1 and [(g["label"], g["count"]) for g in report["by_cause"]] == [(UPGRADE, 1)]
 
 
 @pytest.mark.parametrize("spec", ["v0.1.16.post2", "620287969c", "2026-07-01"])
