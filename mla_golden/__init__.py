@@ -48,6 +48,7 @@ _EXPORTS = {
     "to_json": "mla_golden.report",
     "assert_matches_golden": "mla_golden.assertions",
     "golden_key": "mla_golden.assertions",
+    "sweep": "mla_golden.sweeper",
 }
 
 __all__ = sorted(_EXPORTS)

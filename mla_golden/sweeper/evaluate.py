@@ -1,0 +1,232 @@
+"""Run one sweep point on both planners and say whether they agree.
+
+The hot path runs each planner once, on buffers it sized with its own helper
+and filled with one canary, and compares the whole buffers: an element written
+on one side only keeps the canary there, so written masks and values inside
+the written region are compared at once (work_metadata_ptrs: only whether it
+was written; raw pointers differ by allocation). Error status and message and
+buffer shapes count too. Only a divergent point is captured in full (two
+canary runs per side, as ``mla-golden diff`` replays) and confirmed by the
+differ; that capture is what the reproducer goldens hold.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mla_golden.call import Call
+from mla_golden.capture import CANARIES, _message, planner_env, replay
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, AdaptationError, build_arguments
+from mla_golden.sweeper.planners import SIZERS, Planner
+from mla_golden.sweeper.space import DECODE, Point
+
+#: Verdicts. ``undefined``: a planner's result is not defined by the inputs on one side (aiter
+#: reads memory it never wrote), so equality cannot be judged; ``skipped``: a side cannot make
+#: this call (its signature cannot express it, or live aiter runs on another device).
+EQUAL, DIVERGED, UNDEFINED, SKIPPED = "equal", "diverged", "undefined", "skipped"
+#: What diverged, most telling first: the error status or message, a buffer shape, output values.
+KIND_ERROR, KIND_SHAPE, KIND_VALUES = "error", "shape", "values"
+#: vLLM's FP8 prefill convention (``_build_fp8_prefill_ps_metadata``).
+PREFILL_PARAMS = {
+    "gqa_ratio": 1, "qhead_granularity": 1, "qlen_granularity": 256,
+    "kvlen_granularity": 128, "block_size": 1, "is_causal": True,
+}  # fmt: skip
+_DTYPES = {"bf16": "torch.bfloat16", "none": None}
+_FP8 = {"gfx942": "torch.float8_e4m3fnuz"}
+_CANARY = CANARIES[torch.int32][0]
+
+
+@dataclass
+class Side:
+    """One planner's run of a point (hot path): error, or its buffers as the canary run left them."""
+
+    error: str | None = None
+    undefined: bool = False
+    shapes: tuple[tuple[int, ...], ...] = ()
+    buffers: tuple[torch.Tensor, ...] = ()
+    #: The planner's own time (sizing helper and planner), seconds.
+    seconds: float = 0.0
+
+
+@dataclass
+class Verdict:
+    status: str
+    kind: str | None = None
+    #: One line: what differs (or why the point was skipped).
+    detail: str = ""
+    #: Planner time of both sides, seconds.
+    planner_s: float = 0.0
+
+
+def _dtype(name: str, arch: str) -> str | None:
+    return _FP8.get(arch, "torch.float8_e4m3fn") if name == "fp8" else _DTYPES[name]
+
+
+def template(point: Point, planner: Planner) -> tuple[Call, dict[str, Any]]:
+    """The call ``planner`` makes for ``point`` (params, inputs, device, env; no buffers yet) and its sizing args."""
+    arch, cu_num = planner.spec.device_for(point.arch, point.cu_num)
+    env = planner.env_for(dict(point.env))
+    device = {"arch": arch, "cu_num": cu_num}
+    if point.op == DECODE:
+        pages = [math.ceil(n / point.page_size) for n in point.seq_lens]
+        last = [n - (p - 1) * point.page_size for n, p in zip(point.seq_lens, pages)]
+        inputs = {
+            "seqlens_qo_indptr": torch.arange(0, (point.batch + 1) * point.qlen, point.qlen, dtype=torch.int32),
+            "seqlens_kv_indptr": torch.tensor([0, *itertools.accumulate(pages)], dtype=torch.int32),
+            "kv_last_page_lens": torch.tensor(last, dtype=torch.int32),
+        }
+        q, kv = _dtype(point.q_dtype, arch), _dtype(point.kv_dtype, arch)
+        params = {
+            "num_heads_per_head_k": point.heads, "num_heads_k": 1, "is_causal": point.causal,
+            "page_size": point.page_size, "kv_granularity": max(point.page_size, 16),
+            "max_seqlen_qo": point.qlen, "uni_seqlen_qo": point.qlen, "fast_mode": True, "topk": -1,
+            "max_split_per_batch": point.max_split_per_batch, "intra_batch_mode": False,
+            "is_cp_round_robin": False, "mla_version": 0,
+            "dtype_q_nope": q, "dtype_q_rope": q, "dtype_kv_nope": kv, "dtype_kv_rope": kv,
+        }  # fmt: skip
+        sizing = {
+            "batch_size": point.batch, "max_seqlen_qo": point.qlen, "num_head_qo": point.heads,
+            "q_dtype": q, "kv_dtype": kv, "is_sparse": False, "fast_mode": True,
+            "max_split_per_batch": point.max_split_per_batch,
+        }  # fmt: skip
+    else:
+        indptr = torch.tensor([0, *itertools.accumulate(point.seq_lens)], dtype=torch.int32)
+        inputs = {
+            "seqlens_qo_indptr": indptr,
+            "pages_kv_indptr": indptr.clone(),
+            "context_lens": torch.tensor(point.seq_lens, dtype=torch.int32),
+        }
+        params = {**PREFILL_PARAMS, "num_heads_k": point.heads}
+        sizing = {
+            "batch_size": point.batch, "num_head_k": point.heads, "max_qlen": max(point.seq_lens),
+            "qlen_granularity": PREFILL_PARAMS["qlen_granularity"],
+        }  # fmt: skip
+    call = Call(op=point.op, params=params, inputs=inputs, device=device, env=env)
+    call.provenance = {"sweep": {"planner": str(planner.spec), "runs": planner.label}}
+    return call, sizing
+
+
+def _size(planner: Planner, op: str, sizing: dict[str, Any]) -> Any:
+    """Call the sizing helper with the arguments its signature has (older helpers lack max_split_per_batch)."""
+    fn = planner.function(SIZERS[op])
+    accepted = planner.parameters(fn)
+    kwargs = {k: _torch_dtype(v) if k.endswith("_dtype") else v for k, v in sizing.items() if k in accepted}
+    return fn(**kwargs)
+
+
+def _specs(sized: Any) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """The helper's (shape, dtype) list with every shape a tuple (aiter gives 1-D shapes as ints)."""
+    return [((shape,) if isinstance(shape, int) else tuple(shape), dtype) for shape, dtype in sized]
+
+
+def _torch_dtype(name: str | None) -> torch.dtype | None:
+    return None if name is None else getattr(torch, name.removeprefix("torch."))
+
+
+class Unexpressible(Exception):
+    """A side's planner signature cannot make this call (e.g. page_size > 1 before aiter had pages)."""
+
+
+def run_side(point: Point, planner: Planner) -> Side:
+    """Hot path: size, fill with one canary, plan once (module doc)."""
+    call, sizing = template(point, planner)
+    fn = planner.function(point.op)
+    with planner_env(call.env), planner.device_context(call.device):
+        start = time.perf_counter()
+        try:
+            sized_by_helper = _size(planner, point.op, sizing)
+        except Exception as exc:  # the helper rejecting the inputs is a result
+            return Side(error=_message(exc), undefined=_undefined(exc), seconds=time.perf_counter() - start)
+        sized = time.perf_counter() - start
+        specs = _specs(sized_by_helper)
+        buffers = {
+            name: torch.full(shape, CANARIES[dtype][0], dtype=dtype, device=planner.tensor_device)
+            for name, (shape, dtype) in zip(OUTPUTS, specs)
+        }
+        try:
+            kwargs, _ = build_arguments(point.op, fn, call.params, call.inputs, buffers)
+        except AdaptationError as exc:
+            raise Unexpressible(f"{planner.spec}: {exc}") from exc
+        start = time.perf_counter()
+        try:
+            fn(**kwargs)
+        except Exception as exc:
+            return Side(error=_message(exc), undefined=_undefined(exc), seconds=sized + time.perf_counter() - start)
+        seconds = sized + time.perf_counter() - start
+    return Side(shapes=tuple(shape for shape, _ in specs), buffers=tuple(buffers.values()), seconds=seconds)
+
+
+def _undefined(exc: BaseException) -> bool:
+    return type(exc).__name__ == "UndefinedResultError"
+
+
+def compare(a: Side, b: Side) -> Verdict:
+    """Hot-path verdict from two canary runs."""
+    seconds = a.seconds + b.seconds
+    if a.error or b.error:
+        if a.error == b.error:
+            return Verdict(EQUAL, planner_s=seconds)
+        if a.undefined or b.undefined:
+            return Verdict(UNDEFINED, detail=(a.error or b.error or "")[:200], planner_s=seconds)
+        return Verdict(DIVERGED, KIND_ERROR, f"error: {a.error or 'none'} -> {b.error or 'none'}", seconds)
+    for name, sa, sb in zip(OUTPUTS, a.shapes, b.shapes):
+        if sa != sb:
+            return Verdict(DIVERGED, KIND_SHAPE, f"{name} shape {list(sa)} -> {list(sb)}", seconds)
+    for name, ta, tb in zip(OUTPUTS, a.buffers, b.buffers):
+        if name == POINTER_OUTPUT:
+            same = torch.equal(ta != CANARIES[ta.dtype][0], tb != CANARIES[tb.dtype][0])
+        else:
+            same = torch.equal(ta, tb)
+        if not same:
+            return Verdict(DIVERGED, KIND_VALUES, _first_difference(name, ta, tb), seconds)
+    return Verdict(EQUAL, planner_s=seconds)
+
+
+def _first_difference(name: str, a: torch.Tensor, b: torch.Tensor) -> str:
+    a, b = a.cpu(), b.cpu()
+    flat = int((a != b).reshape(-1).nonzero()[0])
+    count = int((a != b).sum())
+    index = list(torch.unravel_index(torch.tensor(flat), a.shape)) if a.dim() > 1 else [flat]
+    where = ", ".join(str(int(i)) for i in index)
+
+    def show(t: torch.Tensor) -> str:
+        value = int(t.reshape(-1)[flat])
+        return "unwritten" if value == _CANARY else str(value)
+
+    return f"{name}[{where}]: {show(a)} -> {show(b)} ({count} element(s))"
+
+
+def evaluate(point: Point, a: Planner, b: Planner) -> Verdict:
+    """The hot-path verdict for ``point``; SKIPPED when a side cannot make the call."""
+    try:
+        for planner in (a, b):
+            live = planner.live_device()
+            if live is not None and live != planner.spec.device_for(point.arch, point.cu_num):
+                return Verdict(SKIPPED, detail=f"{planner.spec} runs on {live[0]}:{live[1]}, the point plans for another device")
+        return compare(run_side(point, a), run_side(point, b))
+    except Unexpressible as exc:
+        return Verdict(SKIPPED, detail=str(exc))
+
+
+def capture(point: Point, planner: Planner) -> Call:
+    """The full call (written masks from two canary runs, as ``mla-golden diff`` replays it) for a golden."""
+    call, sizing = template(point, planner)
+    with planner_env(call.env), planner.device_context(call.device):
+        try:
+            sized = _size(planner, point.op, sizing)
+        except Exception as exc:  # the helper rejected the inputs: no buffer could be sized
+            call.error = _message(exc)
+            call.buffers = {n: {"shape": [0], "dtype": "torch.uint64" if n == POINTER_OUTPUT else "torch.int32"} for n in OUTPUTS}
+            call.provenance["sweep"]["notes"] = ["the sizing helper raised; buffers recorded as empty"]
+            return call
+    specs = _specs(sized)
+    call.buffers = {name: {"shape": list(shape), "dtype": str(dtype)} for name, (shape, dtype) in zip(OUTPUTS, specs)}
+    captured = replay(call, planner.function(point.op), on=planner.tensor_device)
+    captured.provenance["sweep"] = call.provenance["sweep"]
+    return captured
