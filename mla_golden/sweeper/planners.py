@@ -16,7 +16,6 @@ case (``unset`` unsets it). Examples: ``reference@e4048607:gfx942:80``,
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 import re
 from collections.abc import Callable, Mapping
@@ -146,27 +145,16 @@ class Planner:
         return (getattr(props, "gcnArchName", "") or "").split(":")[0], int(props.multi_processor_count)
 
 
-def reference_versions() -> list[str]:
-    """Planner versions the reference can run (the newest port when versions are not available)."""
-    reference = importlib.import_module("mla_golden.reference")
-    versions = getattr(reference, "versions", None)
-    return list(versions()) if callable(versions) else ["e4048607"]
-
-
 def _reference_module(spec: PlannerSpec) -> tuple[Any, str]:
-    reference = importlib.import_module("mla_golden.reference")
-    at = getattr(reference, "at", None)
+    from mla_golden import reference
+
     if spec.version is None:
-        return reference, "reference e4048607 (the newest port)"
-    if at is None:
-        if "e4048607a535ace3a2b51ded31b1c8c2d45c0879".startswith(spec.version.lower()):
-            return reference, "reference e4048607"
-        raise SpecError(f"planner {spec}: unknown reference version {spec.version!r} (known: {', '.join(reference_versions())})")
+        return reference, f"reference {reference.version} (the newest port)"
     try:
-        module = at(spec.version)
-    except (LookupError, ValueError) as exc:
-        raise SpecError(f"planner {spec}: {exc} (known: {', '.join(reference_versions())})") from exc
-    return module, f"reference {getattr(module, 'version', spec.version)}"
+        module = reference.at(spec.version)
+    except reference.UnknownVersionError as exc:
+        raise SpecError(f"planner {spec}: {exc}") from exc
+    return module, f"reference {module.version}"
 
 
 def resolve(spec: PlannerSpec | str) -> Planner:

@@ -1,12 +1,14 @@
 """Summarise verdicts as regions: which parameter values diverge, and which never do.
 
 Points are grouped by their categorical parameters (op, device, heads,
-dtype, query length, page size, split cap, causality, env). Each group with a
-divergence seeds a region that is widened greedily: a parameter becomes
-"any" when no group that never diverged matches the widened region. So a
-region reads "heads 32 x fp8 x gfx950:256 (any qlen, page size...)": every
-group it covers diverged somewhere, and the cases it covers say whether at
-every batch or only at some.
+dtype, query length, page size, split cap, causality, env). Regions are
+learnt as a decision list: starting from a divergent group not yet covered,
+a region begins as "everywhere" and is narrowed, one parameter at a time, to
+that group's value that leaves the largest share of divergent cases (ties:
+the most cases), until no group that never diverged is left in it. So a
+region reads "device gfx942:304" when that alone explains the divergence, and
+"heads 32 x dtype fp8 x device gfx950:256" when it takes all three; the cases
+it covers say whether it diverged at every batch or only at some.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from mla_golden.sweeper.evaluate import DIVERGED, EQUAL
 from mla_golden.sweeper.space import PREFILL, Point
 from mla_golden.sweeper.work import CaseResult
 
+#: The value of an axis an op does not have (prefill has no dtype, query length, pages...).
+NOT_APPLICABLE = "-"
 #: Categorical axes, in the order regions are widened (least telling first) and reversed for display.
 AXES = ("env", "causal", "split", "page_size", "qlen", "device", "dtype", "heads", "op")
 
@@ -31,12 +35,12 @@ def labels(point: Point) -> dict[str, str]:
         "op": "prefill" if prefill else "decode",
         "device": f"{point.arch}:{point.cu_num}",
         "heads": str(point.heads),
-        "dtype": "-" if prefill else point.dtype,
-        "qlen": "-" if prefill else str(point.qlen),
-        "page_size": "-" if prefill else str(point.page_size),
-        "split": "-" if prefill else ("none" if point.max_split_per_batch == -1 else "capped"),
-        "causal": "-" if prefill else ("causal" if point.causal else "noncausal"),
-        "env": "-" if prefill else env,
+        "dtype": NOT_APPLICABLE if prefill else point.dtype,
+        "qlen": NOT_APPLICABLE if prefill else str(point.qlen),
+        "page_size": NOT_APPLICABLE if prefill else str(point.page_size),
+        "split": NOT_APPLICABLE if prefill else ("none" if point.max_split_per_batch == -1 else "capped"),
+        "causal": NOT_APPLICABLE if prefill else ("causal" if point.causal else "noncausal"),
+        "env": NOT_APPLICABLE if prefill else env,
     }
 
 
@@ -79,8 +83,9 @@ class Summary:
         """Per axis, the values that never diverged (over at least one judged case)."""
         out = {}
         for axis in reversed(AXES):
-            clean = [value for value, (_, diverged) in self.marginals[axis].items() if diverged == 0]
-            if clean and len(self.marginals[axis]) > 1:
+            values = {v: counts for v, counts in self.marginals[axis].items() if v != NOT_APPLICABLE}
+            clean = [value for value, (_, diverged) in values.items() if diverged == 0]
+            if clean and len(values) > 1:
                 out[axis] = clean
         return out
 
@@ -90,6 +95,27 @@ class Summary:
 
 def _matches(where: dict[str, str], values: dict[str, str]) -> bool:
     return all(values[axis] == value for axis, value in where.items())
+
+
+def _narrow(seed: dict[str, str], groups: dict[tuple[str, ...], list[int]], clean: list[dict[str, str]]) -> dict[str, str]:
+    """The region around ``seed``: add its values one at a time, purest first, until no clean group is inside."""
+    where: dict[str, str] = {}
+    while any(_matches(where, c) for c in clean):
+        best: tuple[float, int, str] | None = None
+        for axis in AXES:
+            if axis in where:
+                continue
+            trial = {**where, axis: seed[axis]}
+            cases = diverged = 0
+            for key, (n, hit) in groups.items():
+                if _matches(trial, dict(zip(AXES, key))):
+                    cases, diverged = cases + n, diverged + hit
+            score = (diverged / cases if cases else 0.0, cases, axis)
+            if best is None or score[:2] > best[:2]:
+                best = score
+        assert best is not None  # the seed itself is not clean, so narrowing to all of it ends the loop
+        where[best[2]] = seed[best[2]]
+    return where
 
 
 def summarise(results: Sequence[CaseResult]) -> Summary:
@@ -111,14 +137,8 @@ def summarise(results: Sequence[CaseResult]) -> Summary:
     regions: list[Region] = []
     for key in seeds:
         values = dict(zip(AXES, key))
-        if any(_matches(r.where, values) for r in regions):
-            continue
-        where = dict(values)
-        for axis in AXES:
-            wider = {a: v for a, v in where.items() if a != axis}
-            if not any(_matches(wider, c) for c in clean):
-                where = wider
-        regions.append(Region(where))
+        if not any(_matches(r.where, values) for r in regions):
+            regions.append(Region(_narrow(values, groups, clean)))
     for values, result in judged:
         for region in regions:
             if _matches(region.where, values):
