@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,8 @@ class Findings:
     #: Why the sweep stopped: "space" (all enumerated), "cases" or "time".
     stopped_by: str = "cases"
     resumed: int = 0
+    #: Seconds spent starting the executor (worker processes import torch; Ray starts its instance).
+    startup_s: float = 0.0
 
     @property
     def counts(self) -> dict[str, int]:
@@ -99,7 +101,7 @@ class Findings:
             "format": "mla-golden-sweep/1", "a": self.a, "b": self.b, "runs": list(self.labels),
             "space": self.space, "seed": self.seed, "out": str(self.out) if self.out else None,
             "cases": len(self.results), "counts": self.counts, "diverged": self.diverged,
-            "stopped_by": self.stopped_by, "resumed": self.resumed, "elapsed_s": round(self.elapsed_s, 3),
+            "stopped_by": self.stopped_by, "resumed": self.resumed, "elapsed_s": round(self.elapsed_s, 3), "startup_s": round(self.startup_s, 3),
             "planner_s": round(self.planner_s, 3), **self.summary.to_dict(),
             "reproducers": [r.to_dict() for r in self.reproducers],
             "divergent_cases": [{"index": r.index, "detail": r.detail, "kind": r.kind, "point": r.point,
@@ -139,7 +141,7 @@ def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reprodu
 def sweep(
     a: str,
     b: str,
-    space: Space | Path | str | None = None,
+    space: Space | Sequence[Point] | Path | str | None = None,
     *,
     cases: int | None = None,
     seconds: float | None = None,
@@ -150,7 +152,7 @@ def sweep(
     shrink: bool = True,
     progress: Progress | None = None,
 ) -> Findings:
-    """Sweep ``space`` (default: the shipped one) with planners ``a`` and ``b``; return the findings.
+    """Sweep ``space`` (a file, a :class:`Space`, a list of points; default: the shipped space) on ``a`` and ``b``.
 
     ``a`` / ``b``: planner specs (``reference@aded0f84``, ``reference+AITER_MLA_META_USE_PARALLEL=0``,
     ``aiter``...; see :mod:`mla_golden.sweeper.planners`). Budget: ``cases`` points or ``seconds`` of
@@ -161,13 +163,15 @@ def sweep(
     started = time.monotonic()
     for spec in (a, b):
         parse_spec(spec)  # SpecError names the bad one before anything starts
+    if isinstance(space, (list, tuple)):
+        space = Space.of(space)
     space = space if isinstance(space, Space) else load(space)
     if cases is not None and cases < 1:
         raise SweepError(f"cases: expected a positive number, got {cases}")
     if seconds is not None and seconds <= 0:
         raise SweepError(f"seconds: expected a positive number, got {seconds}")
     if cases is None and seconds is None:
-        cases = DEFAULT_CASES
+        cases = max(DEFAULT_CASES, len(space.explicit))
     out_path = Path(out) if out is not None else None
     planners = planner(a), planner(b)
     journal = Journal(out_path, {"a": a, "b": b, "space": space.digest, "seed": seed}) if out_path else None
@@ -191,7 +195,9 @@ def sweep(
         return max(1, min(MAX_CHUNK, int(CHUNK_SECONDS / max(per_case[0], 1e-4))))
 
     stopped_by = "space" if enumerated else ("cases" if cases is not None else "time")
+    opened = time.monotonic()
     with executors.make(a, b, shrink, jobs, ray) as executor:
+        startup = time.monotonic() - opened
         chunks = _chunks(points, chunk_size)
         in_flight = 0
         if progress:
@@ -221,7 +227,7 @@ def sweep(
     results.sort(key=lambda r: r.index)
     return Findings(
         a, b, (planners[0].label, planners[1].label), space.source, seed, results,
-        list(reproducers.values()), summarise(results), time.monotonic() - started, out_path, stopped_by, len(done),
+        list(reproducers.values()), summarise(results), time.monotonic() - started, out_path, stopped_by, len(done), startup,
     )  # fmt: skip
 
 

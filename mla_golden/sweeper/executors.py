@@ -19,7 +19,7 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
-from mla_golden.sweeper.work import CaseResult, run_chunk, warm
+from mla_golden.sweeper.work import CaseResult, run_chunk, run_shipped, warm, with_points
 
 Chunk = list[tuple[int, dict[str, Any]]]
 
@@ -89,13 +89,19 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _init_worker(parent: int, a: str, b: str) -> None:
+_started: Any = None
+
+
+def _init_worker(parent: int, a: str, b: str, started: Any) -> None:
+    global _started
     _die_with_parent(parent)
     warm(a, b)
+    _started = started
 
 
 def _ready() -> int:
-    time.sleep(0.05)  # long enough that each warm-up call lands on its own worker
+    """Held until every worker runs one: so each has started and warmed before the sweep's clock runs."""
+    _started.wait(timeout=600)
     return os.getpid()
 
 
@@ -107,25 +113,25 @@ class LocalExecutor(Executor):
         import multiprocessing
 
         self.workers = max(1, min(jobs, os.cpu_count() or 1))
+        context = multiprocessing.get_context("spawn")
         self._pool = ProcessPoolExecutor(
             max_workers=self.workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=context,
             initializer=_init_worker,
-            initargs=(os.getpid(), a, b),
+            initargs=(os.getpid(), a, b, context.Barrier(self.workers)),
         )
-        self._futures: set[Future[list[CaseResult]]] = set()
+        self._futures: dict[Future[list[CaseResult]], Chunk] = {}
         # Start every worker now (each imports torch and resolves the planners once).
         for future in [self._pool.submit(_ready) for _ in range(self.workers)]:
             future.result()
 
     def submit(self, chunk: Chunk) -> None:
-        self._futures.add(self._pool.submit(run_chunk, self.a, self.b, chunk, self.shrink))
+        self._futures[self._pool.submit(run_shipped, self.a, self.b, chunk, self.shrink)] = chunk
 
     def next_done(self) -> list[CaseResult]:
         done, _ = wait(self._futures, return_when=FIRST_COMPLETED)
         future = done.pop()
-        self._futures.discard(future)
-        return future.result()
+        return with_points(future.result(), self._futures.pop(future))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -154,15 +160,15 @@ class RayExecutor(Executor):
             except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError...
                 raise ExecutorError(f"cannot start or reach Ray at {address or 'local'}: {exc}") from exc
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._task = ray.remote(num_cpus=1)(run_chunk)
-        self._refs: list[Any] = []
+        self._task = ray.remote(num_cpus=1)(run_shipped)
+        self._refs: dict[Any, Chunk] = {}
 
     def submit(self, chunk: Chunk) -> None:
-        self._refs.append(self._task.remote(self.a, self.b, chunk, self.shrink))
+        self._refs[self._task.remote(self.a, self.b, chunk, self.shrink)] = chunk
 
     def next_done(self) -> list[CaseResult]:
-        done, self._refs = self._ray.wait(self._refs, num_returns=1)
-        return self._ray.get(done[0])
+        done, _ = self._ray.wait(list(self._refs), num_returns=1)
+        return with_points(self._ray.get(done[0]), self._refs.pop(done[0]))
 
     def close(self) -> None:
         for ref in self._refs:

@@ -102,6 +102,8 @@ class Planner:
     tensor_device: str = "cpu"
     _functions: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False)
     _parameters: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
+    #: How each (op, params) binds to this planner's signature (evaluate._arguments).
+    bindings: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
     def function(self, name: str) -> Callable[..., Any]:
         fn = self._functions.get(name)
@@ -128,6 +130,15 @@ class Planner:
         from mla_golden.reference._device import device as reference_device
 
         return reference_device(device["arch"], device["cu_num"])
+
+    def plans_for_now(self, device: Mapping[str, Any]) -> bool:
+        """Is ``device`` what this planner plans for already (so no device context is needed)?"""
+        if self.spec.backend != "reference":
+            return True
+        from mla_golden.reference._device import current_device
+
+        now = current_device()
+        return (now.arch, now.cu_num) == (device["arch"], device["cu_num"])
 
     def env_for(self, env: Mapping[str, str | None]) -> dict[str, str | None]:
         """A case's env with this spec's pins applied."""

@@ -22,13 +22,13 @@ import math
 import random
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomllib
 
-from mla_golden.matrix import ENV_VARS, MatrixError, _Group, _lengths, _Locator, parse_device, vllm_max_split_per_batch
+from mla_golden.matrix import ENV_VARS, MatrixError, _Group, _Locator, parse_device, vllm_max_split_per_batch
 
 FORMAT = "mla-golden-space/1"
 DECODE, PREFILL = "get_mla_metadata_v1", "get_ps_metadata_v1"
@@ -93,7 +93,8 @@ class Point:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """Plain JSON data (field by field: dataclasses.asdict deep-copies, too slow per point)."""
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["seq_lens"] = list(self.seq_lens)
         data["env"] = dict(self.env)
         return data
@@ -107,6 +108,17 @@ class Point:
 
 
 # ---------------------------------------------------------------- axes
+
+
+def _lengths(mode: str, top: int, count: int, low: int, rng: random.Random) -> tuple[int, ...]:
+    """``count`` lengths: all ``top`` (uniform) or spread over [max(low, top / 8), top] (jitter), as the matrix draws them."""
+    if mode == "uniform":
+        return (top,) * count
+    start = max(low, top // 8)
+    span = top - start + 1
+    draw = rng.random
+    return tuple([start + int(draw() * span) for _ in range(count)])
+
 
 
 @dataclass(frozen=True)
@@ -219,8 +231,7 @@ class Group:
             lens = tuple(v["seq_lens"])
         else:
             mode, top = v["context"]
-            seed = f"{self.name}:{v.get('seed', '')}:{sorted((k, str(x)) for k, x in v.items())}"
-            lens = _lengths(mode, max(top, qlen), v["batch"], qlen, seed)
+            lens = _lengths(mode, max(top, qlen), v["batch"], qlen, random.Random(v.get("seed", repr(sorted(v.items())))))
         if self.op == PREFILL:
             return Point(PREFILL, arch, cu, v["heads"], lens)
         q_dtype, kv_dtype = v["dtype"]
@@ -236,14 +247,22 @@ class Group:
 
 @dataclass
 class Space:
-    """Groups of both ops; ``source`` names the file for the journal and reports."""
+    """Groups of both ops, or an explicit list of points; ``source`` names it in the journal and reports."""
 
     groups: list[Group]
     source: str = "<space>"
     text: str = field(default="", repr=False)
+    #: Points swept as given, in order (``Space.of``), before any group's.
+    explicit: tuple[Point, ...] = ()
+
+    @classmethod
+    def of(cls, points: Sequence[Point], source: str = "<points>") -> Space:
+        """A space of exactly these points (e.g. the calls of recorded cases)."""
+        text = json.dumps([p.to_dict() for p in points], sort_keys=True)
+        return cls([], source, text, tuple(points))
 
     def size(self) -> int:
-        return sum(g.size() for g in self.groups)
+        return len(self.explicit) + sum(g.size() for g in self.groups)
 
     @property
     def digest(self) -> str:
@@ -253,9 +272,12 @@ class Space:
     def points(self, seed: int, limit: int | None) -> Iterator[Point]:
         """Enumerated when the whole space fits in ``limit`` (None: 10000), else seeded samples, endlessly."""
         if self.size() <= (limit if limit is not None else 10_000):
+            yield from self.explicit
             for group in self.groups:
                 yield from group.points()
             return
+        if self.explicit:
+            raise SpaceError(f"{self.source}: {self.size()} explicit points exceed the budget of {limit}")
         weights = [math.log2(g.size() + 1) for g in self.groups]
         for index in itertools.count():
             rng = random.Random(f"{seed}:{index}")

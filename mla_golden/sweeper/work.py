@@ -13,7 +13,7 @@ from typing import Any
 from mla_golden.sweeper.evaluate import DIVERGED, evaluate
 from mla_golden.sweeper.planners import Planner, resolve
 from mla_golden.sweeper.shrink import shrink
-from mla_golden.sweeper.space import Point
+from mla_golden.sweeper.space import DECODE, PREFILL, Point
 
 _planners: dict[str, Planner] = {}
 
@@ -30,6 +30,9 @@ class CaseResult:
     #: Planner time of the verdict (both sides), and the case's whole time in the worker (shrinking included).
     planner_s: float = 0.0
     seconds: float = 0.0
+    #: The same two as CPU seconds of the worker (what a loaded machine does not inflate).
+    planner_cpu_s: float = 0.0
+    cpu_s: float = 0.0
     minimal: dict[str, Any] | None = None
     minimal_detail: str = ""
     shrink_evals: int = 0
@@ -46,12 +49,20 @@ def planner(spec: str) -> Planner:
     return found
 
 
+_warm: set[tuple[str, str]] = set()
+
+
 def warm(a: str, b: str) -> None:
-    """Resolve both planners and import what a chunk needs, so the first chunk is not slower."""
+    """Resolve both planners and run one tiny call of each op, so the first chunk is not slower."""
+    if (a, b) in _warm:
+        return
     import torch
 
     torch.set_num_threads(1)  # planner tensors are tiny; intra-op threads only fight the other workers
-    planner(a), planner(b)
+    pa, pb = planner(a), planner(b)
+    for op in (DECODE, PREFILL):
+        evaluate(Point(op, "gfx942", 304, 16, (64,)), pa, pb)
+    _warm.add((a, b))
 
 
 def run_chunk(a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True) -> list[CaseResult]:
@@ -60,10 +71,11 @@ def run_chunk(a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_di
     pa, pb = planner(a), planner(b)
     results = []
     for index, data in items:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         point = Point.from_dict(data)
         verdict = evaluate(point, pa, pb)
         result = CaseResult(index, data, verdict.status, verdict.kind, verdict.detail, verdict.planner_s)
+        result.planner_cpu_s = verdict.planner_cpu_s
         if verdict.status == DIVERGED and shrink_divergent:
 
             def same_divergence(candidate: Point, kind: str | None = verdict.kind) -> bool:
@@ -73,6 +85,22 @@ def run_chunk(a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_di
             minimal, result.shrink_evals = shrink(point, same_divergence)
             result.minimal = minimal.to_dict()
             result.minimal_detail = evaluate(minimal, pa, pb).detail
-        result.seconds = time.perf_counter() - start
+        result.seconds, result.cpu_s = time.perf_counter() - start, time.thread_time() - cpu
         results.append(result)
+    return results
+
+
+def run_shipped(a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True) -> list[CaseResult]:
+    """:func:`run_chunk` for another process: the points stay out of the results (the sender has them)."""
+    results = run_chunk(a, b, items, shrink_divergent)
+    for result in results:
+        result.point = {}
+    return results
+
+
+def with_points(results: list[CaseResult], items: list[tuple[int, dict[str, Any]]]) -> list[CaseResult]:
+    """Put back the points :func:`run_shipped` left out."""
+    points = dict(items)
+    for result in results:
+        result.point = points[result.index]
     return results
