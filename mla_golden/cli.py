@@ -619,10 +619,9 @@ def sweep(
     if cases is not None and time is not None:
         _say("error: give one budget: --cases N or --time SECONDS")
         raise typer.Exit(EXIT_BAD)
-    from mla_golden.sweeper import SpaceError, SpecError, SweepError
+    from mla_golden.errors import MlaGoldenError
+    from mla_golden.files import atomic_write
     from mla_golden.sweeper import sweep as run_sweep
-    from mla_golden.sweeper.executors import ExecutorError
-    from mla_golden.sweeper.journal import JournalError
     from mla_golden.sweeper.render import render_html, render_text
 
     try:
@@ -631,7 +630,7 @@ def sweep(
                 a, b, space, cases=cases, seconds=time, seed=seed, out=out, jobs=jobs,
                 ray=(address or "local") if ray else None, progress=progress,
             )  # fmt: skip
-    except (SpecError, SpaceError, SweepError, JournalError, ExecutorError) as exc:
+    except MlaGoldenError as exc:  # bad specs, space, journal, an executor that cannot start
         _say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
     if format is Format.json:
@@ -639,7 +638,7 @@ def sweep(
     else:
         _stdout().print(render_text(findings, quiet=quiet), markup=False)
     if html is not None:
-        _atomic_text(html, render_html(findings))
+        atomic_write(html, render_html(findings))
         _say(f"HTML report: {html}", quiet)
     raise typer.Exit(EXIT_DIVERGED if findings.diverged else EXIT_OK)
 

@@ -9,30 +9,17 @@ buffers sized for exactly the batch (decode); vLLM's FP8 prefill convention
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from conformance import CONFORMANCE_DIR
+from conformance import records
 
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
-
-_SHIPPED = Path(__file__).resolve().parent / "data" / "conformance"
-
-
-def records(name_glob: str) -> list[dict[str, Any]]:
-    """Every record of the first file matching ``name_glob`` (shipped copy first, then ../shared)."""
-    for folder in (_SHIPPED, CONFORMANCE_DIR):
-        found = sorted(folder.glob(name_glob)) if folder.is_dir() else []
-        if found:
-            return [json.loads(line) for line in found[0].read_text(encoding="utf-8").splitlines() if line.strip()]
-    raise FileNotFoundError(f"no {name_glob} in {_SHIPPED} or {CONFORMANCE_DIR}")
 
 
 def cross_version(old12: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(cross-version record, the e4048607 record of the same inputs) for the old commit ``old12``."""
-    new = {r["case_id"]: r for name in ("mla_v1-e4048607*", "ps_v1-e4048607*") for r in records(name)}
-    return [(r, new[r["case_id"]]) for r in records(f"cross_version-{old12}*")]
+    new = {r["case_id"]: r for prefix in ("mla_v1-e4048607", "ps_v1-e4048607") for r in records(prefix)}
+    return [(r, new[r["case_id"]]) for r in records(f"cross_version-{old12}")]
 
 
 def _dtype(name: str | None) -> str | None:

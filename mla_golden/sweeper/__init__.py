@@ -10,8 +10,9 @@ processes or Ray), :mod:`.journal` (resuming), :mod:`.driver` (the loop) and
 :mod:`.render` (text, JSON, HTML).
 """
 
-from mla_golden.sweeper.driver import Findings, Reproducer, SweepError, sweep
-from mla_golden.sweeper.planners import PlannerSpec, SpecError, parse_spec
-from mla_golden.sweeper.space import Point, Space, SpaceError
+from mla_golden.errors import SpaceError, SpecError, SweepError
+from mla_golden.sweeper.driver import Findings, Reproducer, sweep
+from mla_golden.sweeper.planners import PlannerSpec, parse_spec
+from mla_golden.sweeper.space import Point, Space
 
 __all__ = ["Findings", "PlannerSpec", "Point", "Reproducer", "Space", "SpaceError", "SpecError", "SweepError", "parse_spec", "sweep"]

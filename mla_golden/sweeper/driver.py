@@ -20,6 +20,7 @@ from typing import Any
 
 from mla_golden.call import Call
 from mla_golden.differ import Diff, diff
+from mla_golden.errors import SweepError
 from mla_golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import DIVERGED, capture
@@ -37,9 +38,6 @@ MAX_CHUNK = 256
 #: Chunks kept in flight per worker (one running, one queued).
 IN_FLIGHT = 2
 
-
-class SweepError(ValueError):
-    """Bad input to a sweep (the message names the argument or file)."""
 
 
 @dataclass
@@ -165,7 +163,8 @@ def sweep(
         parse_spec(spec)  # SpecError names the bad one before anything starts
     if isinstance(space, (list, tuple)):
         space = Space.of(space)
-    space = space if isinstance(space, Space) else load(space)
+    elif not isinstance(space, Space):
+        space = load(space)  # type: ignore[arg-type]  # what is left: a path or None
     if cases is not None and cases < 1:
         raise SweepError(f"cases: expected a positive number, got {cases}")
     if seconds is not None and seconds <= 0:
@@ -184,7 +183,7 @@ def sweep(
             _collect(reproducers, result, a, b, out_path)
     enumerated = space.size() <= (cases if cases is not None else 10_000)
     total = min(space.size(), cases) if enumerated and cases else cases
-    points = ((i, p) for i, p in enumerate(space.points(seed, cases)) if i not in finished)
+    points: Iterator[tuple[int, Point]] = ((i, p) for i, p in enumerate(space.points(seed, cases)) if i not in finished)
     if cases is not None:
         points = itertools.islice(points, max(0, cases - len(finished)))
     per_case = [0.05]  # seconds; updated from finished chunks

@@ -269,6 +269,7 @@ def compare(a: Side, b: Side) -> Verdict:
         if sa != sb:
             return Verdict(DIVERGED, KIND_SHAPE, f"{name} shape {list(sa)} -> {list(sb)}", seconds, cpu)
     pointer = _POINTER_CANARY
+    assert a.flat is not None and b.flat is not None  # both sides planned without error
     if torch.equal(a.flat, b.flat) and torch.equal(a.buffers[0] != pointer, b.buffers[0] != pointer):
         return Verdict(EQUAL, planner_s=seconds, planner_cpu_s=cpu)
     for name, ta, tb in zip(OUTPUTS, a.buffers, b.buffers):

@@ -19,13 +19,11 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
+from mla_golden.errors import ExecutorError
 from mla_golden.sweeper.work import CaseResult, run_chunk, run_shipped, warm, with_points
 
 Chunk = list[tuple[int, dict[str, Any]]]
 
-
-class ExecutorError(RuntimeError):
-    """An executor that cannot start here (Ray missing, a cluster that cannot be reached)."""
 
 
 class Executor(ABC):

@@ -13,14 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mla_golden.errors import JournalError
 from mla_golden.sweeper.work import CaseResult
 
 FORMAT = "mla-golden-sweep-journal/1"
 NAME = "sweep.jsonl"
 
-
-class JournalError(ValueError):
-    """``--out`` holds a journal this sweep cannot continue (another sweep's, or unreadable)."""
 
 
 class Journal:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from mla_golden.errors import SpecError
 from mla_golden.matrix import ENV_VARS
 
 BACKENDS = ("reference", "aiter")
@@ -39,9 +40,6 @@ _SPEC_RE = re.compile(
     r"(?P<env>(?:\+[A-Z_][A-Z0-9_]*=[A-Za-z0-9._-]*)*)$"
 )
 
-
-class SpecError(ValueError):
-    """A planner spec that cannot be parsed or resolved; the message names the spec and the problem."""
 
 
 @dataclass(frozen=True)
@@ -181,5 +179,5 @@ def resolve(spec: PlannerSpec | str) -> Planner:
         backend = resolve_backend("aiter")
     except BackendError as exc:
         raise SpecError(f"planner {spec}: {exc}") from exc
-    module: ModuleType = backend.module
-    return Planner(spec, module, backend.reason, backend.tensor_device)
+    live: ModuleType = backend.module
+    return Planner(spec, live, backend.reason, backend.tensor_device)

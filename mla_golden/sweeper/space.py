@@ -21,14 +21,14 @@ import json
 import math
 import random
 import re
+import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
-from mla_golden.matrix import ENV_VARS, MatrixError, _Group, _Locator, parse_device, vllm_max_split_per_batch
+from mla_golden.errors import MatrixError, SpaceError
+from mla_golden.matrix import ENV_VARS, _Group, _Locator, parse_device, vllm_max_split_per_batch
 
 FORMAT = "mla-golden-space/1"
 DECODE, PREFILL = "get_mla_metadata_v1", "get_ps_metadata_v1"
@@ -42,10 +42,6 @@ _DECODE_KEYS = (
     "page_size", "max_split_per_batch", "causal", "env", "tags",
 )  # fmt: skip
 _PREFILL_KEYS = ("name", "model", "devices", "heads", "batch", "context", "seq_lens", "tags")
-
-
-class SpaceError(MatrixError):
-    """A space file that cannot be used; the message names file, line and key."""
 
 
 @dataclass(frozen=True)
@@ -179,17 +175,17 @@ class Group:
     name: str
     op: str
     axes: dict[str, Axis]
-    #: Explicit KV/sequence length lists; when given, they replace batch x context.
+    #: Explicit KV/sequence length lists; when given, they replace batch x contexts.
     seq_lens: tuple[tuple[int, ...], ...] = ()
+    #: How long each request is (with ``batch``), when ``seq_lens`` is not given.
+    contexts: tuple[Context, ...] = ()
 
     def _sizes(self) -> dict[str, int]:
-        sizes = {}
-        for name, axis in self.axes.items():
-            if self.seq_lens and name in ("batch", "context"):
-                continue
-            sizes[name] = sum(len(c.top) for c in axis.values()) if name == "context" else len(axis)
+        sizes = {name: len(axis) for name, axis in self.axes.items()}
         if self.seq_lens:
             sizes["seq_lens"] = len(self.seq_lens)
+        else:
+            sizes["context"] = sum(len(c.top) for c in self.contexts)
         return sizes
 
     def size(self) -> int:
@@ -203,24 +199,19 @@ class Group:
             if name == "seq_lens":
                 lists[name] = list(self.seq_lens)
             elif name == "context":
-                lists[name] = [(c.mode, top) for c in self.axes[name].values() for top in c.top.values()]
+                lists[name] = [(c.mode, top) for c in self.contexts for top in c.top.values()]
             else:
                 lists[name] = list(self.axes[name].values())
         for combo in itertools.product(*lists.values()):
             yield self._point(dict(zip(lists, combo)))
 
     def sample(self, rng: random.Random) -> Point:
-        values: dict[str, Any] = {}
-        for name, axis in self.axes.items():
-            if self.seq_lens and name in ("batch", "context"):
-                continue
-            if name == "context":
-                context = axis.sample(rng)
-                values[name] = (context.mode, context.top.sample(rng))
-            else:
-                values[name] = axis.sample(rng)
+        values: dict[str, Any] = {name: axis.sample(rng) for name, axis in self.axes.items()}
         if self.seq_lens:
             values["seq_lens"] = self.seq_lens[rng.randrange(len(self.seq_lens))]
+        else:
+            context = self.contexts[rng.randrange(len(self.contexts))]
+            values["context"] = (context.mode, context.top.sample(rng))
         values["seed"] = rng.getrandbits(32)
         return self._point(values)
 
@@ -360,7 +351,7 @@ class _SpaceGroup(_Group):
             pairs.append((parts[0], parts[-1]))
         return Choices(tuple(pairs))
 
-    def context_axis(self) -> Choices:
+    def context_ranges(self) -> tuple[Context, ...]:
         value = self.data.get("context")
         values = value if isinstance(value, list) else [value]
         contexts = []
@@ -371,7 +362,7 @@ class _SpaceGroup(_Group):
             if match is None or not 1 <= low <= high <= 1 << 22:
                 raise self.fail("context", f"expected 'uniform:N', 'jitter:N' or 'MODE:LO..HI' with 1 <= LO <= HI, got {item!r}")
             contexts.append(Context(match.group(1), IntRange(low, high) if high > low else Choices((low,))))
-        return Choices(tuple(contexts))
+        return tuple(contexts)
 
     def env_axis(self) -> Choices:
         value = self.data.get("env", {})
@@ -439,11 +430,12 @@ def _group(group: _SpaceGroup, op: str, devices: Choices) -> Group:
             raise group.fail("causal", f"expected true, false or a list of them, got {causal!r}")
         axes["causal"] = Choices(tuple(causal_values))
         axes["env"] = group.env_axis()
+    contexts: tuple[Context, ...] = ()
     if not seq_lens:
         axes["batch"] = group.axis("batch", None, 1, 1 << 16)
-        axes["context"] = group.context_axis()
+        contexts = group.context_ranges()
     if decode and seq_lens:
         short = min(min(b) for b in seq_lens)
         if short < max(axes["qlen"].values() if isinstance(axes["qlen"], Choices) else [axes["qlen"].high]):
             raise group.fail("seq_lens", f"a context of {short} tokens is shorter than a query length of this group")
-    return Group(name, op, axes, seq_lens)
+    return Group(name, op, axes, seq_lens, contexts)
