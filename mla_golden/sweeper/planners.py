@@ -125,9 +125,9 @@ class Planner:
         """Plan for ``device`` inside the block: the reference's device context; live aiter plans for its GPU."""
         if self.spec.backend != "reference":
             return contextlib.nullcontext()
-        from mla_golden.reference._device import device as reference_device
+        from mla_golden.context import plan_for
 
-        return reference_device(device["arch"], device["cu_num"])
+        return plan_for(device)
 
     def plans_for_now(self, device: Mapping[str, Any]) -> bool:
         """Is ``device`` what this planner plans for already (so no device context is needed)?"""

@@ -5,7 +5,8 @@ dtype, query length, page size, split cap, causality, env). Regions are
 learnt as a decision list: starting from a divergent group not yet covered,
 a region begins as "everywhere" and is narrowed, one parameter at a time, to
 that group's value that leaves the largest share of divergent cases (ties:
-the most cases), until no group that never diverged is left in it. So a
+the most cases), until no group that never diverged is left in it or 90% of
+its cases diverged. So a
 region reads "device gfx942:304" when that alone explains the divergence, and
 "heads 32 x dtype fp8 x device gfx950:256" when it takes all three; the cases
 it covers say whether it diverged at every batch or only at some.
@@ -21,6 +22,9 @@ from mla_golden.sweeper.evaluate import DIVERGED, EQUAL
 from mla_golden.sweeper.space import PREFILL, Point
 from mla_golden.sweeper.work import CaseResult
 
+#: A region stops narrowing once this share of its cases diverged: sparse samples leave a few
+#: equal cases in most groups, and chasing each splits one story into many regions.
+PURE = 0.9
 #: The value of an axis an op does not have (prefill has no dtype, query length, pages...).
 NOT_APPLICABLE = "-"
 #: Categorical axes, in the order regions are widened (least telling first) and reversed for display.
@@ -97,20 +101,24 @@ def _matches(where: dict[str, str], values: dict[str, str]) -> bool:
     return all(values[axis] == value for axis, value in where.items())
 
 
+def _purity(where: dict[str, str], groups: dict[tuple[str, ...], list[int]]) -> tuple[float, int]:
+    """Share of divergent cases in the region, and its cases."""
+    cases = diverged = 0
+    for key, (n, hit) in groups.items():
+        if _matches(where, dict(zip(AXES, key))):
+            cases, diverged = cases + n, diverged + hit
+    return (diverged / cases if cases else 0.0), cases
+
+
 def _narrow(seed: dict[str, str], groups: dict[tuple[str, ...], list[int]], clean: list[dict[str, str]]) -> dict[str, str]:
-    """The region around ``seed``: add its values one at a time, purest first, until no clean group is inside."""
+    """The region around ``seed``: add its values one at a time, purest first, until it is (nearly) all divergent."""
     where: dict[str, str] = {}
-    while any(_matches(where, c) for c in clean):
+    while any(_matches(where, c) for c in clean) and _purity(where, groups)[0] < PURE:
         best: tuple[float, int, str] | None = None
         for axis in AXES:
             if axis in where:
                 continue
-            trial = {**where, axis: seed[axis]}
-            cases = diverged = 0
-            for key, (n, hit) in groups.items():
-                if _matches(trial, dict(zip(AXES, key))):
-                    cases, diverged = cases + n, diverged + hit
-            score = (diverged / cases if cases else 0.0, cases, axis)
+            score = (*_purity({**where, axis: seed[axis]}, groups), axis)
             if best is None or score[:2] > best[:2]:
                 best = score
         assert best is not None  # the seed itself is not clean, so narrowing to all of it ends the loop

@@ -14,6 +14,7 @@ from mla_golden.html import divergent_rows, schedule_svg
 from mla_golden.report import render_text as render_diff
 from mla_golden.sweeper.driver import Findings, Reproducer
 from mla_golden.sweeper.evaluate import SKIPPED, UNDEFINED
+from mla_golden.sweeper.regions import NOT_APPLICABLE
 
 #: Reproducers shown in full (text report and page); the JSON lists every one.
 MAX_SHOWN = 20
@@ -63,6 +64,12 @@ def render_text(findings: Findings, *, quiet: bool = False) -> str:
     never = findings.summary.never()
     if never:
         lines.append("never diverged: " + "; ".join(f"{axis} {', '.join(values)}" for axis, values in never.items()))
+    if findings.diverged:
+        lines.append("diverged / cases per value:")
+        for axis, values in findings.summary.marginals.items():
+            shown = [f"{value} {d}/{n}" for value, (n, d) in sorted(values.items()) if value != NOT_APPLICABLE]
+            if len(shown) > 1:
+                lines.append(f"  {axis}: " + ", ".join(shown))
     if quiet:
         return "\n".join(lines)
     lines += _notes(findings)
