@@ -63,9 +63,13 @@ class Region:
     def everywhere(self) -> bool:
         return self.diverged == self.cases
 
-    def describe(self) -> str:
+    def scope(self) -> str:
+        """``heads 32 x dtype fp8 x device gfx950:256`` (axes in a fixed order), or ``everywhere``."""
         shown = [f"{axis} {self.where[axis]}" for axis in reversed(AXES) if axis in self.where]
-        scope = "for " + " x ".join(shown) if shown else "everywhere"
+        return " x ".join(shown) or "everywhere"
+
+    def describe(self) -> str:
+        scope = "for " + self.scope() if self.where else "everywhere"
         if self.everywhere:
             extent = f"at every batch ({min(self.all_batches)}..{max(self.all_batches)})"
         else:

@@ -112,13 +112,14 @@ def render_html(findings: Findings) -> str:
         f"<p class='verdict {cls}'>{html.escape(headline(findings))}</p>",
         "<h2>Regions</h2>",
         _table(["where", "diverged / cases", "extent"], [
-            (" x ".join(f"{k} {v}" for k, v in r.where.items()) or "everywhere", f"{r.diverged} / {r.cases}",
+            (r.scope(), f"{r.diverged} / {r.cases}",
              "every batch" if r.everywhere else f"batch {min(r.batches)}..{max(r.batches)}")
             for r in findings.summary.regions
         ]) if findings.summary.regions else "<p>none</p>",
         "<h2>Per parameter value</h2>",
         _table(["parameter", "value", "cases", "diverged"], [
-            (axis, value, str(n), str(d)) for axis, values in findings.summary.marginals.items() for value, (n, d) in values.items()
+            (axis, value, str(n), f"{d} ({d / n:.0%})") for axis, values in findings.summary.marginals.items()
+            for value, (n, d) in sorted(values.items()) if value != NOT_APPLICABLE
         ]),
     ]  # fmt: skip
     notes = _notes(findings)
