@@ -26,10 +26,11 @@ def headline(findings: Findings) -> str:
     verdict = "DIVERGED" if findings.diverged else "no divergence"
     budget = {"space": "the whole space", "cases": "the case budget", "time": "the time budget"}[findings.stopped_by]
     resumed = f", {findings.resumed} resumed from the journal" if findings.resumed else ""
+    this_run = " (this run)" if findings.resumed else ""
     return (
         f"{verdict}: A {findings.a} ({findings.labels[0]}) vs B {findings.b} ({findings.labels[1]}) "
         f"over {findings.space} (seed {findings.seed}): {len(findings.results)} cases ({tally}){resumed}, "
-        f"{budget} in {findings.elapsed_s:.1f} s ({findings.planner_s:.1f} s in the planners)"
+        f"{budget} in {findings.elapsed_s:.1f} s{this_run} ({findings.planner_s:.1f} s in the planners)"
     )
 
 
