@@ -25,8 +25,8 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.capture import CANARIES, _message, planner_env, replay
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, AdaptationError, build_arguments
-from mla_golden.sweeper.planners import SIZERS, Planner
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, AdaptationError, build_arguments, schema_for
+from mla_golden.sweeper.planners import Planner
 from mla_golden.sweeper.space import DECODE, Point
 
 #: Verdicts. ``undefined``: a planner's result is not defined by the inputs on one side (aiter
@@ -130,7 +130,7 @@ def template(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
 
 def _size(planner: Planner, op: str, sizing: dict[str, Any]) -> Any:
     """Call the sizing helper with the arguments its signature has (older helpers lack max_split_per_batch)."""
-    fn = planner.function(SIZERS[op])
+    fn = planner.function(schema_for(op).sizer)
     accepted = planner.parameters(fn)
     kwargs = {k: _torch_dtype(v) if k.endswith("_dtype") else v for k, v in sizing.items() if k in accepted}
     return fn(**kwargs)
@@ -236,7 +236,7 @@ def run_side(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
             return Side(_message(exc), _undefined(exc), *clock.stop())
         specs = _specs(sized_by_helper)
         if [d for _, d in specs] != [torch.uint64, *[torch.int32] * (len(OUTPUTS) - 1)]:
-            raise TypeError(f"{planner.spec}: {SIZERS[point.op]} gave buffer dtypes {[d for _, d in specs]}")
+            raise TypeError(f"{planner.spec}: {schema_for(point.op).sizer} gave buffer dtypes {[d for _, d in specs]}")
         buffers, flat = _canary_buffers(specs, planner.tensor_device)
         clock.pause()
         try:

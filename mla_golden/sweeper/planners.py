@@ -24,14 +24,12 @@ from types import ModuleType
 from typing import Any
 
 from mla_golden.errors import SpecError
-from mla_golden.matrix import ENV_VARS
+from mla_golden.schema import ENV_VARS
 
 BACKENDS = ("reference", "aiter")
 #: Full parts of the archs aiter plans for (CU count when a spec names only the arch).
 FULL_PART_CUS = {"gfx942": 304, "gfx950": 256}
 UNSET = "unset"
-#: Sizing helper of each planner op.
-SIZERS = {"get_mla_metadata_v1": "get_mla_metadata_info_v1", "get_ps_metadata_v1": "get_ps_metadata_info_v1"}
 
 _SPEC_RE = re.compile(
     r"^(?P<backend>[a-z]+)"

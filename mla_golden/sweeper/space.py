@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from mla_golden.errors import MatrixError, SpaceError
-from mla_golden.matrix import ENV_VARS, _Group, _Locator, parse_device, vllm_max_split_per_batch
+from mla_golden.matrix import _Group, _Locator, parse_device, vllm_max_split_per_batch
+from mla_golden.schema import ENV_VARS, MLA_OP, PS_OP
 
 FORMAT = "mla-golden-space/1"
-DECODE, PREFILL = "get_mla_metadata_v1", "get_ps_metadata_v1"
+DECODE, PREFILL = MLA_OP, PS_OP
 DTYPES = ("bf16", "fp8", "none")
 CONTEXT_MODES = ("uniform", "jitter")
 UNSET = "unset"
