@@ -187,16 +187,24 @@ def sweep(
     if cases is not None:
         points = itertools.islice(points, max(0, cases - len(finished)))
     per_case = [0.05]  # seconds; updated from finished chunks
+    left = [total - len(finished) if total is not None else None]  # points not yet sent
+    workers = [1]
 
     def chunk_size() -> int:
+        """About CHUNK_SECONDS of work, but small enough near the end that no worker idles long."""
         if seconds is not None and time.monotonic() - started >= seconds:
             return 0
-        return max(1, min(MAX_CHUNK, int(CHUNK_SECONDS / max(per_case[0], 1e-4))))
+        size = max(1, min(MAX_CHUNK, int(CHUNK_SECONDS / max(per_case[0], 1e-4))))
+        if left[0] is not None:
+            size = max(1, min(size, -(-left[0] // (2 * IN_FLIGHT * workers[0]))))
+            left[0] -= size
+        return size
 
     stopped_by = "space" if enumerated else ("cases" if cases is not None else "time")
     opened = time.monotonic()
     with executors.make(a, b, shrink, jobs, ray) as executor:
         startup = time.monotonic() - opened
+        workers[0] = executor.workers
         chunks = _chunks(points, chunk_size)
         in_flight = 0
         if progress:
