@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -129,6 +130,27 @@ def test_a_changed_env_pin_is_found_and_shrunk() -> None:
         assert original, "each reproducer comes from a swept case"
         assert len(rep.point["seq_lens"]) <= min(len(r.point["seq_lens"]) for r in original)
         assert evaluate(Point.from_dict(rep.point), resolve("reference"), resolve("reference+AITER_ENABLE_EXPERIMENTAL=1")).status == DIVERGED
+
+
+@pytest.mark.parametrize(("a", "b"), [("reference@33d168a0", "reference@v0.1.16.post2"), ("reference", "reference:gfx950")])
+def test_the_one_run_screen_agrees_with_the_differ(a: str, b: str) -> None:
+    """Each verdict of the hot path is what the differ says about the two full captures (written masks included)."""
+    from mla_golden.differ import diff
+    from mla_golden.sweeper.evaluate import capture
+    from mla_golden.sweeper.space import load as load_space
+
+    space = load_space(Path(__file__).resolve().parent.parent / "docs" / "sweep-spaces" / "versions.toml")
+    pa, pb = resolve(a), resolve(b)
+    seen = set()
+    for point in itertools.islice(space.points(seed=11, limit=100), 40):
+        verdict = evaluate(point, pa, pb)
+        if verdict.status not in (EQUAL, DIVERGED):
+            continue  # undefined on a side: there is nothing defined to compare
+        found = diff(capture(point, pa), capture(point, pb))
+        differs = found.error is not None or any(not f.equal for f in found.fields)
+        assert verdict.status == (DIVERGED if differs else EQUAL), (point, verdict, found.cause)
+        seen.add(verdict.status)
+    assert seen == {DIVERGED, EQUAL}, "both verdicts were exercised"
 
 
 def test_resume_runs_only_what_the_journal_lacks(tmp_path: Path) -> None:

@@ -81,7 +81,7 @@ class Point:
         where = f"{self.arch}-cu{self.cu_num}"
         if self.op == PREFILL:
             return f"sweep/prefill/{where}/h{self.heads}-b{self.batch}-t{sum(self.seq_lens)}-{digest}"
-        env = "".join(f"-{k.removeprefix('AITER_').lower()}{'x' if v is None else v}" for k, v in self.env if v is not None)
+        env = "".join(f"-{k.removeprefix('AITER_').lower()}{v}" for k, v in self.env if v is not None)
         causal = "" if self.causal else "-noncausal"
         split = "" if self.max_split_per_batch == -1 else f"-s{self.max_split_per_batch}"
         return (
