@@ -234,7 +234,7 @@ def sweep(
     results.sort(key=lambda r: r.index)
     return Findings(
         a, b, (planners[0].label, planners[1].label), space.source, seed, results,
-        sorted(reproducers.values(), key=lambda r: -r.cases), summarise(results), time.monotonic() - started, out_path, stopped_by, len(done), startup,
+        sorted(reproducers.values(), key=lambda r: (-r.cases, r.key)), summarise(results), time.monotonic() - started, out_path, stopped_by, len(done), startup,
     )  # fmt: skip
 
 
