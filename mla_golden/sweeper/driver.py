@@ -205,21 +205,10 @@ def sweep(
     with executors.make(a, b, shrink, jobs, ray) as executor:
         startup = time.monotonic() - opened
         workers[0] = executor.workers
-        chunks = _chunks(points, chunk_size)
-        in_flight = 0
         if progress:
             progress(len(results), total, sum(r.status == DIVERGED for r in results))
-        while True:
-            while in_flight < IN_FLIGHT * executor.workers:
-                chunk = next(chunks, None)
-                if chunk is None:
-                    break
-                executor.submit(chunk)
-                in_flight += 1
-            if in_flight == 0:
-                break
-            batch = executor.next_done()
-            in_flight -= 1
+
+        def take(batch: list[CaseResult]) -> None:
             for result in batch:
                 if result.status == DIVERGED:
                     _collect(reproducers, result, a, b, out_path)
@@ -229,13 +218,29 @@ def sweep(
             per_case[0] = max(sum(r.seconds for r in batch) / len(batch), 1e-4)
             if progress:
                 progress(len(results), total, sum(r.status == DIVERGED for r in results))
-    if seconds is not None and cases is None and not enumerated:
-        stopped_by = "time"
+
+        _drive(executor, _chunks(points, chunk_size), take)
     results.sort(key=lambda r: r.index)
     return Findings(
         a, b, (planners[0].label, planners[1].label), space.source, seed, results,
         sorted(reproducers.values(), key=lambda r: (-r.cases, r.key)), summarise(results), time.monotonic() - started, out_path, stopped_by, len(done), startup,
     )  # fmt: skip
+
+
+def _drive(executor: executors.Executor, chunks: Iterator[executors.Chunk], take: Callable[[list[CaseResult]], None]) -> None:
+    """Keep IN_FLIGHT chunks per worker going; hand each finished chunk's results to ``take``."""
+    in_flight = 0
+    while True:
+        while in_flight < IN_FLIGHT * executor.workers:
+            chunk = next(chunks, None)
+            if chunk is None:
+                break
+            executor.submit(chunk)
+            in_flight += 1
+        if in_flight == 0:
+            return
+        take(executor.next_done())
+        in_flight -= 1
 
 
 def _collect(reproducers: dict[str, Reproducer], result: CaseResult, a: str, b: str, out: Path | None) -> None:
