@@ -227,6 +227,8 @@ def _arguments(planner: Planner, call: Call, buffers: dict[str, torch.Tensor]) -
 def run_side(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | None = None) -> Side:
     """Hot path: size, fill with one canary, plan once (module doc)."""
     call, sizing = template(point, planner, inputs)
+    if planner.tensor_device != "cpu":  # live aiter plans on its GPU, from inputs there
+        call.inputs = {name: t.to(planner.tensor_device) for name, t in call.inputs.items()}
     fn = planner.function(point.op)
     with _planning_for(planner, call):
         clock = _Clock()
