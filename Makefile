@@ -31,6 +31,7 @@ test: install
 bench: install
 	$(PY) -m pytest -q benchmarks --benchmark-only --benchmark-columns=min,median,mean,rounds
 	$(PY) benchmarks/bench.py goldens
+	$(PY) benchmarks/bench_sweep.py
 
 clean:
 	rm -rf $(VENV) .mla-golden-out

@@ -38,6 +38,11 @@ _EXPORTS = {
     "BufferTooSmallError": "mla_golden.errors",
     "UndefinedResultError": "mla_golden.errors",
     "UnknownVersionError": "mla_golden.errors",
+    "SpecError": "mla_golden.errors",
+    "SpaceError": "mla_golden.errors",
+    "SweepError": "mla_golden.errors",
+    "JournalError": "mla_golden.errors",
+    "ExecutorError": "mla_golden.errors",
     "diff": "mla_golden.differ",
     "diff_trees": "mla_golden.runs",
     "Result": "mla_golden.runs",
@@ -50,6 +55,7 @@ _EXPORTS = {
     "to_json": "mla_golden.report",
     "assert_matches_golden": "mla_golden.assertions",
     "golden_key": "mla_golden.assertions",
+    "sweep": "mla_golden.sweeper",
 }
 
 __all__ = sorted(_EXPORTS)

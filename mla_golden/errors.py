@@ -101,3 +101,26 @@ class UnknownVersionError(MlaGoldenError, ValueError):
 
     The message lists the versions the reference knows.
     """
+
+
+# ---------------------------------------------------------------- sweeps
+
+
+class SpecError(MlaGoldenError, ValueError):
+    """A sweep planner spec that cannot be parsed or resolved; the message names the spec and the problem."""
+
+
+class SpaceError(MatrixError):
+    """A sweep space that cannot be used; the message names file, line and key."""
+
+
+class SweepError(MlaGoldenError, ValueError):
+    """Bad input to a sweep (the message names the argument or file)."""
+
+
+class JournalError(SweepError):
+    """A sweep's ``--out`` holds a journal this sweep cannot continue (another sweep's, or unreadable)."""
+
+
+class ExecutorError(MlaGoldenError, RuntimeError):
+    """A sweep executor that cannot start here (Ray missing, a cluster that cannot be reached)."""

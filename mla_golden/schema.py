@@ -14,7 +14,9 @@ equal. Replaying on another signature goes the other way
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -246,15 +248,26 @@ class BoundCall:
     notes: list[str]
 
 
+#: Signatures by function: inspect.signature costs ~0.4 ms, paid per call on a sweep's hot path otherwise.
+_SIGNATURES: weakref.WeakKeyDictionary[Callable[..., Any], inspect.Signature] = weakref.WeakKeyDictionary()
+
+
 def signature_of(fn: Callable[..., Any], schema: OpSchema) -> inspect.Signature:
     """The live signature of ``fn``, or the e4048607 one when Python cannot tell."""
     try:
-        return inspect.signature(fn)
+        return _SIGNATURES[fn]
+    except (KeyError, TypeError):  # not seen yet, or not weak-referenceable
+        pass
+    try:
+        sig = inspect.signature(fn)
     except (TypeError, ValueError):
         names = [*schema.inputs, *schema.scalars, *OUTPUTS]
         return inspect.Signature(
             [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
         )
+    with contextlib.suppress(TypeError):
+        _SIGNATURES[fn] = sig
+    return sig
 
 
 def canonical_params(op: str, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:

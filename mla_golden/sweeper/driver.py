@@ -1,0 +1,251 @@
+"""``mla_golden.sweep(a, b, space, ...)``: where in a space do two planners disagree?
+
+The driver generates points (enumerated or seeded samples), ships them in
+chunks sized to a couple of seconds of work, and takes the verdicts back as
+they finish: it journals them, captures each new minimal reproducer on both
+planners (confirmed by the differ) and writes it as a pair of goldens,
+``OUT/a/<key>`` and ``OUT/b/<key>``, so ``mla-golden diff OUT/b --against
+OUT/a`` shows it. A rerun with the same ``out`` resumes from the journal.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mla_golden.call import Call
+from mla_golden.differ import Diff, diff
+from mla_golden.errors import SweepError
+from mla_golden.store import Golden, GoldenStore, WriteOutcome
+from mla_golden.sweeper import executors
+from mla_golden.sweeper.evaluate import DIVERGED, capture
+from mla_golden.sweeper.journal import Journal
+from mla_golden.sweeper.planners import parse_spec
+from mla_golden.sweeper.regions import Summary, summarise
+from mla_golden.sweeper.space import Point, Space, load
+from mla_golden.sweeper.work import CaseResult, planner
+
+#: Budget when neither a case count nor a time is given.
+DEFAULT_CASES = 500
+#: Seconds of work a chunk should hold, and the most points it may hold.
+CHUNK_SECONDS = 2.0
+MAX_CHUNK = 256
+#: Chunks kept in flight per worker (one running, one queued).
+IN_FLIGHT = 2
+
+
+
+@dataclass
+class Reproducer:
+    """A minimal divergent call, written (with ``out``) as OUT/a/<key> and OUT/b/<key>."""
+
+    key: str
+    point: dict[str, Any]
+    kind: str | None
+    detail: str
+    #: How many swept cases shrank to this call.
+    cases: int = 1
+    #: The differ's verdict on the two captured calls (False: the capture saw no divergence).
+    confirmed: bool = True
+    diff: Diff | None = field(default=None, repr=False)
+    calls: tuple[Call, Call] | None = field(default=None, repr=False)
+    written: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "point": self.point, "kind": self.kind, "detail": self.detail, "cases": self.cases,
+                "confirmed": self.confirmed, "written": self.written}  # fmt: skip
+
+
+@dataclass
+class Findings:
+    """What a sweep found: every verdict, the minimal reproducers, and the regions."""
+
+    a: str
+    b: str
+    labels: tuple[str, str]
+    space: str
+    seed: int
+    results: list[CaseResult]
+    reproducers: list[Reproducer]
+    summary: Summary
+    elapsed_s: float
+    out: Path | None = None
+    #: Why the sweep stopped: "space" (all enumerated), "cases" or "time".
+    stopped_by: str = "cases"
+    resumed: int = 0
+    #: Seconds spent starting the executor (worker processes import torch; Ray starts its instance).
+    startup_s: float = 0.0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(r.status for r in self.results))
+
+    @property
+    def diverged(self) -> bool:
+        return any(r.status == DIVERGED for r in self.results)
+
+    @property
+    def planner_s(self) -> float:
+        return sum(r.planner_s for r in self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, schema ``mla-golden-sweep/1`` (docs/cli.md)."""
+        return {
+            "format": "mla-golden-sweep/1", "a": self.a, "b": self.b, "runs": list(self.labels),
+            "space": self.space, "seed": self.seed, "out": str(self.out) if self.out else None,
+            "cases": len(self.results), "counts": self.counts, "diverged": self.diverged,
+            "stopped_by": self.stopped_by, "resumed": self.resumed, "elapsed_s": round(self.elapsed_s, 3), "startup_s": round(self.startup_s, 3),
+            "planner_s": round(self.planner_s, 3), **self.summary.to_dict(),
+            "reproducers": [r.to_dict() for r in self.reproducers],
+            "divergent_cases": [{"index": r.index, "detail": r.detail, "kind": r.kind, "point": r.point,
+                                 "minimal": r.minimal} for r in self.results if r.status == DIVERGED],
+        }  # fmt: skip
+
+
+#: progress(done, total or None, diverged so far)
+Progress = Callable[[int, int | None, int], None]
+
+
+def _chunks(points: Iterator[tuple[int, Point]], size: Callable[[], int]) -> Iterator[executors.Chunk]:
+    while True:
+        chunk = [(i, p.to_dict()) for i, p in itertools.islice(points, size())]
+        if not chunk:
+            return
+        yield chunk
+
+
+def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reproducer:
+    """Capture the minimal call on both planners, confirm it with the differ, write the goldens."""
+    point = Point.from_dict(result.minimal or result.point)
+    call_a, call_b = capture(point, planner(a)), capture(point, planner(b))
+    found = diff(call_a, call_b, expected_name=f"A {a}", actual_name=f"B {b}")
+    confirmed = found.error is not None or any(not f.equal for f in found.fields)
+    rep = Reproducer(point.key, point.to_dict(), result.kind, result.minimal_detail or result.detail, 1, confirmed, found, (call_a, call_b))
+    if out is not None:
+        for side, call in (("a", call_a), ("b", call_b)):
+            store = GoldenStore(out / side)
+            outcome = store.write(Golden(point.key, call))
+            if outcome is WriteOutcome.REFUSED:
+                raise SweepError(f"{store.path_for(point.key)}: a different golden is already there; use another --out")
+            rep.written.append(str(store.path_for(point.key)))
+    return rep
+
+
+def sweep(
+    a: str,
+    b: str,
+    space: Space | Sequence[Point] | Path | str | None = None,
+    *,
+    cases: int | None = None,
+    seconds: float | None = None,
+    seed: int = 0,
+    out: Path | str | None = None,
+    jobs: int = 1,
+    ray: str | None = None,
+    shrink: bool = True,
+    progress: Progress | None = None,
+) -> Findings:
+    """Sweep ``space`` (a file, a :class:`Space`, a list of points; default: the shipped space) on ``a`` and ``b``.
+
+    ``a`` / ``b``: planner specs (``reference@aded0f84``, ``reference+AITER_MLA_META_USE_PARALLEL=0``,
+    ``aiter``...; see :mod:`mla_golden.sweeper.planners`). Budget: ``cases`` points or ``seconds`` of
+    sweeping (default :data:`DEFAULT_CASES` points); a small space is enumerated whole. ``out``
+    receives the reproducer goldens and the journal a rerun resumes from. ``jobs`` local worker
+    processes, or ``ray`` (an address, or "local") for a Ray cluster.
+    """
+    started = time.monotonic()
+    for spec in (a, b):
+        parse_spec(spec)  # SpecError names the bad one before anything starts
+    if isinstance(space, (list, tuple)):
+        space = Space.of(space)
+    elif not isinstance(space, Space):
+        space = load(space)  # type: ignore[arg-type]  # what is left: a path or None
+    if cases is not None and cases < 1:
+        raise SweepError(f"cases: expected a positive number, got {cases}")
+    if seconds is not None and seconds <= 0:
+        raise SweepError(f"seconds: expected a positive number, got {seconds}")
+    if cases is None and seconds is None:
+        cases = max(DEFAULT_CASES, len(space.explicit))
+    out_path = Path(out) if out is not None else None
+    planners = planner(a), planner(b)
+    journal = Journal(out_path, {"a": a, "b": b, "space": space.digest, "seed": seed}) if out_path else None
+    done = journal.resume() if journal else []
+    finished = {r.index for r in done}
+    results = list(done)
+    reproducers: dict[str, Reproducer] = {}
+    for result in done:
+        if result.status == DIVERGED:
+            _collect(reproducers, result, a, b, out_path)
+    enumerated = space.size() <= (cases if cases is not None else 10_000)
+    total = min(space.size(), cases) if enumerated and cases else cases
+    points: Iterator[tuple[int, Point]] = ((i, p) for i, p in enumerate(space.points(seed, cases)) if i not in finished)
+    if cases is not None:
+        points = itertools.islice(points, max(0, cases - len(finished)))
+    per_case = [0.05]  # seconds; updated from finished chunks
+    left = [total - len(finished) if total is not None else None]  # points not yet sent
+    workers = [1]
+
+    def chunk_size() -> int:
+        """About CHUNK_SECONDS of work, but small enough near the end that no worker idles long."""
+        if seconds is not None and time.monotonic() - started >= seconds:
+            return 0
+        size = max(1, min(MAX_CHUNK, int(CHUNK_SECONDS / max(per_case[0], 1e-4))))
+        if left[0] is not None:
+            size = max(1, min(size, -(-left[0] // (2 * IN_FLIGHT * workers[0]))))
+            left[0] -= size
+        return size
+
+    stopped_by = "space" if enumerated else ("cases" if cases is not None else "time")
+    opened = time.monotonic()
+    with executors.make(a, b, shrink, jobs, ray) as executor:
+        startup = time.monotonic() - opened
+        workers[0] = executor.workers
+        if progress:
+            progress(len(results), total, sum(r.status == DIVERGED for r in results))
+
+        def take(batch: list[CaseResult]) -> None:
+            for result in batch:
+                if result.status == DIVERGED:
+                    _collect(reproducers, result, a, b, out_path)
+            if journal:
+                journal.append(batch)
+            results.extend(batch)
+            per_case[0] = max(sum(r.seconds for r in batch) / len(batch), 1e-4)
+            if progress:
+                progress(len(results), total, sum(r.status == DIVERGED for r in results))
+
+        _drive(executor, _chunks(points, chunk_size), take)
+    results.sort(key=lambda r: r.index)
+    return Findings(
+        a, b, (planners[0].label, planners[1].label), space.source, seed, results,
+        sorted(reproducers.values(), key=lambda r: (-r.cases, r.key)), summarise(results), time.monotonic() - started, out_path, stopped_by, len(done), startup,
+    )  # fmt: skip
+
+
+def _drive(executor: executors.Executor, chunks: Iterator[executors.Chunk], take: Callable[[list[CaseResult]], None]) -> None:
+    """Keep IN_FLIGHT chunks per worker going; hand each finished chunk's results to ``take``."""
+    in_flight = 0
+    while True:
+        while in_flight < IN_FLIGHT * executor.workers:
+            chunk = next(chunks, None)
+            if chunk is None:
+                break
+            executor.submit(chunk)
+            in_flight += 1
+        if in_flight == 0:
+            return
+        take(executor.next_done())
+        in_flight -= 1
+
+
+def _collect(reproducers: dict[str, Reproducer], result: CaseResult, a: str, b: str, out: Path | None) -> None:
+    key = Point.from_dict(result.minimal or result.point).key
+    if key in reproducers:
+        reproducers[key].cases += 1
+    else:
+        reproducers[key] = _reproducer(result, a, b, out)

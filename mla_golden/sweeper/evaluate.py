@@ -1,0 +1,330 @@
+"""Run one sweep point on both planners and say whether they agree.
+
+The hot path runs each planner once, on buffers it sized with its own helper
+and filled with one canary, and compares the whole buffers: an element written
+on one side only keeps the canary there, so written masks and values inside
+the written region are compared at once (work_metadata_ptrs: only whether it
+was written; raw pointers differ by allocation). Error status and message and
+buffer shapes count too. Only a divergent point is captured in full (two
+canary runs per side, as ``mla-golden diff`` replays) and confirmed by the
+differ; that capture is what the reproducer goldens hold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mla_golden.call import Call
+from mla_golden.capture import CANARIES, _message, planner_env, replay
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, AdaptationError, build_arguments, schema_for
+from mla_golden.sweeper.planners import Planner
+from mla_golden.sweeper.space import DECODE, Point
+
+#: Verdicts. ``undefined``: a planner's result is not defined by the inputs on one side (aiter
+#: reads memory it never wrote), so equality cannot be judged; ``skipped``: a side cannot make
+#: this call (its signature cannot express it, or live aiter runs on another device).
+EQUAL, DIVERGED, UNDEFINED, SKIPPED = "equal", "diverged", "undefined", "skipped"
+#: What diverged, most telling first: the error status or message, a buffer shape, output values.
+KIND_ERROR, KIND_SHAPE, KIND_VALUES = "error", "shape", "values"
+#: vLLM's FP8 prefill convention (``_build_fp8_prefill_ps_metadata``).
+PREFILL_PARAMS = {
+    "gqa_ratio": 1, "qhead_granularity": 1, "qlen_granularity": 256,
+    "kvlen_granularity": 128, "block_size": 1, "is_causal": True,
+}  # fmt: skip
+_DTYPES = {"bf16": "torch.bfloat16", "none": None}
+_FP8 = {"gfx942": "torch.float8_e4m3fnuz"}
+_CANARY = CANARIES[torch.int32][0]
+#: The uint64 canary as two int32 canaries: what the shared int32 fill leaves in work_metadata_ptrs.
+_POINTER_CANARY = torch.full((2,), _CANARY, dtype=torch.int32).view(torch.uint64)[0].item()
+
+
+@dataclass
+class Side:
+    """One planner's run of a point (hot path): error, or its buffers as the canary run left them."""
+
+    error: str | None = None
+    undefined: bool = False
+    #: The planner's own time, wall and CPU seconds: what a builder's call costs (the sizing
+    #: helper, allocating the buffers it sized, the planner call).
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    shapes: tuple[tuple[int, ...], ...] = ()
+    buffers: tuple[torch.Tensor, ...] = ()
+    #: The storage all the int32 buffers are views of.
+    flat: torch.Tensor | None = None
+
+
+@dataclass
+class Verdict:
+    status: str
+    kind: str | None = None
+    #: One line: what differs (or why the point was skipped).
+    detail: str = ""
+    #: Planner time of both sides, wall and CPU seconds.
+    planner_s: float = 0.0
+    planner_cpu_s: float = 0.0
+
+
+def _dtype(name: str, arch: str) -> str | None:
+    return _FP8.get(arch, "torch.float8_e4m3fn") if name == "fp8" else _DTYPES[name]
+
+
+def point_inputs(point: Point) -> dict[str, torch.Tensor]:
+    """The input tensors of ``point``'s call (the same whichever planner runs it; planners do not write them)."""
+    if point.op == DECODE:
+        page = point.page_size
+        pages = [-(-n // page) for n in point.seq_lens]
+        return {
+            "seqlens_qo_indptr": torch.arange(0, (point.batch + 1) * point.qlen, point.qlen, dtype=torch.int32),
+            "seqlens_kv_indptr": torch.tensor([0, *itertools.accumulate(pages)], dtype=torch.int32),
+            "kv_last_page_lens": torch.tensor([n - (p - 1) * page for n, p in zip(point.seq_lens, pages)], dtype=torch.int32),
+        }
+    indptr = torch.tensor([0, *itertools.accumulate(point.seq_lens)], dtype=torch.int32)
+    return {
+        "seqlens_qo_indptr": indptr,
+        "pages_kv_indptr": indptr.clone(),
+        "context_lens": torch.tensor(point.seq_lens, dtype=torch.int32),
+    }
+
+
+def template(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | None = None) -> tuple[Call, dict[str, Any]]:
+    """The call ``planner`` makes for ``point`` (params, inputs, device, env; no buffers yet) and its sizing args."""
+    arch, cu_num = planner.spec.device_for(point.arch, point.cu_num)
+    env = planner.env_for(dict(point.env))
+    device = {"arch": arch, "cu_num": cu_num}
+    inputs = inputs if inputs is not None else point_inputs(point)
+    if point.op == DECODE:
+        q, kv = _dtype(point.q_dtype, arch), _dtype(point.kv_dtype, arch)
+        params = {
+            "num_heads_per_head_k": point.heads, "num_heads_k": 1, "is_causal": point.causal,
+            "page_size": point.page_size, "kv_granularity": max(point.page_size, 16),
+            "max_seqlen_qo": point.qlen, "uni_seqlen_qo": point.qlen, "fast_mode": True, "topk": -1,
+            "max_split_per_batch": point.max_split_per_batch, "intra_batch_mode": False,
+            "is_cp_round_robin": False, "mla_version": 0,
+            "dtype_q_nope": q, "dtype_q_rope": q, "dtype_kv_nope": kv, "dtype_kv_rope": kv,
+        }  # fmt: skip
+        sizing = {
+            "batch_size": point.batch, "max_seqlen_qo": point.qlen, "num_head_qo": point.heads,
+            "q_dtype": q, "kv_dtype": kv, "is_sparse": False, "fast_mode": True,
+            "max_split_per_batch": point.max_split_per_batch,
+        }  # fmt: skip
+    else:
+        params = {**PREFILL_PARAMS, "num_heads_k": point.heads}
+        sizing = {
+            "batch_size": point.batch, "num_head_k": point.heads, "max_qlen": max(point.seq_lens),
+            "qlen_granularity": PREFILL_PARAMS["qlen_granularity"],
+        }  # fmt: skip
+    call = Call(op=point.op, params=params, inputs=inputs, device=device, env=env)
+    call.provenance = {"sweep": {"planner": str(planner.spec), "runs": planner.label}}
+    return call, sizing
+
+
+def _size(planner: Planner, op: str, sizing: dict[str, Any]) -> Any:
+    """Call the sizing helper with the arguments its signature has (older helpers lack max_split_per_batch)."""
+    fn = planner.function(schema_for(op).sizer)
+    accepted = planner.parameters(fn)
+    kwargs = {k: _torch_dtype(v) if k.endswith("_dtype") else v for k, v in sizing.items() if k in accepted}
+    return fn(**kwargs)
+
+
+def _specs(sized: Any) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """The helper's (shape, dtype) list with every shape a tuple (aiter gives 1-D shapes as ints)."""
+    return [((shape,) if isinstance(shape, int) else tuple(shape), dtype) for shape, dtype in sized]
+
+
+def _torch_dtype(name: str | None) -> torch.dtype | None:
+    return None if name is None else getattr(torch, name.removeprefix("torch."))
+
+
+class _Clock:
+    """Wall and CPU time of the planner's own calls (the sweep's work in between is paused out)."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+        self.resume()
+
+    def resume(self) -> None:
+        self._wall, self._cpu = time.perf_counter(), time.thread_time()
+
+    def pause(self) -> None:
+        self.wall += time.perf_counter() - self._wall
+        self.cpu += time.thread_time() - self._cpu
+
+    def stop(self) -> tuple[float, float]:
+        self.pause()
+        return self.wall, self.cpu
+
+
+class Unexpressible(Exception):
+    """A side's planner signature cannot make this call (e.g. page_size > 1 before aiter had pages)."""
+
+
+def _canary_buffers(
+    specs: list[tuple[tuple[int, ...], torch.dtype]], device: str
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """The output buffers, canary-filled, and the int32 storage the value buffers are views of.
+
+    One fill for all six buffers (the uint64 pointer pair first, as four
+    int32) costs less than one per buffer, and the values compare in one call.
+    """
+    sizes = [math.prod(shape) for shape, _ in specs[1:]]
+    pointers = 2 * math.prod(specs[0][0])
+    storage = torch.full((pointers + sum(sizes),), _CANARY, dtype=torch.int32, device=device)
+    flat = storage[pointers:]
+    buffers = {POINTER_OUTPUT: storage[:pointers].view(torch.uint64).view(specs[0][0])}
+    for name, (shape, _), part in zip(OUTPUTS[1:], specs[1:], flat.split(sizes)):
+        buffers[name] = part.view(shape)
+    return buffers, flat
+
+
+def _planning_for(planner: Planner, call: Call) -> contextlib.AbstractContextManager[Any]:
+    """The env and device context of ``call``; none when both are already in place (the common case, and cheaper)."""
+    env_set = all(os.environ.get(k) == v for k, v in call.env.items())
+    device_set = planner.plans_for_now(call.device)
+    if env_set:
+        return contextlib.nullcontext() if device_set else planner.device_context(call.device)
+    return planner_env(call.env) if device_set else _both(planner, call)
+
+
+@contextlib.contextmanager
+def _both(planner: Planner, call: Call) -> Iterator[None]:
+    with planner_env(call.env), planner.device_context(call.device):
+        yield
+
+
+def _arguments(planner: Planner, call: Call, buffers: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """``build_arguments`` for this call, its work remembered per planner and params.
+
+    What ``build_arguments`` decides depends on the signature and the params
+    only, except for an input the signature lacks (checked by value): such
+    calls are bound afresh every time.
+    """
+    fn = planner.function(call.op)
+    key = (call.op, tuple(call.params.items()))
+    plan = planner.bindings.get(key)
+    tensors = {**call.inputs, **buffers}
+    if plan is None:
+        kwargs, _ = build_arguments(call.op, fn, call.params, call.inputs, buffers)
+        by_id = {id(t): name for name, t in tensors.items()}
+        carried = {by_id[id(v)] for v in kwargs.values() if id(v) in by_id}
+        if carried >= set(call.inputs):
+            fixed = {k: v for k, v in kwargs.items() if id(v) not in by_id}
+            planner.bindings[key] = (fixed, {k: by_id[id(v)] for k, v in kwargs.items() if id(v) in by_id})
+        return kwargs
+    fixed, from_tensors = plan
+    return {**fixed, **{k: tensors[name] for k, name in from_tensors.items()}}
+
+
+def run_side(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | None = None) -> Side:
+    """Hot path: size, fill with one canary, plan once (module doc)."""
+    call, sizing = template(point, planner, inputs)
+    if planner.tensor_device != "cpu":  # live aiter plans on its GPU, from inputs there
+        call.inputs = {name: t.to(planner.tensor_device) for name, t in call.inputs.items()}
+    fn = planner.function(point.op)
+    with _planning_for(planner, call):
+        clock = _Clock()
+        try:
+            sized_by_helper = _size(planner, point.op, sizing)
+        except Exception as exc:  # the helper rejecting the inputs is a result
+            return Side(_message(exc), _undefined(exc), *clock.stop())
+        specs = _specs(sized_by_helper)
+        if [d for _, d in specs] != [torch.uint64, *[torch.int32] * (len(OUTPUTS) - 1)]:
+            raise TypeError(f"{planner.spec}: {schema_for(point.op).sizer} gave buffer dtypes {[d for _, d in specs]}")
+        buffers, flat = _canary_buffers(specs, planner.tensor_device)
+        clock.pause()
+        try:
+            kwargs = _arguments(planner, call, buffers)
+        except AdaptationError as exc:
+            raise Unexpressible(f"{planner.spec}: {exc}") from exc
+        clock.resume()
+        try:
+            fn(**kwargs)
+        except Exception as exc:
+            return Side(_message(exc), _undefined(exc), *clock.stop())
+        seconds, cpu_seconds = clock.stop()
+    return Side(None, False, seconds, cpu_seconds, tuple(shape for shape, _ in specs), tuple(buffers.values()), flat)
+
+
+def _undefined(exc: BaseException) -> bool:
+    return type(exc).__name__ == "UndefinedResultError"
+
+
+def compare(a: Side, b: Side) -> Verdict:
+    """Hot-path verdict from two canary runs."""
+    seconds, cpu = a.seconds + b.seconds, a.cpu_seconds + b.cpu_seconds
+    if a.error or b.error:
+        if a.error == b.error:
+            return Verdict(EQUAL, planner_s=seconds, planner_cpu_s=cpu)
+        if a.undefined or b.undefined:
+            return Verdict(UNDEFINED, None, (a.error or b.error or "")[:200], seconds, cpu)
+        return Verdict(DIVERGED, KIND_ERROR, f"error: {a.error or 'none'} -> {b.error or 'none'}", seconds, cpu)
+    for name, sa, sb in zip(OUTPUTS, a.shapes, b.shapes):
+        if sa != sb:
+            return Verdict(DIVERGED, KIND_SHAPE, f"{name} shape {list(sa)} -> {list(sb)}", seconds, cpu)
+    pointer = _POINTER_CANARY
+    assert a.flat is not None and b.flat is not None  # both sides planned without error
+    if torch.equal(a.flat, b.flat) and torch.equal(a.buffers[0] != pointer, b.buffers[0] != pointer):
+        return Verdict(EQUAL, planner_s=seconds, planner_cpu_s=cpu)
+    for name, ta, tb in zip(OUTPUTS, a.buffers, b.buffers):
+        if name == POINTER_OUTPUT:
+            ta, tb = ta != pointer, tb != pointer
+        if not torch.equal(ta, tb):
+            return Verdict(DIVERGED, KIND_VALUES, _first_difference(name, ta, tb), seconds, cpu)
+    raise AssertionError("the flat buffers differ but no buffer does")
+
+
+def _first_difference(name: str, a: torch.Tensor, b: torch.Tensor) -> str:
+    a, b = a.cpu(), b.cpu()
+    flat = int((a != b).reshape(-1).nonzero()[0])
+    count = int((a != b).sum())
+    index = list(torch.unravel_index(torch.tensor(flat), a.shape)) if a.dim() > 1 else [flat]
+    where = ", ".join(str(int(i)) for i in index)
+
+    def show(t: torch.Tensor) -> str:
+        value = int(t.reshape(-1)[flat])
+        return "unwritten" if value == _CANARY else str(value)
+
+    return f"{name}[{where}]: {show(a)} -> {show(b)} ({count} element(s))"
+
+
+def evaluate(point: Point, a: Planner, b: Planner) -> Verdict:
+    """The hot-path verdict for ``point``; SKIPPED when a side cannot make the call."""
+    try:
+        for planner in (a, b):
+            live = planner.live_device()
+            if live is not None and live != planner.spec.device_for(point.arch, point.cu_num):
+                return Verdict(SKIPPED, detail=f"{planner.spec} runs on {live[0]}:{live[1]}, the point plans for another device")
+        inputs = point_inputs(point)
+        device = dict(zip(("arch", "cu_num"), a.spec.device_for(point.arch, point.cu_num)))
+        shared = device == dict(zip(("arch", "cu_num"), b.spec.device_for(point.arch, point.cu_num)))
+        with a.device_context(device) if shared else contextlib.nullcontext():
+            return compare(run_side(point, a, inputs), run_side(point, b, inputs))
+    except Unexpressible as exc:
+        return Verdict(SKIPPED, detail=str(exc))
+
+
+def capture(point: Point, planner: Planner) -> Call:
+    """The full call (written masks from two canary runs, as ``mla-golden diff`` replays it) for a golden."""
+    call, sizing = template(point, planner)
+    with planner_env(call.env), planner.device_context(call.device):
+        try:
+            sized = _size(planner, point.op, sizing)
+        except Exception as exc:  # the helper rejected the inputs: no buffer could be sized
+            call.error = _message(exc)
+            call.buffers = {n: {"shape": [0], "dtype": "torch.uint64" if n == POINTER_OUTPUT else "torch.int32"} for n in OUTPUTS}
+            call.provenance["sweep"]["notes"] = ["the sizing helper raised; buffers recorded as empty"]
+            return call
+    specs = _specs(sized)
+    call.buffers = {name: {"shape": list(shape), "dtype": str(dtype)} for name, (shape, dtype) in zip(OUTPUTS, specs)}
+    captured = replay(call, planner.function(point.op), on=planner.tensor_device)
+    captured.provenance["sweep"] = call.provenance["sweep"]
+    return captured

@@ -1,0 +1,185 @@
+"""Where chunks run: in this process, in local worker processes, or on a Ray cluster.
+
+Every executor takes chunks (lists of (index, point dict)) with ``submit`` and
+hands back finished ones, in completion order, with ``next_done``; the driver
+keeps a few chunks in flight per worker. Local workers are spawned (the
+planners read ``os.environ``, so processes, not threads) and die with the
+process that started them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+from mla_golden.errors import ExecutorError
+from mla_golden.sweeper.work import CaseResult, run_chunk, run_shipped, warm, with_points
+
+Chunk = list[tuple[int, dict[str, Any]]]
+
+
+
+class Executor(ABC):
+    """Runs chunks of one sweep (planner specs ``a`` and ``b``)."""
+
+    workers: int = 1
+
+    def __init__(self, a: str, b: str, shrink: bool) -> None:
+        self.a, self.b, self.shrink = a, b, shrink
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @abstractmethod
+    def submit(self, chunk: Chunk) -> None: ...
+
+    @abstractmethod
+    def next_done(self) -> list[CaseResult]:
+        """The results of a chunk that finished (blocks until one has)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop the workers; chunks still running are abandoned."""
+
+
+class InlineExecutor(Executor):
+    """This process (``--jobs 1``): no start-up cost, nothing to ship."""
+
+    def __init__(self, a: str, b: str, shrink: bool) -> None:
+        super().__init__(a, b, shrink)
+        warm(a, b)
+        self._pending: deque[Chunk] = deque()
+
+    def submit(self, chunk: Chunk) -> None:
+        self._pending.append(chunk)
+
+    def next_done(self) -> list[CaseResult]:
+        return run_chunk(self.a, self.b, self._pending.popleft(), self.shrink)
+
+    def close(self) -> None:
+        self._pending.clear()
+
+
+def _die_with_parent(parent: int) -> None:
+    """Worker start-up: end this process when the sweep's process ends, however it ends."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+_started: Any = None
+
+
+def _init_worker(parent: int, a: str, b: str, started: Any) -> None:
+    global _started
+    _die_with_parent(parent)
+    warm(a, b)
+    _started = started
+
+
+def _ready() -> int:
+    """Held until every worker runs one: so each has started and warmed before the sweep's clock runs."""
+    _started.wait(timeout=600)
+    return os.getpid()
+
+
+class LocalExecutor(Executor):
+    """``--jobs N`` worker processes on this machine (at most one per CPU)."""
+
+    def __init__(self, a: str, b: str, shrink: bool, jobs: int) -> None:
+        super().__init__(a, b, shrink)
+        import multiprocessing
+
+        self.workers = max(1, min(jobs, os.cpu_count() or 1))
+        context = multiprocessing.get_context("spawn")
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=context,
+            initializer=_init_worker,
+            initargs=(os.getpid(), a, b, context.Barrier(self.workers)),
+        )
+        self._futures: dict[Future[list[CaseResult]], Chunk] = {}
+        # Start every worker now (each imports torch and resolves the planners once).
+        for future in [self._pool.submit(_ready) for _ in range(self.workers)]:
+            future.result()
+
+    def submit(self, chunk: Chunk) -> None:
+        self._futures[self._pool.submit(run_shipped, self.a, self.b, chunk, self.shrink)] = chunk
+
+    def next_done(self) -> list[CaseResult]:
+        done, _ = wait(self._futures, return_when=FIRST_COMPLETED)
+        future = done.pop()
+        return with_points(future.result(), self._futures.pop(future))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class RayExecutor(Executor):
+    """``--ray [ADDRESS]``: the same chunks as Ray tasks; ``local`` starts a Ray instance on this machine.
+
+    An already initialised Ray (``ray.init`` in the caller) is used as it is.
+    """
+
+    def __init__(self, a: str, b: str, shrink: bool, address: str | None) -> None:
+        super().__init__(a, b, shrink)
+        try:
+            import ray
+        except ImportError as exc:
+            raise ExecutorError("--ray needs Ray: pip install 'mla-golden[ray]'") from exc
+        self._ray = ray
+        self._owned = not ray.is_initialized()
+        if self._owned:
+            try:
+                if address in (None, "", "local"):
+                    ray.init(include_dashboard=False, log_to_driver=False)
+                else:
+                    ray.init(address=address, log_to_driver=False)
+            except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError...
+                raise ExecutorError(f"cannot start or reach Ray at {address or 'local'}: {exc}") from exc
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._task = ray.remote(num_cpus=1)(run_shipped)
+        self._refs: dict[Any, Chunk] = {}
+
+    def submit(self, chunk: Chunk) -> None:
+        self._refs[self._task.remote(self.a, self.b, chunk, self.shrink)] = chunk
+
+    def next_done(self) -> list[CaseResult]:
+        done, _ = self._ray.wait(list(self._refs), num_returns=1)
+        return with_points(self._ray.get(done[0]), self._refs.pop(done[0]))
+
+    def close(self) -> None:
+        for ref in self._refs:
+            with contextlib.suppress(Exception):
+                self._ray.cancel(ref, force=True)
+        if self._owned:
+            self._ray.shutdown()
+
+
+def make(a: str, b: str, shrink: bool, jobs: int = 1, ray: str | None = None) -> Executor:
+    """The executor for ``--jobs`` / ``--ray``."""
+    if ray is not None:
+        return RayExecutor(a, b, shrink, ray)
+    if jobs <= 1:
+        return InlineExecutor(a, b, shrink)
+    return LocalExecutor(a, b, shrink, jobs)

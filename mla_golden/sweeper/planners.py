@@ -1,0 +1,181 @@
+"""Planner specs: which planner a sweep side runs, for which device, under which env.
+
+Notation (``docs/cli.md``, "mla-golden sweep")::
+
+    BACKEND[@VERSION][:ARCH[:CU]][+ENV=VAL...]
+
+``BACKEND`` is ``reference`` (mla-golden's CPU port) or ``aiter`` (the live
+library); ``@VERSION`` picks a ported aiter planner version of the reference
+(``reference@aded0f84``; without it, the newest port); ``:ARCH[:CU]`` plans
+every case for that device instead of the case's own (the CU count defaults to
+the arch's full part); each ``+NAME=VALUE`` pins a planner env var for every
+case (``unset`` unsets it). Examples: ``reference@e4048607:gfx942:80``,
+``reference+AITER_MLA_META_USE_PARALLEL=0``, ``aiter``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from mla_golden.errors import SpecError
+from mla_golden.schema import ENV_VARS
+
+BACKENDS = ("reference", "aiter")
+#: Full parts of the archs aiter plans for (CU count when a spec names only the arch).
+FULL_PART_CUS = {"gfx942": 304, "gfx950": 256}
+UNSET = "unset"
+
+_SPEC_RE = re.compile(
+    r"^(?P<backend>[a-z]+)"
+    r"(?:@(?P<version>[A-Za-z0-9._-]+))?"
+    r"(?::(?P<arch>gfx[0-9a-z]+)(?::(?P<cu>[1-9][0-9]*))?)?"
+    r"(?P<env>(?:\+[A-Z_][A-Z0-9_]*=[A-Za-z0-9._-]*)*)$"
+)
+
+
+
+@dataclass(frozen=True)
+class PlannerSpec:
+    """One side of a sweep, as written on the command line."""
+
+    backend: str
+    version: str | None = None
+    arch: str | None = None
+    cu_num: int | None = None
+    #: Pinned planner env vars (None = unset), in the order given.
+    env: tuple[tuple[str, str | None], ...] = ()
+
+    def __str__(self) -> str:
+        text = self.backend + (f"@{self.version}" if self.version else "")
+        if self.arch:
+            text += f":{self.arch}" + (f":{self.cu_num}" if self.cu_num else "")
+        return text + "".join(f"+{k}={UNSET if v is None else v}" for k, v in self.env)
+
+    def device_for(self, arch: str, cu_num: int) -> tuple[str, int]:
+        """The device a case planned for (arch, cu_num) runs on under this spec."""
+        if self.arch is None:
+            return arch, cu_num
+        return self.arch, self.cu_num or FULL_PART_CUS.get(self.arch, cu_num)
+
+
+def parse_spec(text: str) -> PlannerSpec:
+    """``reference@e4048607:gfx942:80+AITER_MLA_META_USE_PARALLEL=0`` -> PlannerSpec; SpecError otherwise."""
+    match = _SPEC_RE.match(text.strip())
+    if match is None:
+        raise SpecError(f"planner {text!r}: expected BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...], e.g. reference@e4048607:gfx942:80")
+    backend = match.group("backend")
+    if backend not in BACKENDS:
+        raise SpecError(f"planner {text!r}: unknown backend {backend!r} (choose {' or '.join(BACKENDS)})")
+    if backend == "aiter" and match.group("version"):
+        raise SpecError(f"planner {text!r}: live aiter is whatever version is installed; @VERSION is for the reference")
+    arch = match.group("arch")
+    if match.group("cu") is None and arch is not None and arch not in FULL_PART_CUS:
+        raise SpecError(f"planner {text!r}: no default CU count for {arch}; write {arch}:CU")
+    env: list[tuple[str, str | None]] = []
+    for item in filter(None, match.group("env").split("+")):
+        name, _, value = item.partition("=")
+        if name not in ENV_VARS:
+            raise SpecError(f"planner {text!r}: {name} is not a planner env var (known: {', '.join(ENV_VARS)})")
+        env.append((name, None if value == UNSET else value))
+    cu = match.group("cu")
+    return PlannerSpec(backend, match.group("version"), arch, int(cu) if cu else None, tuple(env))
+
+
+@dataclass
+class Planner:
+    """A resolved spec: the module whose functions plan, and how to plan with it."""
+
+    spec: PlannerSpec
+    module: Any
+    #: What actually runs (e.g. "reference e4048607a535", "aiter 0.1.20").
+    label: str
+    tensor_device: str = "cpu"
+    _functions: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False)
+    _parameters: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
+    #: How each (op, params) binds to this planner's signature (evaluate._arguments).
+    bindings: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+
+    def function(self, name: str) -> Callable[..., Any]:
+        fn = self._functions.get(name)
+        if fn is None:
+            fn = getattr(self.module, name, None)
+            if not callable(fn):
+                raise SpecError(f"planner {self.spec}: {self.label} has no {name}")
+            self._functions[name] = fn
+        return fn
+
+    def parameters(self, fn: Callable[..., Any]) -> frozenset[str]:
+        """Parameter names of one of this planner's functions (cached: inspect is slow on the hot path)."""
+        key = f"params:{getattr(fn, '__name__', id(fn))}"
+        names = self._parameters.get(key)
+        if names is None:
+            names = frozenset(inspect.signature(fn).parameters)
+            self._parameters[key] = names
+        return names
+
+    def device_context(self, device: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
+        """Plan for ``device`` inside the block: the reference's device context; live aiter plans for its GPU."""
+        if self.spec.backend != "reference":
+            return contextlib.nullcontext()
+        from mla_golden.context import plan_for
+
+        return plan_for(device)
+
+    def plans_for_now(self, device: Mapping[str, Any]) -> bool:
+        """Is ``device`` what this planner plans for already (so no device context is needed)?"""
+        if self.spec.backend != "reference":
+            return True
+        from mla_golden.reference._device import current_device
+
+        now = current_device()
+        return (now.arch, now.cu_num) == (device["arch"], device["cu_num"])
+
+    def env_for(self, env: Mapping[str, str | None]) -> dict[str, str | None]:
+        """A case's env with this spec's pins applied."""
+        merged = dict(env)
+        merged.update(self.spec.env)
+        return merged
+
+    def live_device(self) -> tuple[str, int] | None:
+        """(arch, cu_num) live aiter plans for; None for the reference (it plans for any device)."""
+        if self.spec.backend == "reference":
+            return None
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return (getattr(props, "gcnArchName", "") or "").split(":")[0], int(props.multi_processor_count)
+
+
+def _reference_module(spec: PlannerSpec) -> tuple[Any, str]:
+    from mla_golden import reference
+
+    if spec.version is None:
+        return reference, f"reference {reference.version} (the newest port)"
+    try:
+        module = reference.at(spec.version)
+    except reference.UnknownVersionError as exc:
+        raise SpecError(f"planner {spec}: {exc}") from exc
+    return module, f"reference {module.version}"
+
+
+def resolve(spec: PlannerSpec | str) -> Planner:
+    """The planner a spec names; SpecError when it cannot run here (the message says why)."""
+    spec = parse_spec(spec) if isinstance(spec, str) else spec
+    if spec.backend == "reference":
+        module, label = _reference_module(spec)
+        return Planner(spec, module, label)
+    from mla_golden.backends import BackendError
+    from mla_golden.backends import resolve as resolve_backend
+
+    try:
+        backend = resolve_backend("aiter")
+    except BackendError as exc:
+        raise SpecError(f"planner {spec}: {exc}") from exc
+    live: ModuleType = backend.module
+    return Planner(spec, live, backend.reason, backend.tensor_device)

@@ -1,0 +1,164 @@
+"""Summarise verdicts as regions: which parameter values diverge, and which never do.
+
+Points are grouped by their categorical parameters (op, device, heads,
+dtype, query length, page size, split cap, causality, env). Regions are
+learnt as a decision list: starting from a divergent group not yet covered,
+a region begins as "everywhere" and is narrowed, one parameter at a time, to
+that group's value that leaves the largest share of divergent cases (ties:
+the most cases), until no group that never diverged is left in it or 90% of
+its cases diverged. So a
+region reads "device gfx942:304" when that alone explains the divergence, and
+"heads 32 x dtype fp8 x device gfx950:256" when it takes all three; the cases
+it covers say whether it diverged at every batch or only at some.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mla_golden.sweeper.evaluate import DIVERGED, EQUAL
+from mla_golden.sweeper.space import PREFILL, Point
+from mla_golden.sweeper.work import CaseResult
+
+#: A region stops narrowing once this share of its cases diverged: sparse samples leave a few
+#: equal cases in most groups, and chasing each splits one story into many regions.
+PURE = 0.9
+#: The value of an axis an op does not have (prefill has no dtype, query length, pages...).
+NOT_APPLICABLE = "-"
+#: Categorical axes, in the order regions are widened (least telling first) and reversed for display.
+AXES = ("env", "causal", "split", "page_size", "qlen", "device", "dtype", "heads", "op")
+
+
+def labels(point: Point) -> dict[str, str]:
+    """The categorical value of each axis, as reports show it."""
+    env = ",".join(f"{k}={v}" for k, v in point.env if v is not None) or "none"
+    prefill = point.op == PREFILL
+    return {
+        "op": "prefill" if prefill else "decode",
+        "device": f"{point.arch}:{point.cu_num}",
+        "heads": str(point.heads),
+        "dtype": NOT_APPLICABLE if prefill else point.dtype,
+        "qlen": NOT_APPLICABLE if prefill else str(point.qlen),
+        "page_size": NOT_APPLICABLE if prefill else str(point.page_size),
+        "split": NOT_APPLICABLE if prefill else ("none" if point.max_split_per_batch == -1 else "capped"),
+        "causal": NOT_APPLICABLE if prefill else ("causal" if point.causal else "noncausal"),
+        "env": NOT_APPLICABLE if prefill else env,
+    }
+
+
+@dataclass
+class Region:
+    """Parameter values (axis -> value; absent axes: any) where points diverged."""
+
+    where: dict[str, str]
+    cases: int = 0
+    diverged: int = 0
+    #: Batch sizes of the divergent cases, and of all cases, in the region.
+    batches: list[int] = field(default_factory=list)
+    all_batches: list[int] = field(default_factory=list)
+
+    @property
+    def everywhere(self) -> bool:
+        return self.diverged == self.cases
+
+    def scope(self) -> str:
+        """``heads 32 x dtype fp8 x device gfx950:256`` (axes in a fixed order), or ``everywhere``."""
+        shown = [f"{axis} {self.where[axis]}" for axis in reversed(AXES) if axis in self.where]
+        return " x ".join(shown) or "everywhere"
+
+    def describe(self) -> str:
+        scope = "for " + self.scope() if self.where else "everywhere"
+        if self.everywhere:
+            extent = f"at every batch ({min(self.all_batches)}..{max(self.all_batches)})"
+        else:
+            extent = f"at batch {min(self.batches)}..{max(self.batches)} only"
+        return f"diverges {scope}: {self.diverged} of {self.cases} cases, {extent}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "cases": self.cases, "diverged": self.diverged, "everywhere": self.everywhere,
+                "batches": [min(self.batches), max(self.batches)], "description": self.describe()}  # fmt: skip
+
+
+@dataclass
+class Summary:
+    regions: list[Region]
+    #: axis -> value -> [cases, diverged]
+    marginals: dict[str, dict[str, list[int]]]
+
+    def never(self) -> dict[str, list[str]]:
+        """Per axis, the values that never diverged (over at least one judged case)."""
+        out = {}
+        for axis in reversed(AXES):
+            values = {v: counts for v, counts in self.marginals[axis].items() if v != NOT_APPLICABLE}
+            clean = [value for value, (_, diverged) in values.items() if diverged == 0]
+            if clean and len(values) > 1:
+                out[axis] = clean
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"regions": [r.to_dict() for r in self.regions], "never_diverges": self.never(), "marginals": self.marginals}
+
+
+def _matches(where: dict[str, str], values: dict[str, str]) -> bool:
+    return all(values[axis] == value for axis, value in where.items())
+
+
+def _purity(where: dict[str, str], groups: dict[tuple[str, ...], list[int]]) -> tuple[float, int]:
+    """Share of divergent cases in the region, and its cases."""
+    cases = diverged = 0
+    for key, (n, hit) in groups.items():
+        if _matches(where, dict(zip(AXES, key))):
+            cases, diverged = cases + n, diverged + hit
+    return (diverged / cases if cases else 0.0), cases
+
+
+def _narrow(seed: dict[str, str], groups: dict[tuple[str, ...], list[int]], clean: list[dict[str, str]]) -> dict[str, str]:
+    """The region around ``seed``: add its values one at a time, purest first, until it is (nearly) all divergent."""
+    where: dict[str, str] = {}
+    while any(_matches(where, c) for c in clean) and _purity(where, groups)[0] < PURE:
+        best: tuple[float, int, str] | None = None
+        for axis in AXES:
+            if axis in where:
+                continue
+            score = (*_purity({**where, axis: seed[axis]}, groups), axis)
+            if best is None or score[:2] > best[:2]:
+                best = score
+        assert best is not None  # the seed itself is not clean, so narrowing to all of it ends the loop
+        where[best[2]] = seed[best[2]]
+    return where
+
+
+def summarise(results: Sequence[CaseResult]) -> Summary:
+    """Regions and per-value counts over the equal and divergent verdicts (skipped/undefined left out)."""
+    judged = [(labels(Point.from_dict(r.point)), r) for r in results if r.status in (EQUAL, DIVERGED)]
+    marginals: dict[str, dict[str, list[int]]] = {axis: {} for axis in AXES}
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for values, result in judged:
+        hit = int(result.status == DIVERGED)
+        for axis in AXES:
+            counts = marginals[axis].setdefault(values[axis], [0, 0])
+            counts[0] += 1
+            counts[1] += hit
+        group = groups.setdefault(tuple(values[a] for a in AXES), [0, 0])
+        group[0] += 1
+        group[1] += hit
+    clean = [dict(zip(AXES, key)) for key, (_, hit) in groups.items() if hit == 0]
+    seeds = sorted((key for key, (_, hit) in groups.items() if hit), key=lambda k: -groups[k][1])
+    regions: list[Region] = []
+    for key in seeds:
+        values = dict(zip(AXES, key))
+        if not any(_matches(r.where, values) for r in regions):
+            regions.append(Region(_narrow(values, groups, clean)))
+    for values, result in judged:
+        for region in regions:
+            if _matches(region.where, values):
+                batch = len(result.point["seq_lens"])
+                region.cases += 1
+                region.all_batches.append(batch)
+                if result.status == DIVERGED:
+                    region.diverged += 1
+                    region.batches.append(batch)
+                break
+    return Summary(regions, marginals)

@@ -1,0 +1,144 @@
+"""Findings for people: text and one self-contained HTML page (JSON is ``Findings.to_dict``).
+
+Both lead with the answer (did the planners diverge, and where), then the
+regions, the values that never diverged, and each minimal reproducer with
+the command that shows it again.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from mla_golden.html import divergent_rows, schedule_svg
+from mla_golden.report import render_text as render_diff
+from mla_golden.sweeper.driver import Findings, Reproducer
+from mla_golden.sweeper.evaluate import SKIPPED, UNDEFINED
+from mla_golden.sweeper.regions import NOT_APPLICABLE
+
+#: Reproducers shown in full (text report and page); the JSON lists every one.
+MAX_SHOWN = 20
+
+
+def headline(findings: Findings) -> str:
+    counts = findings.counts
+    tally = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
+    verdict = "DIVERGED" if findings.diverged else "no divergence"
+    budget = {"space": "the whole space", "cases": "the case budget", "time": "the time budget"}[findings.stopped_by]
+    resumed = f", {findings.resumed} resumed from the journal" if findings.resumed else ""
+    this_run = " (this run)" if findings.resumed else ""
+    return (
+        f"{verdict}: A {findings.a} ({findings.labels[0]}) vs B {findings.b} ({findings.labels[1]}) "
+        f"over {findings.space} (seed {findings.seed}): {len(findings.results)} cases ({tally}){resumed}, "
+        f"{budget} in {findings.elapsed_s:.1f} s{this_run} ({findings.planner_s:.1f} s in the planners)"
+    )
+
+
+def _point_line(rep: Reproducer) -> str:
+    p = rep.point
+    env = ",".join(f"{k}={v}" for k, v in p["env"].items() if v is not None)
+    shape = f"{p['arch']}:{p['cu_num']} heads {p['heads']}"
+    if p["op"] == "get_mla_metadata_v1":
+        shape += f" {p['q_dtype']}/{p['kv_dtype']} qlen {p['qlen']} page {p['page_size']} split {p['max_split_per_batch']}"
+        shape += "" if p["causal"] else " noncausal"
+    return f"{p['op']} {shape} {env} lens {p['seq_lens']}".replace("  ", " ")
+
+
+def _notes(findings: Findings) -> list[str]:
+    """Why some cases were not judged (skipped / undefined), one line per distinct reason."""
+    lines = []
+    for status in (SKIPPED, UNDEFINED):
+        reasons: dict[str, int] = {}
+        for r in findings.results:
+            if r.status == status:
+                reasons[r.detail] = reasons.get(r.detail, 0) + 1
+        for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:5]:
+            lines.append(f"{status} {n}: {reason}")
+    return lines
+
+
+def render_text(findings: Findings, *, quiet: bool = False) -> str:
+    lines = [headline(findings)]
+    if findings.summary.regions:
+        lines.append("regions:")
+        lines += [f"  {region.describe()}" for region in findings.summary.regions]
+    never = findings.summary.never()
+    if never:
+        lines.append("never diverged: " + "; ".join(f"{axis} {', '.join(values)}" for axis, values in never.items()))
+    if findings.diverged:
+        lines.append("diverged / cases per value:")
+        for axis, values in findings.summary.marginals.items():
+            shown = [f"{value} {d}/{n}" for value, (n, d) in sorted(values.items()) if value != NOT_APPLICABLE]
+            if len(shown) > 1:
+                lines.append(f"  {axis}: " + ", ".join(shown))
+    if quiet:
+        return "\n".join(lines)
+    lines += _notes(findings)
+    if findings.reproducers:
+        where = f"{findings.out}/a vs {findings.out}/b" if findings.out else "not written (no --out)"
+        lines.append(f"minimal reproducers ({len(findings.reproducers)}; goldens {where}):")
+        for rep in findings.reproducers[:MAX_SHOWN]:
+            lines.append(f"  {rep.key}  [{rep.kind}; from {rep.cases} case(s)]")
+            lines.append(f"    {_point_line(rep)}")
+            lines.append(f"    {rep.detail}" + ("" if rep.confirmed else "  (NOT confirmed by the full capture)"))
+        if len(findings.reproducers) > MAX_SHOWN:
+            lines.append(f"  ... {len(findings.reproducers) - MAX_SHOWN} more in --format json")
+        if findings.out:
+            lines.append(f"show them: mla-golden diff {findings.out}/b --against {findings.out}/a")
+    return "\n".join(lines)
+
+
+_CSS = """
+body{font:13px/1.4 system-ui,sans-serif;margin:16px;color:#222}
+h1{font-size:18px} h2{font-size:15px;margin-top:28px}
+.verdict{font-size:16px;font-weight:bold} .diverged{color:#b00020} .equal{color:#2a7a2a}
+table td,table th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
+pre{background:#f6f6f6;padding:8px;overflow:auto;max-width:1100px;font-size:11px}
+.pair{display:flex;gap:16px;flex-wrap:wrap} rect.work.divergent{stroke:#e00000;stroke-width:1.5}
+"""
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_html(findings: Findings) -> str:
+    """One page, inline CSS and SVG, no network."""
+    cls = "diverged" if findings.diverged else "equal"
+    parts = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mla-golden sweep</title><style>{_CSS}</style></head><body>",
+        "<h1>mla-golden sweep</h1>",
+        f"<p class='verdict {cls}'>{html.escape(headline(findings))}</p>",
+        "<h2>Regions</h2>",
+        _table(["where", "diverged / cases", "extent"], [
+            (r.scope(), f"{r.diverged} / {r.cases}",
+             "every batch" if r.everywhere else f"batch {min(r.batches)}..{max(r.batches)}")
+            for r in findings.summary.regions
+        ]) if findings.summary.regions else "<p>none</p>",
+        "<h2>Per parameter value</h2>",
+        _table(["parameter", "value", "cases", "diverged"], [
+            (axis, value, str(n), f"{d} ({d / n:.0%})") for axis, values in findings.summary.marginals.items()
+            for value, (n, d) in sorted(values.items()) if value != NOT_APPLICABLE
+        ]),
+    ]  # fmt: skip
+    notes = _notes(findings)
+    if notes:
+        parts.append("<h2>Not judged</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    if findings.reproducers:
+        parts.append(f"<h2>Minimal reproducers ({len(findings.reproducers)})</h2>")
+        if findings.out:
+            parts.append(f"<p>Goldens: <code>mla-golden diff {html.escape(str(findings.out))}/b --against {html.escape(str(findings.out))}/a</code></p>")
+        for rep in findings.reproducers[:MAX_SHOWN]:
+            parts.append(f"<h2>{html.escape(rep.key)}</h2><p>{html.escape(_point_line(rep))}<br>{html.escape(rep.detail)} "
+                         f"(from {rep.cases} case(s))</p>")  # fmt: skip
+            if rep.calls is not None and rep.diff is not None:
+                a, b = rep.calls
+                highlight = divergent_rows(a, b)
+                parts.append("<div class='pair'>" + schedule_svg(a, "A", highlight) + schedule_svg(b, "B", highlight) + "</div>")
+                parts.append(f"<pre>{html.escape(render_diff(rep.diff))}</pre>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+

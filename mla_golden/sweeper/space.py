@@ -1,0 +1,442 @@
+"""The sweep space: which planner calls a sweep may make, and how it picks them.
+
+A space is a TOML file in the case matrix's spirit (format in docs/cli.md,
+"mla-golden sweep"): ``[[decode]]`` / ``[[prefill]]`` groups whose keys are
+the matrix's (``heads``, ``dtype``, ``qlen``, ``batch``, ``context``,
+``page_size``, ``max_split_per_batch``, ``env``, ``devices``...), each a value
+or a list of choices, and where integers may also be ranges ``"LO..HI"``
+(contexts ``"jitter:LO..HI"``). A small space is enumerated in file order; a
+large one is sampled, seeded: point ``i`` depends only on the seed and ``i``,
+so a resumed sweep regenerates the same points.
+
+The default space (``space.toml`` beside this module) spans what the shipped
+case matrix spans.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import random
+import re
+import tomllib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mla_golden.errors import MatrixError, SpaceError
+from mla_golden.matrix import _Group, _Locator, parse_device, vllm_max_split_per_batch
+from mla_golden.schema import ENV_VARS, MLA_OP, PS_OP
+
+FORMAT = "mla-golden-space/1"
+DECODE, PREFILL = MLA_OP, PS_OP
+DTYPES = ("bf16", "fp8", "none")
+CONTEXT_MODES = ("uniform", "jitter")
+UNSET = "unset"
+_RANGE_RE = re.compile(r"^([0-9]+)\.\.([0-9]+)$")
+_CONTEXT_RE = re.compile(r"^(uniform|jitter):([0-9]+)(?:\.\.([0-9]+))?$")
+_DECODE_KEYS = (
+    "name", "model", "devices", "heads", "dtype", "qlen", "batch", "context", "seq_lens",
+    "page_size", "max_split_per_batch", "causal", "env", "tags",
+)  # fmt: skip
+_PREFILL_KEYS = ("name", "model", "devices", "heads", "batch", "context", "seq_lens", "tags")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One planner call of a sweep, independent of which planner runs it (JSON-able, picklable)."""
+
+    op: str
+    arch: str
+    cu_num: int
+    #: Query heads per rank passed to the planner (decode: fewer than 16 padded to 16, as vLLM does).
+    heads: int
+    #: KV tokens per request (decode) or sequence lengths (prefill, kv == q).
+    seq_lens: tuple[int, ...]
+    qlen: int = 1
+    #: "bf16", "fp8" (the device's fp8 type) or "none" (not passed).
+    q_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    page_size: int = 1
+    max_split_per_batch: int = -1
+    causal: bool = True
+    #: Planner env vars this point pins (None = unset), sorted by name.
+    env: tuple[tuple[str, str | None], ...] = ()
+
+    @property
+    def batch(self) -> int:
+        return len(self.seq_lens)
+
+    @property
+    def dtype(self) -> str:
+        return self.q_dtype if self.q_dtype == self.kv_dtype else f"{self.q_dtype}/{self.kv_dtype}"
+
+    @property
+    def key(self) -> str:
+        """Golden key: readable shape part plus a digest of everything, so equal points share a file."""
+        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+        where = f"{self.arch}-cu{self.cu_num}"
+        if self.op == PREFILL:
+            return f"sweep/prefill/{where}/h{self.heads}-b{self.batch}-t{sum(self.seq_lens)}-{digest}"
+        env = "".join(f"-{k.removeprefix('AITER_').lower()}{v}" for k, v in self.env if v is not None)
+        causal = "" if self.causal else "-noncausal"
+        split = "" if self.max_split_per_batch == -1 else f"-s{self.max_split_per_batch}"
+        return (
+            f"sweep/decode/{where}/h{self.heads}-{self.dtype.replace('/', '-')}-q{self.qlen}-p{self.page_size}"
+            f"{split}{causal}{env}-b{self.batch}-{digest}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data (field by field: dataclasses.asdict deep-copies, too slow per point)."""
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        data["seq_lens"] = list(self.seq_lens)
+        data["env"] = dict(self.env)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Point:
+        values = dict(data)
+        values["seq_lens"] = tuple(values["seq_lens"])
+        values["env"] = tuple(sorted(values.get("env", {}).items()))
+        return cls(**values)
+
+
+# ---------------------------------------------------------------- axes
+
+
+def _lengths(mode: str, top: int, count: int, low: int, rng: random.Random) -> tuple[int, ...]:
+    """``count`` lengths: all ``top`` (uniform) or spread over [max(low, top / 8), top] (jitter), as the matrix draws them."""
+    if mode == "uniform":
+        return (top,) * count
+    start = max(low, top // 8)
+    span = top - start + 1
+    draw = rng.random
+    return tuple([start + int(draw() * span) for _ in range(count)])
+
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """Integers LO..HI; sampled log-uniformly (shapes span orders of magnitude)."""
+
+    low: int
+    high: int
+
+    def __len__(self) -> int:
+        return self.high - self.low + 1
+
+    def values(self) -> Iterator[int]:
+        return iter(range(self.low, self.high + 1))
+
+    def sample(self, rng: random.Random) -> int:
+        if self.low == self.high:
+            return self.low
+        value = math.exp(rng.uniform(math.log(max(self.low, 1)), math.log(self.high + 1)))
+        return min(self.high, max(self.low, int(value)))
+
+
+@dataclass(frozen=True)
+class Choices:
+    """A list of values, each as likely."""
+
+    items: tuple[Any, ...]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def values(self) -> Iterator[Any]:
+        return iter(self.items)
+
+    def sample(self, rng: random.Random) -> Any:
+        return self.items[rng.randrange(len(self.items))]
+
+
+Axis = IntRange | Choices
+
+
+@dataclass(frozen=True)
+class Context:
+    """How long each request's KV is: ``uniform`` (all equal to top) or ``jitter`` (seeded spread up to top)."""
+
+    mode: str
+    top: Axis
+
+    def __str__(self) -> str:
+        top = self.top
+        return f"{self.mode}:{top.low}..{top.high}" if isinstance(top, IntRange) else f"{self.mode}:{top.items[0]}"
+
+
+@dataclass
+class Group:
+    """One [[decode]] / [[prefill]] table: an axis per parameter."""
+
+    name: str
+    op: str
+    axes: dict[str, Axis]
+    #: Explicit KV/sequence length lists; when given, they replace batch x contexts.
+    seq_lens: tuple[tuple[int, ...], ...] = ()
+    #: How long each request is (with ``batch``), when ``seq_lens`` is not given.
+    contexts: tuple[Context, ...] = ()
+
+    def _sizes(self) -> dict[str, int]:
+        sizes = {name: len(axis) for name, axis in self.axes.items()}
+        if self.seq_lens:
+            sizes["seq_lens"] = len(self.seq_lens)
+        else:
+            sizes["context"] = sum(len(c.top) for c in self.contexts)
+        return sizes
+
+    def size(self) -> int:
+        """Number of distinct points (ranges counted in full)."""
+        return math.prod(self._sizes().values())
+
+    def points(self) -> Iterator[Point]:
+        """Every point, in axis order."""
+        lists: dict[str, list[Any]] = {}
+        for name in self._sizes():
+            if name == "seq_lens":
+                lists[name] = list(self.seq_lens)
+            elif name == "context":
+                lists[name] = [(c.mode, top) for c in self.contexts for top in c.top.values()]
+            else:
+                lists[name] = list(self.axes[name].values())
+        for combo in itertools.product(*lists.values()):
+            yield self._point(dict(zip(lists, combo)))
+
+    def sample(self, rng: random.Random) -> Point:
+        values: dict[str, Any] = {name: axis.sample(rng) for name, axis in self.axes.items()}
+        if self.seq_lens:
+            values["seq_lens"] = self.seq_lens[rng.randrange(len(self.seq_lens))]
+        else:
+            context = self.contexts[rng.randrange(len(self.contexts))]
+            values["context"] = (context.mode, context.top.sample(rng))
+        values["seed"] = rng.getrandbits(32)
+        return self._point(values)
+
+    def _point(self, v: dict[str, Any]) -> Point:
+        arch, cu = v["device"]
+        qlen = v.get("qlen", 1)
+        if "seq_lens" in v:
+            lens = tuple(v["seq_lens"])
+        else:
+            mode, top = v["context"]
+            lens = _lengths(mode, max(top, qlen), v["batch"], qlen, random.Random(v.get("seed", repr(sorted(v.items())))))
+        if self.op == PREFILL:
+            return Point(PREFILL, arch, cu, v["heads"], lens)
+        q_dtype, kv_dtype = v["dtype"]
+        heads = max(16, v["heads"])
+        split = v["max_split_per_batch"]
+        split = vllm_max_split_per_batch(heads, len(lens), cu) if split == "vllm" else split
+        env = tuple(sorted((name, None if value == UNSET else value) for name, value in v["env"]))
+        return Point(
+            DECODE, arch, cu, heads, lens, qlen=qlen, q_dtype=q_dtype, kv_dtype=kv_dtype,
+            page_size=v["page_size"], max_split_per_batch=split, causal=v["causal"], env=env,
+        )  # fmt: skip
+
+
+@dataclass
+class Space:
+    """Groups of both ops, or an explicit list of points; ``source`` names it in the journal and reports."""
+
+    groups: list[Group]
+    source: str = "<space>"
+    text: str = field(default="", repr=False)
+    #: Points swept as given, in order (``Space.of``), before any group's.
+    explicit: tuple[Point, ...] = ()
+
+    @classmethod
+    def of(cls, points: Sequence[Point], source: str = "<points>") -> Space:
+        """A space of exactly these points (e.g. the calls of recorded cases)."""
+        text = json.dumps([p.to_dict() for p in points], sort_keys=True)
+        return cls([], source, text, tuple(points))
+
+    def size(self) -> int:
+        return len(self.explicit) + sum(g.size() for g in self.groups)
+
+    @property
+    def digest(self) -> str:
+        """Identifies the space's content (a resumed sweep must sweep the same space)."""
+        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+    def points(self, seed: int, limit: int | None) -> Iterator[Point]:
+        """Enumerated when the whole space fits in ``limit`` (None: 10000), else seeded samples, endlessly."""
+        if self.size() <= (limit if limit is not None else 10_000):
+            yield from self.explicit
+            for group in self.groups:
+                yield from group.points()
+            return
+        if self.explicit:
+            raise SpaceError(f"{self.source}: {self.size()} explicit points exceed the budget of {limit}")
+        weights = [math.log2(g.size() + 1) for g in self.groups]
+        for index in itertools.count():
+            rng = random.Random(f"{seed}:{index}")
+            group = rng.choices(self.groups, weights)[0]
+            yield group.sample(rng)
+
+
+# ---------------------------------------------------------------- loading
+
+
+def default_space() -> Path:
+    return Path(__file__).with_name("space.toml")
+
+
+def load(path: Path | str | None = None) -> Space:
+    """The space at ``path`` (default: the shipped one); SpaceError naming file, line and key."""
+    path = Path(path) if path is not None else default_space()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpaceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return parse(text, str(path))
+
+
+def parse(text: str, source: str = "<space>") -> Space:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpaceError(f"{source}: not valid TOML: {exc}") from exc
+    where = _Locator(text, source)
+    unknown = sorted(set(data) - {"format", "devices", "decode", "prefill"})
+    if unknown:
+        raise SpaceError(str(where.error(None, 0, unknown[0], "unknown top-level key (known: format, devices, [[decode]], [[prefill]])")))
+    if data.get("format", FORMAT) != FORMAT:
+        raise SpaceError(str(where.error(None, 0, "format", f"unknown format {data['format']!r}; this mla-golden reads {FORMAT!r}")))
+    devices = _devices(_SpaceGroup(where, "", 0, {"devices": data.get("devices", ["gfx942:304", "gfx950:256"])}))
+    groups: list[Group] = []
+    for kind, op in (("decode", DECODE), ("prefill", PREFILL)):
+        tables = data.get(kind, [])
+        if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+            raise SpaceError(str(where.error(None, 0, kind, f"must be an array of tables: [[{kind}]]")))
+        for index, table in enumerate(tables):
+            groups.append(_group(_SpaceGroup(where, kind, index, table), op, devices))
+    if not groups:
+        raise SpaceError(f"{source}: no [[decode]] or [[prefill]] group: nothing to sweep")
+    return Space(groups, source, text)
+
+
+class _SpaceGroup(_Group):
+    """The matrix's located accessors, plus ranges (errors are SpaceErrors)."""
+
+    def fail(self, key: str, problem: str) -> SpaceError:
+        if not self.kind:
+            return SpaceError(str(self.where.error(None, 0, key, problem)))
+        return SpaceError(str(super().fail(key, problem)))
+
+    def axis(self, key: str, default: Any, low: int, high: int, extra: Sequence[Any] = ()) -> Axis:
+        """An int axis: a value, a list of values (``extra`` words allowed), or ``"LO..HI"``."""
+        value = self.data.get(key, default)
+        if isinstance(value, str) and (match := _RANGE_RE.match(value)):
+            lo, hi = int(match.group(1)), int(match.group(2))
+            if not low <= lo <= hi <= high:
+                raise self.fail(key, f"range {value!r} must lie within [{low}, {high}] with LO <= HI")
+            return IntRange(lo, hi)
+        values = value if isinstance(value, list) else [value]
+        ok = all((isinstance(v, int) and not isinstance(v, bool) and (low <= v <= high or v in extra)) or v in extra for v in values)
+        if not values or not ok:
+            words = f" or {', '.join(map(repr, extra))}" if extra else ""
+            raise self.fail(key, f"expected an integer in [{low}, {high}]{words}, a list of them, or a range 'LO..HI'; got {value!r}")
+        return Choices(tuple(values))
+
+    def dtype_axis(self) -> Choices:
+        value = self.data.get("dtype")
+        values = value if isinstance(value, list) else [value]
+        pairs = []
+        for item in values:
+            parts = item.split("/") if isinstance(item, str) else []
+            if len(parts) not in (1, 2) or not all(p in DTYPES for p in parts):
+                raise self.fail("dtype", f"expected Q or Q/KV dtypes from {list(DTYPES)} (e.g. 'fp8', 'bf16/fp8'), got {item!r}")
+            pairs.append((parts[0], parts[-1]))
+        return Choices(tuple(pairs))
+
+    def context_ranges(self) -> tuple[Context, ...]:
+        value = self.data.get("context")
+        values = value if isinstance(value, list) else [value]
+        contexts = []
+        for item in values:
+            match = _CONTEXT_RE.match(item) if isinstance(item, str) else None
+            low = int(match.group(2)) if match else 0
+            high = int(match.group(3) or low) if match else 0
+            if match is None or not 1 <= low <= high <= 1 << 22:
+                raise self.fail("context", f"expected 'uniform:N', 'jitter:N' or 'MODE:LO..HI' with 1 <= LO <= HI, got {item!r}")
+            contexts.append(Context(match.group(1), IntRange(low, high) if high > low else Choices((low,))))
+        return tuple(contexts)
+
+    def env_axis(self) -> Choices:
+        value = self.data.get("env", {})
+        if not isinstance(value, dict):
+            raise self.fail("env", f"expected a table such as {{ AITER_ENABLE_EXPERIMENTAL = [\"unset\", \"1\"] }}, got {value!r}")
+        per_var = []
+        for name, setting in value.items():
+            if name not in ENV_VARS:
+                raise self.fail(f"env.{name}", f"not a planner env var (known: {', '.join(ENV_VARS)})")
+            settings = setting if isinstance(setting, list) else [setting]
+            if not settings or not all(isinstance(s, str) for s in settings):
+                raise self.fail(f"env.{name}", f"expected a string or a list of strings ('{UNSET}' = unset), got {setting!r}")
+            per_var.append([(name, s) for s in settings])
+        return Choices(tuple(tuple(combo) for combo in itertools.product(*per_var)))
+
+    def seq_lens(self) -> tuple[tuple[int, ...], ...]:
+        value = self.data.get("seq_lens")
+        if value is None:
+            return ()
+        ok = isinstance(value, list) and value and all(
+            isinstance(b, list) and b and all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 1 << 22 for n in b)
+            for b in value
+        )
+        if not ok:
+            raise self.fail("seq_lens", f"expected a list of batches, each a non-empty list of lengths in [1, {1 << 22}]")
+        return tuple(tuple(b) for b in value)
+
+
+def _devices(group: _SpaceGroup) -> Choices:
+    value = group.data["devices"]
+    values = value if isinstance(value, list) else [value]
+    devices = []
+    for item in values:
+        try:
+            devices.append(parse_device(item if isinstance(item, str) else repr(item)))
+        except MatrixError as exc:
+            raise group.fail("devices", str(exc)) from None
+    if not devices:
+        raise group.fail("devices", "needs at least one device")
+    return Choices(tuple(devices))
+
+
+def _group(group: _SpaceGroup, op: str, devices: Choices) -> Group:
+    decode = op == DECODE
+    group.check_keys(_DECODE_KEYS if decode else _PREFILL_KEYS, ("name", "heads"))
+    name = group.text("name")
+    seq_lens = group.seq_lens()
+    if not seq_lens and not ("batch" in group.data and "context" in group.data):
+        raise group.fail("batch", "give batch and context, or seq_lens")
+    axes: dict[str, Axis] = {"device": _devices(group) if "devices" in group.data else devices}
+    axes["heads"] = group.axis("heads", None, 1, 1024)
+    if decode:
+        if "dtype" not in group.data:
+            raise group.fail("dtype", "missing (required)")
+        for h in axes["heads"].values():
+            if h % 8:
+                raise group.fail("heads", f"{h} heads per rank: aiter's sizing helper needs a multiple of 8")
+        axes["dtype"] = group.dtype_axis()
+        axes["qlen"] = group.axis("qlen", 1, 1, 64)
+        axes["page_size"] = group.axis("page_size", 1, 1, 1024)
+        axes["max_split_per_batch"] = group.axis("max_split_per_batch", "vllm", 1, 1 << 16, extra=("vllm", -1))
+        causal = group.data.get("causal", True)
+        causal_values = causal if isinstance(causal, list) else [causal]
+        if not causal_values or not all(isinstance(c, bool) for c in causal_values):
+            raise group.fail("causal", f"expected true, false or a list of them, got {causal!r}")
+        axes["causal"] = Choices(tuple(causal_values))
+        axes["env"] = group.env_axis()
+    contexts: tuple[Context, ...] = ()
+    if not seq_lens:
+        axes["batch"] = group.axis("batch", None, 1, 1 << 16)
+        contexts = group.context_ranges()
+    if decode and seq_lens:
+        short = min(min(b) for b in seq_lens)
+        if short < max(axes["qlen"].values() if isinstance(axes["qlen"], Choices) else [axes["qlen"].high]):
+            raise group.fail("seq_lens", f"a context of {short} tokens is shorter than a query length of this group")
+    return Group(name, op, axes, seq_lens, contexts)

@@ -1,0 +1,106 @@
+"""The unit of work an executor ships: a chunk of points, judged (and shrunk) where it runs.
+
+Plain data in and out (spec strings, point dicts), so a chunk travels to a
+worker process or a Ray node as easily as it runs in-process.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from mla_golden.sweeper.evaluate import DIVERGED, evaluate
+from mla_golden.sweeper.planners import Planner, resolve
+from mla_golden.sweeper.shrink import shrink
+from mla_golden.sweeper.space import DECODE, PREFILL, Point
+
+_planners: dict[str, Planner] = {}
+
+
+@dataclass
+class CaseResult:
+    """The verdict on one point, with its minimal reproducer when it diverged."""
+
+    index: int
+    point: dict[str, Any]
+    status: str
+    kind: str | None = None
+    detail: str = ""
+    #: Planner time of the verdict (both sides), and the case's whole time in the worker (shrinking included).
+    planner_s: float = 0.0
+    seconds: float = 0.0
+    #: The same two as CPU seconds of the worker (what a loaded machine does not inflate).
+    planner_cpu_s: float = 0.0
+    cpu_s: float = 0.0
+    minimal: dict[str, Any] | None = None
+    minimal_detail: str = ""
+    shrink_evals: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def planner(spec: str) -> Planner:
+    """The resolved planner for ``spec``, once per process."""
+    found = _planners.get(spec)
+    if found is None:
+        found = _planners[spec] = resolve(spec)
+    return found
+
+
+_warm: set[tuple[str, str]] = set()
+
+
+def warm(a: str, b: str) -> None:
+    """Resolve both planners and run one tiny call of each op, so the first chunk is not slower."""
+    if (a, b) in _warm:
+        return
+    import torch
+
+    torch.set_num_threads(1)  # planner tensors are tiny; intra-op threads only fight the other workers
+    pa, pb = planner(a), planner(b)
+    for op in (DECODE, PREFILL):
+        evaluate(Point(op, "gfx942", 304, 16, (64,)), pa, pb)
+    _warm.add((a, b))
+
+
+def run_chunk(a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True) -> list[CaseResult]:
+    """Judge each (index, point) on planners ``a`` and ``b``; shrink what diverges."""
+    warm(a, b)
+    pa, pb = planner(a), planner(b)
+    results = []
+    for index, data in items:
+        start, cpu = time.perf_counter(), time.thread_time()
+        point = Point.from_dict(data)
+        verdict = evaluate(point, pa, pb)
+        result = CaseResult(index, data, verdict.status, verdict.kind, verdict.detail, verdict.planner_s)
+        result.planner_cpu_s = verdict.planner_cpu_s
+        if verdict.status == DIVERGED and shrink_divergent:
+
+            def same_divergence(candidate: Point, kind: str | None = verdict.kind) -> bool:
+                found = evaluate(candidate, pa, pb)
+                return found.status == DIVERGED and found.kind == kind
+
+            minimal, result.shrink_evals = shrink(point, same_divergence)
+            result.minimal = minimal.to_dict()
+            result.minimal_detail = evaluate(minimal, pa, pb).detail
+        result.seconds, result.cpu_s = time.perf_counter() - start, time.thread_time() - cpu
+        results.append(result)
+    return results
+
+
+def run_shipped(a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True) -> list[CaseResult]:
+    """:func:`run_chunk` for another process: the points stay out of the results (the sender has them)."""
+    results = run_chunk(a, b, items, shrink_divergent)
+    for result in results:
+        result.point = {}
+    return results
+
+
+def with_points(results: list[CaseResult], items: list[tuple[int, dict[str, Any]]]) -> list[CaseResult]:
+    """Put back the points :func:`run_shipped` left out."""
+    points = dict(items)
+    for result in results:
+        result.point = points[result.index]
+    return results

@@ -1,0 +1,115 @@
+"""The sweep space: the shipped one spans the default matrix; small spaces enumerate, large ones sample by seed."""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+
+import pytest
+
+from mla_golden.matrix import load as load_matrix
+from mla_golden.sweeper.space import DECODE, PREFILL, IntRange, Point, SpaceError, load, parse
+
+SMALL = """\
+format = "mla-golden-space/1"
+devices = ["gfx942:304"]
+
+[[decode]]
+name = "small"
+heads = [16, 128]
+dtype = ["fp8", "bf16/fp8"]
+qlen = "1..2"
+batch = 3
+context = "jitter:300"
+env = { AITER_MLA_META_USE_PARALLEL = ["unset", "0"] }
+
+[[prefill]]
+name = "p"
+heads = 16
+seq_lens = [[300, 7], [5]]
+"""
+
+
+def test_small_space_is_enumerated_whole_in_order() -> None:
+    space = parse(SMALL)
+    assert space.size() == 2 * 2 * 2 * 2 + 2
+    points = list(space.points(seed=0, limit=100))
+    assert len(points) == 18 and len({p.key for p in points}) == 18
+    decode = [p for p in points if p.op == DECODE]
+    assert {(p.q_dtype, p.kv_dtype) for p in decode} == {("fp8", "fp8"), ("bf16", "fp8")}
+    assert {p.qlen for p in decode} == {1, 2} and {p.batch for p in decode} == {3}
+    assert {dict(p.env).get("AITER_MLA_META_USE_PARALLEL") for p in decode} == {None, "0"}
+    assert all(p.max_split_per_batch == (32 if p.heads == 128 else -1) for p in decode), "vLLM: min(ceil(304 / 3), 32) at 128 heads"
+    assert [p.seq_lens for p in points if p.op == PREFILL] == [(300, 7), (5,)]
+    assert list(space.points(seed=5, limit=100)) == points, "enumeration does not depend on the seed"
+
+
+def test_large_space_samples_by_seed_and_index() -> None:
+    space = load()
+    first = list(itertools.islice(space.points(seed=1, limit=500), 200))
+    assert list(itertools.islice(space.points(seed=1, limit=500), 200)) == first, "same seed, same points"
+    assert list(itertools.islice(space.points(seed=2, limit=500), 200)) != first
+    batches = [p.batch for p in first if p.op == DECODE]
+    assert min(batches) < 8 and max(batches) > 128, "log-uniform over 1..512 reaches both ends"
+    assert {p.op for p in first} == {DECODE, PREFILL}
+
+
+def test_shipped_space_spans_the_shipped_matrix() -> None:
+    space = load()
+    points = list(itertools.islice(space.points(seed=0, limit=500), 3000))
+    for case in load_matrix():
+        if case.op == DECODE:
+            assert any(
+                p.op == DECODE and (p.arch, p.cu_num, p.heads, p.q_dtype, p.qlen, p.page_size) ==
+                (case.arch, case.cu_num, case.kernel_heads, case.dtype, case.qlen, case.page_size)
+                for p in points
+            ), case.name  # fmt: skip
+        else:
+            assert any(p.op == PREFILL and (p.arch, p.heads) == (case.arch, case.heads) for p in points), case.name
+    decode = [p for p in points if p.op == DECODE]
+    assert max(max(p.seq_lens) for p in decode) > 100_000 and max(p.batch for p in decode) > 400
+    assert {dict(p.env).get("AITER_ENABLE_EXPERIMENTAL") for p in decode} == {None, "1"}
+    assert any(p.max_split_per_batch > 0 for p in decode) and any(p.max_split_per_batch == -1 for p in decode)
+
+
+def test_int_ranges_sample_inside_their_bounds() -> None:
+    import random
+
+    rng = random.Random(0)
+    values = [IntRange(3, 9).sample(rng) for _ in range(500)]
+    assert min(values) == 3 and max(values) == 9
+
+
+def test_point_round_trips_through_json_and_keys_are_stable() -> None:
+    point = next(iter(parse(SMALL).points(0, 100)))
+    assert Point.from_dict(point.to_dict()) == point
+    assert point.key == Point.from_dict(point.to_dict()).key
+    assert point.key.startswith("sweep/decode/gfx942-cu304/h16-fp8-q1-")
+
+
+@pytest.mark.parametrize(
+    ("change", "line", "problem"),
+    [
+        ('qlen = "1..2"', 'qlen = "2..1"', "key 'qlen': range '2..1' must lie within"),
+        ('dtype = ["fp8", "bf16/fp8"]', 'dtype = ["fp9"]', "key 'dtype': expected Q or Q/KV dtypes"),
+        ('context = "jitter:300"', 'context = "zigzag:300"', "key 'context': expected 'uniform:N'"),
+        ("env = { AITER_MLA_META_USE_PARALLEL", "env = { AITER_NOPE", "key 'env.AITER_NOPE': not a planner env var"),
+        ("heads = [16, 128]", "heads = [12]", "12 heads per rank"),
+        ("batch = 3", "bacth = 3", "key 'bacth': unknown key"),
+    ],
+)
+def test_bad_space_names_file_line_and_key(change: str, line: str, problem: str) -> None:
+    text = SMALL.replace(change, line)
+    with pytest.raises(SpaceError) as info:
+        parse(text, "space.toml")
+    message = str(info.value)
+    assert problem in message and message.startswith("space.toml:"), message
+    number = int(message.split(":")[1])
+    assert line.split("=")[0].strip() in text.splitlines()[number - 1] or "[[decode]]" in text.splitlines()[number - 1]
+
+
+def test_space_without_groups_or_with_unknown_format_is_refused() -> None:
+    with pytest.raises(SpaceError, match="nothing to sweep"):
+        parse('format = "mla-golden-space/1"\n', "empty.toml")
+    with pytest.raises(SpaceError, match="unknown format"):
+        parse(textwrap.dedent(SMALL).replace("mla-golden-space/1", "mla-golden-space/9"), "x.toml")

@@ -1,0 +1,79 @@
+"""Planner specs of ``mla-golden sweep``: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VAL...]."""
+
+from __future__ import annotations
+
+import pytest
+
+from mla_golden.sweeper.planners import PlannerSpec, SpecError, parse_spec, resolve
+
+
+@pytest.mark.parametrize(
+    ("text", "spec"),
+    [
+        ("reference", PlannerSpec("reference")),
+        ("aiter", PlannerSpec("aiter")),
+        ("reference@e4048607", PlannerSpec("reference", "e4048607")),
+        ("reference@v0.1.16.post2", PlannerSpec("reference", "v0.1.16.post2")),
+        ("reference@e4048607:gfx942:80", PlannerSpec("reference", "e4048607", "gfx942", 80)),
+        ("reference:gfx950", PlannerSpec("reference", None, "gfx950")),
+        (
+            "reference@aded0f84+AITER_MLA_META_USE_PARALLEL=1",
+            PlannerSpec("reference", "aded0f84", env=(("AITER_MLA_META_USE_PARALLEL", "1"),)),
+        ),
+        (
+            "reference:gfx942:304+AITER_ENABLE_EXPERIMENTAL=1+AITER_MLA_META_USE_PARALLEL=unset",
+            PlannerSpec(
+                "reference", None, "gfx942", 304, (("AITER_ENABLE_EXPERIMENTAL", "1"), ("AITER_MLA_META_USE_PARALLEL", None))
+            ),
+        ),
+    ],
+)
+def test_specs_parse_and_print_back(text: str, spec: PlannerSpec) -> None:
+    assert parse_spec(text) == spec
+    assert parse_spec(str(spec)) == spec, "str() writes the same notation back"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("referenc", "unknown backend 'referenc'"),
+        ("aiter@e4048607", "@VERSION is for the reference"),
+        ("reference:mi300", "expected BACKEND[@VERSION][:ARCH[:CU]]"),
+        ("reference:gfx90a", "no default CU count for gfx90a"),
+        ("reference+AITER_FOO=1", "AITER_FOO is not a planner env var"),
+        ("reference:gfx942:0", "expected BACKEND"),
+    ],
+)
+def test_bad_specs_say_what_is_wrong(text: str, problem: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(text)
+    assert problem in str(info.value) and repr(text) in str(info.value)
+
+
+def test_device_override_and_env_pins() -> None:
+    spec = parse_spec("reference:gfx942+AITER_MLA_META_USE_PARALLEL=0")
+    assert spec.device_for("gfx950", 256) == ("gfx942", 304), "an arch alone means its full part"
+    assert parse_spec("reference").device_for("gfx950", 256) == ("gfx950", 256), "no override: the case's own device"
+    planner = resolve(spec)
+    env = planner.env_for({"AITER_ENABLE_EXPERIMENTAL": "1", "AITER_MLA_META_USE_PARALLEL": None})
+    assert env == {"AITER_ENABLE_EXPERIMENTAL": "1", "AITER_MLA_META_USE_PARALLEL": "0"}
+
+
+def test_versions_resolve_to_the_versioned_reference() -> None:
+    old = resolve("reference@aded0f84")
+    assert str(old.module.version) == "aded0f84" and "aded0f84" in old.label
+    with pytest.raises(SpecError) as info:
+        resolve("reference@deadbeef")
+    assert "e4048607" in str(info.value), "an unknown version lists the known ones"
+
+
+def test_live_aiter_that_cannot_run_here_is_a_spec_error() -> None:
+    pytest.importorskip("torch")
+    try:
+        import aiter  # noqa: F401
+    except Exception:
+        with pytest.raises(SpecError) as info:
+            resolve("aiter")
+        assert "aiter" in str(info.value)
+    else:
+        pytest.skip("aiter imports here")
