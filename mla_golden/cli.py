@@ -639,6 +639,8 @@ def versions(
         out.print(f"\n{v.name}  {v.date}  {v.commit}  [{', '.join(v.tags) or 'no release tag'}]{newest}", markup=False)
         for change in v.changes:
             out.print(f"  - {change}", markup=False)
+
+
 # ---------------------------------------------------------------- sweep
 
 
