@@ -10,6 +10,7 @@ differ or the checks against real aiter data.
 from __future__ import annotations
 
 import gzip
+import inspect
 import json
 import os
 from collections.abc import Iterator
@@ -21,6 +22,17 @@ import pytest
 import torch
 
 from mla_golden.call import Call
+from mla_golden.capture import planner_env
+from mla_golden.reference import (
+    UNDEFINED_PLACEHOLDER,
+    AiterCheckError,
+    BufferTooSmallError,
+    UndefinedResultError,
+    UnknownVersionError,
+    allow_undefined,
+    device,
+)
+from mla_golden.reference.versions import resolve
 from mla_golden.schema import canonical_params, implied_input, schema_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,9 +279,6 @@ class VersionCase:
 
 def _version_of(commit: str) -> str | None:
     """The ported version whose planner ``commit`` carries, None if none."""
-    from mla_golden.reference import UnknownVersionError
-    from mla_golden.reference.versions import resolve
-
     try:
         return resolve(commit).name
     except UnknownVersionError:
@@ -347,9 +356,6 @@ def call_arguments(call: dict) -> tuple[list, dict]:
 
 def replay(module: object, case: VersionCase, buffers: dict[str, torch.Tensor]) -> None:
     """Call ``case`` on ``module`` (a reference version) on the case's device and env."""
-    from mla_golden.capture import planner_env
-    from mla_golden.reference import device
-
     args, kwargs = call_arguments(case.call)
     order = MLA_BUFFER_NAMES if case.op == "get_mla_metadata_v1" else PS_BUFFER_NAMES
     dev = case.device
@@ -363,11 +369,6 @@ def sizing(module: object, case: VersionCase) -> list[tuple[tuple[int, ...], tor
     Arguments the helper does not take are left out (33d168a0's has no
     ``max_split_per_batch``; an old caller could not pass one).
     """
-    import inspect
-
-    from mla_golden.capture import planner_env
-    from mla_golden.reference import device
-
     helper = getattr(module, "get_mla_metadata_info_v1" if case.op == "get_mla_metadata_v1" else "get_ps_metadata_info_v1")
     accepted = inspect.signature(helper).parameters
     call = {k: torch_dtype(v) if k.endswith("dtype") else v for k, v in case.expected["buffers"]["sizing_call"].items() if k in accepted}
@@ -421,13 +422,6 @@ def check_case(module: object, case: VersionCase) -> None:
     undefined). Nothing is written when the call raises.
     """
     __tracebackhide__ = True
-    from mla_golden.reference import (
-        UNDEFINED_PLACEHOLDER,
-        AiterCheckError,
-        BufferTooSmallError,
-        UndefinedResultError,
-        allow_undefined,
-    )
 
     expected_side = case.expected
     buffers = alloc_buffers(expected_side["buffers"], CANARY)

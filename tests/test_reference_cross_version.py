@@ -29,6 +29,7 @@ from conformance import (
     VersionCase,
     conformance_files,
     file_stem,
+    records,
     replay,
     sizing,
     version_cases,
@@ -36,11 +37,13 @@ from conformance import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mla_golden.capture import planner_env
 from mla_golden.reference import (
     AiterCheckError,
     BufferTooSmallError,
     allow_undefined,
     at,
+    device,
 )
 from mla_golden.schema import OUTPUTS
 
@@ -86,8 +89,6 @@ CROSS_FILES = [file_stem(path) for path in conformance_files("cross_version-")]
 
 @pytest.mark.parametrize("stem", CROSS_FILES)
 def test_versions_differ_exactly_where_aiter_did(stem: str) -> None:
-    from conformance import records
-
     recs = {rec["case_id"]: rec for rec in records(stem)}
     old_cases = [c for c in version_cases() if c.source.endswith(stem) and c.case_id in recs]
     assert len(old_cases) == len(recs)
@@ -115,13 +116,13 @@ FP8 = {"gfx942": torch.float8_e4m3fnuz, "gfx950": torch.float8_e4m3fn}
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    device=st.sampled_from([("gfx942", 304), ("gfx950", 256), ("gfx942", 80)]),
+    gpu=st.sampled_from([("gfx942", 304), ("gfx950", 256), ("gfx942", 80)]),
     kv_lens=st.lists(st.integers(1, 6000), min_size=1, max_size=300),
     heads_fp8=st.sampled_from([(16, False), (16, True), (128, True)]),
     parallel=st.sampled_from([None, "0"]),
 )
 def test_versions_agree_where_no_rule_differs(
-    device: tuple[str, int], kv_lens: list[int], heads_fp8: tuple[int, bool], parallel: str | None
+    gpu: tuple[str, int], kv_lens: list[int], heads_fp8: tuple[int, bool], parallel: str | None
 ) -> None:
     """Single-token causal decode with 16 heads (or fp8 128): v0.1.16.post2, aded0f84 and e4048607 plan alike.
 
@@ -129,17 +130,14 @@ def test_versions_agree_where_no_rule_differs(
     robin), and the parallel planner that aded0f84 and e4048607 pick for it
     (AITER_MLA_META_USE_PARALLEL unset) must equal v0.1.16.post2's serial one.
     """
-    from mla_golden.capture import planner_env
-    from mla_golden.reference import device as on_device
-
-    arch, cu_num = device
+    arch, cu_num = gpu
     heads, fp8 = heads_fp8
     dtype = FP8[arch] if fp8 else torch.bfloat16
     batch = len(kv_lens)
     plans = []
     for version in ("v0.1.16.post2", "aded0f84", "e4048607"):
         module = at(version)
-        with planner_env({"AITER_MLA_META_USE_PARALLEL": parallel}), on_device(arch, cu_num):
+        with planner_env({"AITER_MLA_META_USE_PARALLEL": parallel}), device(arch, cu_num):
             info = at("e4048607").get_mla_metadata_info_v1(batch, 1, heads, dtype, dtype, False)
             buffers = {
                 name: torch.full(shape if isinstance(shape, tuple) else (shape,), CANARY, dtype=dt)

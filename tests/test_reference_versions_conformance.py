@@ -27,6 +27,7 @@ from conformance import (
     version_params,
 )
 
+from mla_golden.capture import planner_env
 from mla_golden.reference import at, device, versions
 from mla_golden.reference.mla_v1 import _aiter_dtype_id, plan_mla_metadata_v1
 from mla_golden.schema import OUTPUTS
@@ -83,8 +84,6 @@ def test_planner_internals(case: VersionCase) -> None:
     inputs = input_tensors(call)
     args, kwargs = call["args"], call["kwargs"]
     dev = case.device
-    from mla_golden.capture import planner_env
-
     with planner_env(case.env), device(dev["arch"], dev["cu_num"], warp_size=dev["warp_size"], lds_bytes=dev["lds_bytes"]):
         dispatch = plan_mla_metadata_v1(
             inputs["seqlens_qo_indptr"],
