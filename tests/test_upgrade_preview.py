@@ -348,3 +348,23 @@ def test_goldens_older_than_versions_read_as_the_version_they_name():
     assert code == 0 and report["results"][0]["notes"][0] == (
         f"replayed on reference@{NEW}, the planner version that recorded this golden"
     )
+
+
+def test_the_readme_upgrade_preview_is_what_a_run_shows(tmp_path, monkeypatch):
+    """README "What changes if we bump aiter?": its commands give the counts and cause it shows, and its snippet runs."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## What changes if we bump aiter?") :]
+    section = section[: section.index("\n## ")]
+    monkeypatch.chdir(tmp_path)
+    code, _, _ = cli("record", "--backend", "reference@v0.1.16.post2", "--out", "goldens-0.1.16", "--quiet")
+    assert code == 0
+    code, report = cli_json("diff", "goldens-0.1.16", "--backend", "reference@v0.1.20")
+    label = "planner behaviour change reference@62028796 -> reference@e4048607"
+    assert code == 1 and report["summary"] == {"equal": 114, "diverged": 6}
+    assert [(g["label"], g["count"]) for g in report["by_cause"]] == [(label, 6)]
+    shown = re.sub(r"\s+", " ", section)
+    assert "│ equal │ 114 │" in shown and "│ diverged │ 6 │" in shown and f"│ {label} │ 6 │" in shown
+    [snippet] = re.findall(r"^```python\n(.*?)^```", section, flags=re.S | re.M)
+    namespace: dict[str, Any] = {}
+    exec(compile(snippet, "README.md", "exec"), namespace)
+    assert str(namespace["preview"].planner) == "reference@62028796 -> reference@e4048607"
