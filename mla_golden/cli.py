@@ -379,7 +379,7 @@ def _drawn(results: list[Result], limit: int) -> list[Result]:
 def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
     """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs."""
     from mla_golden.files import atomic_write
-    from mla_golden.html import Entry, render_html
+    from mla_golden.html import Entry, render_diff_page
 
     drawn = {id(r) for r in _drawn(results, HTML_MAX_PICTURES)}
     entries = []
@@ -390,7 +390,7 @@ def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
             entries.append(Entry(r.key))
         else:
             entries.append(Entry(r.key, problem=f"{r.status}: {r.message}"))
-    atomic_write(path, render_html(entries, title="mla-golden diff"))
+    atomic_write(path, render_diff_page(entries))
     _say(f"HTML report: {path}", quiet)
 
 
@@ -495,9 +495,9 @@ def show(
         raise typer.Exit(EXIT_BAD) from exc
     if html is not None:
         from mla_golden.files import atomic_write
-        from mla_golden.html import Entry, render_html
+        from mla_golden.html import render_show_page
 
-        atomic_write(html, render_html([Entry(loaded.key, expected=loaded.call)], title=f"mla-golden show {loaded.key}"))
+        atomic_write(html, render_show_page(loaded.key, loaded.call, cu=cu, work=work))
         _say(f"HTML picture: {html}")
     if png is not None:
         from mla_golden.plot import PlotExtraMissing, save_png

@@ -1,42 +1,69 @@
-"""A picture of a schedule: one self-contained HTML file (inline CSS and SVG, no network).
+"""Reports as one self-contained HTML file (inline CSS and SVG, no script, no network).
 
-Each CU part is a row of its work items drawn to scale by kv length and
-coloured by batch; split works carry a dark left edge; divergent works are outlined
-in red, beside the text report. Every work rect carries ``data-work`` (its
-work_info_set row) and ``data-side``, so the file can be checked by parsing.
+Pages lead with the answer: a tree's divergences grouped by cause, then each
+divergent call's verdict in words (cause, fields and first indices, the
+divergent work items and reduce groups decoded), then where it changed: the
+divergent CU parts enlarged with a few neighbours, expected beside actual at
+one scale, every divergent work outlined and labelled. The full schedules
+follow, collapsed. ``show`` and ``check`` pages draw one schedule the same way.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
-from collections.abc import Set as AbstractSet
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import torch
-
 from mla_golden.call import Call
-from mla_golden.differ import Diff
-from mla_golden.geometry import batch_colour, works_by_cu
-from mla_golden.report import render_text
+from mla_golden.differ import Diff, FieldDiff, WorkItemDiff
+from mla_golden.geometry import geometry
+from mla_golden.report import GEOMETRY_ROWS, render_text
+from mla_golden.svg import SIDE_WIDTH, draw
+from mla_golden.views import diff_marks, focus, moved_parts, parts_of, schedule
 
-_WIDTH = 880
-_ROW = 7
-_CSS = """
-body{font:13px/1.4 system-ui,sans-serif;margin:16px;color:#222}
-h1{font-size:18px} h2{font-size:15px;margin-top:28px}
-.pair{display:flex;gap:16px;align-items:flex-start;flex-wrap:wrap}
-.side{flex:0 0 auto} pre{background:#f6f6f6;padding:8px;overflow:auto;max-width:900px;font-size:11px}
-table.summary td,table.summary th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}
-.equal{color:#2a7a2a} .diverged{color:#b00020} .bad{color:#8a5a00}
-rect.work.divergent{stroke:#e00000;stroke-width:1.5}
-.legend span{display:inline-block;margin-right:12px}
+#: Divergent work items listed in a verdict before the rest are folded away (the pictures mark all).
+VERDICT_WORKS = 4
+#: Calls linked from one group of the summary.
+GROUP_LINKS = 30
+
+_CSS = f"""
+body{{font:13px/1.45 system-ui,sans-serif;margin:16px;color:#222;max-width:{2 * SIDE_WIDTH + 60}px}}
+h1{{font-size:18px;margin:0 0 4px}} h2{{font-size:15px;margin:0 0 6px}} h3{{font-size:13px;margin:10px 0 4px}}
+section.call{{border-top:2px solid #ccc;padding-top:10px;margin-top:18px}}
+.legend{{color:#555;font-size:12px;margin:0 0 8px}} .legend span{{margin-right:14px;white-space:nowrap}}
+.facts{{display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start}}
+.verdict .headline{{font-size:14px;margin:0 0 4px}}
+.verdict ul{{margin:2px 0 6px 18px;padding:0}}
+table{{border-collapse:collapse;font-size:12px;margin:2px 0 6px}}
+td,th{{padding:1px 7px;border-bottom:1px solid #e3e3e3;text-align:right;white-space:nowrap}}
+th{{font-weight:600;background:#f4f4f4;text-align:left}} td.l{{text-align:left}}
+td.changed{{background:#ffd6d6;font-weight:600}}
+.equal{{color:#2a7a2a}} .diverged{{color:#b00020;font-weight:600}} .bad{{color:#8a5a00}}
+.pair{{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}}
+figure.side{{margin:0;flex:0 0 auto}}
+details{{margin:8px 0}} summary{{cursor:pointer;color:#1a4f9c}}
+pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:11px}}
+svg.schedule text{{font-family:system-ui,sans-serif}}
+svg .head{{font-size:11px;fill:#444}} svg .gap{{font-size:10px;fill:#777}}
+svg .cu{{fill:#555}} svg .cu.marked{{fill:#d00000;font-weight:bold}}
+svg .stripe{{fill:#f3f3f3}} svg .split{{fill:#333;pointer-events:none}}
+svg .outline{{fill:none;stroke:#e00000;stroke-width:2;pointer-events:none}}
+svg .wi{{font-size:10px;fill:#222;pointer-events:none}}
+svg .mark-label{{font-size:11px;fill:#a00000}} svg .leader{{stroke:#e00000;stroke-width:1}}
 """
+
+
+def _legend(marked: str) -> str:
+    return (
+        '<p class="legend"><span>one row per CU part</span><span>width = kv length (one scale per picture)</span>'
+        "<span>colour = batch</span><span>dark left edge = split work</span>"
+        f'<span style="color:#e00000">red outline = {marked}</span><span>hover a work for its fields</span></p>'
+    )
 
 
 @dataclass
 class Entry:
-    """One call on the summary page: what was compared and the verdict."""
+    """One call on a diff page: what was compared and the verdict."""
 
     name: str
     diff: Diff | None = None
@@ -45,99 +72,287 @@ class Entry:
     problem: str | None = None  # a golden that could not be used
 
 
-def divergent_rows(expected: Call, actual: Call) -> set[int]:
-    """work_info_set rows written or valued differently on the two sides (all of them, not a sample)."""
-    if expected.error is not None or actual.error is not None:
-        return set()
-    ve, va = expected.outputs["work_info_set"], actual.outputs["work_info_set"]
-    we, wa = expected.written["work_info_set"], actual.written["work_info_set"]
-    rows = max(ve.shape[0], va.shape[0])
-
-    def pad(t: torch.Tensor) -> torch.Tensor:
-        return torch.cat([t, torch.zeros((rows - t.shape[0], t.shape[1]), dtype=t.dtype)]) if t.shape[0] < rows else t
-
-    ve, va, we, wa = pad(ve), pad(va), pad(we), pad(wa)
-    bad = (we != wa) | (we & wa & (ve != va))
-    return set(bad.any(dim=1).nonzero().reshape(-1).tolist())
+# ---------------------------------------------------------------- small pieces
 
 
-def _colour(batch: int) -> str:
-    hue, saturation, lightness = batch_colour(batch)
-    return f"hsl({hue:.0f},{saturation:.0%},{lightness:.0%})"
+def _e(value: object) -> str:
+    return html.escape(str(value))
 
 
-def schedule_svg(call: Call, side: str, highlight: AbstractSet[int] = frozenset()) -> str:
-    """The SVG of one call's schedule."""
-    if call.error is not None:
-        return f'<p class="bad">{side}: the planner raised: {html.escape(call.error)}</p>'
-    per_cu = works_by_cu(call)
-    longest = max((sum(max(w.kv_len, 1) for w in works) for works in per_cu), default=1) or 1
-    scale = (_WIDTH - 60) / longest
-    height = len(per_cu) * _ROW + 20
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" data-side="{side}">']
-    parts.append(f'<text x="0" y="10" font-size="10">{side}: {len(per_cu)} CU parts, widest {longest} kv</text>')
-    for cu, works in enumerate(per_cu):
-        y = 16 + cu * _ROW
-        if cu % 16 == 0:
-            parts.append(f'<text x="0" y="{y + _ROW - 1}" font-size="7">{cu}</text>')
-        x = 40.0
-        for w in works:
-            width = max(max(w.kv_len, 1) * scale, 1.0)
-            cls = "work divergent" if w.index in highlight else "work"
-            tip = (
-                f"work {w.index} cu {cu}: batch {w.batch_idx} q [{w.qo_start},{w.qo_end}) "
-                f"kv [{w.kv_start},{w.kv_end}) offset {w.kv_offset} partial {w.partial_qo_loc}"
-            )
-            parts.append(
-                f'<rect class="{cls}" data-work="{w.index}" data-side="{side}" data-cu="{cu}" x="{x:.1f}" y="{y}" '
-                f'width="{width:.1f}" height="{_ROW - 1}" fill="{_colour(w.batch_idx)}"><title>{html.escape(tip)}</title></rect>'
-            )
-            if w.split:
-                parts.append(f'<rect x="{x:.1f}" y="{y}" width="{min(width, 3.0):.1f}" height="{_ROW - 1}" fill="#333"/>')
-            x += width
-    parts.append("</svg>")
-    return "".join(parts)
+def _page(title: str, body: Iterable[str], marked: str) -> str:
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+        f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>{_legend(marked)}{''.join(body)}</body></html>"
+    )
 
 
-def _section(entry: Entry, anchor: str) -> str:
-    out = [f'<h2 id="{anchor}">{html.escape(entry.name)}</h2>']
-    if entry.problem:
-        out.append(f'<p class="bad">{html.escape(entry.problem)}</p>')
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(cells) + "</tr>" for cells in rows)
+    return f'<table class="{cls}"><tr>{head}</tr>{body}</table>'
+
+
+def _td(value: object, cls: str = "") -> str:
+    return f'<td class="{cls}">{_e(value)}</td>' if cls else f"<td>{_e(value)}</td>"
+
+
+def _pair(pictures: dict[str, str]) -> str:
+    return '<div class="pair">' + "".join(
+        f'<figure class="side" data-side="{side}">{svg}</figure>' for side, svg in pictures.items()
+    ) + "</div>"  # fmt: skip
+
+
+def _span(parts: list[int]) -> str:
+    """'CU parts 3-7, 40-44' from a sorted list."""
+    runs: list[list[int]] = []
+    for p in parts:
+        if runs and p == runs[-1][1] + 1:
+            runs[-1][1] = p
+        else:
+            runs.append([p, p])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+# ---------------------------------------------------------------- the verdict of one diff
+
+
+def _field_rows(fields: Iterable[FieldDiff]) -> list[list[str]]:
+    rows = []
+    for fd in fields:
+        if fd.equal:
+            continue
+        first = fd.first
+        where = f"{first.index} (flat {first.flat})" if first else "-"
+        change = f"{first.expected} -> {first.actual}" if first else f"{fd.expected_shape} -> {fd.actual_shape}"
+        rows.append([_td(fd.name, "l"), _td(f"{fd.count} of {fd.numel}"), _td(fd.status), _td(where, "l"), _td(change, "l")])
+    return rows
+
+
+def _work_rows(items: Iterable[WorkItemDiff]) -> list[list[str]]:
+    rows = []
+    for item in items:
+        for side, w in (("expected", item.expected), ("actual", item.actual)):
+            head = [_td(item.index if side == "expected" else ""), _td(side, "l")]
+            if w is None:
+                rows.append(head + [_td("-"), _td("(not written)", "l")])
+                continue
+            cells = [_td(w.cu_part if w.cu_part is not None else "-")]
+            cells += [_td(v, "changed" if c in item.changed else "") for c, v in w.columns.items()]
+            rows.append(head + cells)
+    return rows
+
+
+def _works_table(items: list[WorkItemDiff]) -> str:
+    columns = next((list(w.columns) for d in items for w in (d.expected, d.actual) if w is not None), [])
+    return _table(["work", "side", "cu part", *columns], _work_rows(items), "works")
+
+
+def _verdict(diff: Diff, marks: dict[int, str]) -> str:
+    """The answer in words: cause, what changed where, the divergent works and reduce groups decoded."""
+    headline = (
+        f'<p class="headline"><span class="diverged">DIVERGED</span> likely cause: <b>{_e(diff.cause)}</b>'
+        + (f" ({_e(diff.cause_detail)})" if diff.cause_detail else "")
+        + "</p>"
+    )
+    left = []
+    changes = [
+        f"<li>{kind} {_e(c.path)}: {_e(c.expected)} -&gt; {_e(c.actual)}</li>"
+        for kind, items in (("param", diff.params), ("device", diff.device), ("env", diff.env))
+        for c in items
+    ]
+    if diff.error:
+        changes.append(f"<li>error: {_e(diff.error.expected)} -&gt; {_e(diff.error.actual)}</li>")
+    changes += [f'<li class="bad">hazard: {_e(h)}</li>' for h in diff.hazards]
+    if changes:
+        left.append(f"<ul>{''.join(changes)}</ul>")
+    fields = _field_rows([*diff.inputs, *diff.fields])
+    if fields:
+        left.append(_table(["field", "elements differ", "how", "first at", "expected -> actual"], fields, "fields"))
+    if diff.cu_parts:
+        moved = ", ".join(f"{c.cu_part}: {c.expected} -> {c.actual}" for c in diff.cu_parts)
+        left.append(f"<p>CU parts whose work range moved: {_e(moved)}</p>")
+    if diff.work_items:
+        shown, rest = diff.work_items[:VERDICT_WORKS], diff.work_items[VERDICT_WORKS:]
+        left.append(f"<h3>Divergent work items ({len(marks)} in all; changed cells red)</h3>{_works_table(shown)}")
+        if rest:
+            left.append(f"<details><summary>{len(rest)} more decoded</summary>{_works_table(rest)}</details>")
+    if diff.reduce_groups:
+        items = "".join(
+            f"<li>group {g.group} {side}: "
+            + ("(none)" if rg is None else f"qo {_e(rg.qo_range)} &lt;- partials {_e(rg.partials)}")
+            + "</li>"
+            for g in diff.reduce_groups
+            for side, rg in (("expected", g.expected), ("actual", g.actual))
+        )
+        left.append(f"<h3>Divergent reduce groups</h3><ul>{items}</ul>")
+    right = []
+    e_geo, a_geo = diff.geometry.get("expected"), diff.geometry.get("actual")
+    if e_geo is not None and a_geo is not None:
+        rows = [
+            [_td(label, "l"), _td(_geo(getattr(e_geo, attr))), _td(_geo(getattr(a_geo, attr)), "changed")]
+            for label, attr in GEOMETRY_ROWS
+            if getattr(e_geo, attr) != getattr(a_geo, attr)
+        ]
+        right.append(
+            "<h3>Schedule geometry</h3>"
+            + (_table(["", "expected", "actual"], rows, "geometry") if rows else "<p>the same on both sides</p>")
+        )
+    if diff.notes:
+        right.append("<h3>Notes</h3><ul>" + "".join(f"<li>{_e(n)}</li>" for n in diff.notes) + "</ul>")
+    return f'<div class="verdict">{headline}<div class="facts"><div>{"".join(left)}</div><div>{"".join(right)}</div></div></div>'
+
+
+def _geo(value: object) -> str:
+    return "/".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+
+
+# ---------------------------------------------------------------- pictures
+
+
+def _where(sides: dict[str, Call], marks: dict[int, str], marked_parts: set[int], what: str) -> str:
+    """The marked CU parts enlarged with their neighbours, then every CU part, collapsed."""
+    total = max((len(schedule(c)) for c in sides.values()), default=0)
+    out = []
+    rows, left_out = focus(marked_parts, total)
+    if rows:
+        more = f"; {left_out} more marked CU part(s) in the full schedule" if left_out else ""
+        out.append(
+            f'<div class="where"><h3>Where it changed: CU part(s) {_span(sorted(marked_parts & set(rows)))} '
+            f"of {total}, enlarged with neighbours{more}</h3>{_pair(draw(sides, marks, rows, enlarged=True))}</div>"
+        )
+    elif marks or marked_parts:
+        out.append(f"<p>No {what} lies in a CU part's work range; see the full schedule.</p>")
+    out.append(f'<details class="full"><summary>Full schedule: {total} CU parts</summary>{_pair(draw(sides, marks))}</details>')
+    return "".join(out)
+
+
+def _diff_section(entry: Entry, anchor: str) -> str:
+    out = [f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>']
+    if entry.problem or entry.diff is None:
+        out.append(f'<p class="bad">{_e(entry.problem or "not compared")}</p></section>')
         return "".join(out)
-    highlight = divergent_rows(entry.expected, entry.actual) if entry.expected and entry.actual else set()
-    out.append('<div class="pair">')
-    for side, call in (("expected", entry.expected), ("actual", entry.actual)):
-        if call is not None:
-            out.append(f'<div class="side">{schedule_svg(call, side, highlight)}</div>')
-    if entry.diff is not None:
-        out.append(f"<pre>{html.escape(render_text(entry.diff))}</pre>")
+    sides = {side: call for side, call in (("expected", entry.expected), ("actual", entry.actual)) if call is not None}
+    marks = diff_marks(entry.expected, entry.actual) if entry.expected and entry.actual else {}
+    marked_parts = set()
+    for call in sides.values():
+        marked_parts |= parts_of(schedule(call), marks)
+    if entry.expected and entry.actual:
+        marked_parts |= moved_parts(entry.expected, entry.actual)
+    out.append(_verdict(entry.diff, marks))
+    if sides:
+        out.append(_where(sides, marks, marked_parts, "divergent work"))
+    out.append(f"<details class='text'><summary>Plain-text report</summary><pre>{_e(render_text(entry.diff))}</pre></details>")
+    out.append("</section>")
+    return "".join(out)
+
+
+# ---------------------------------------------------------------- grouping
+
+
+def cause_group(diff: Diff) -> str:
+    """The group a divergence is listed under: what changed (which params), or what the planner did."""
+    if diff.params:
+        return "params changed: " + ", ".join(sorted({c.path for c in diff.params}))
+    if diff.device:
+        return "device changed: " + ", ".join(sorted({c.path for c in diff.device}))
+    if diff.env:
+        return "env changed: " + ", ".join(sorted({c.path for c in diff.env}))
+    if diff.cause.startswith("planner behaviour change"):
+        return f"planner behaviour change {diff.cause_detail}".strip()
+    if diff.cause.startswith("written region changed"):
+        return "geometry"
+    if diff.cause.startswith("values only"):
+        return "values only"
+    return diff.cause
+
+
+#: Summary order: what the caller changed first, then what the planner did, then what could not be compared.
+_GROUP_ORDER = (
+    "params changed", "device changed", "env changed", "inputs changed", "planner behaviour change",
+    "error status changed", "capture hazard", "geometry", "values only",
+)  # fmt: skip
+_NOT_COMPARED = "not compared"
+
+
+def _rank(label: str) -> int:
+    return next((i for i, prefix in enumerate(_GROUP_ORDER) if label.startswith(prefix)), len(_GROUP_ORDER))
+
+
+def _groups(entries: list[Entry]) -> tuple[dict[str, list[int]], list[int]]:
+    """Entry indices by cause group (in summary order), and the equal ones."""
+    groups: dict[str, list[int]] = {}
+    equal: list[int] = []
+    for i, entry in enumerate(entries):
+        if entry.problem is not None:
+            groups.setdefault(_NOT_COMPARED, []).append(i)
+        elif entry.diff is None or entry.diff.equal:
+            equal.append(i)
+        else:
+            groups.setdefault(cause_group(entry.diff), []).append(i)
+    order = sorted(groups, key=lambda label: (label == _NOT_COMPARED, _rank(label), label))
+    return {label: groups[label] for label in order}, equal
+
+
+def _summary(entries: list[Entry], groups: dict[str, list[int]], equal: list[int]) -> str:
+    diverged = sum(len(v) for k, v in groups.items() if k != _NOT_COMPARED)
+    out = [
+        f'<div class="summary"><p><b>{len(entries)} call(s)</b>: <span class="diverged">{diverged} diverged</span>, '
+        f'<span class="equal">{len(equal)} equal</span>'
+        + (f', <span class="bad">{len(groups[_NOT_COMPARED])} not compared</span>' if _NOT_COMPARED in groups else "")
+        + "</p>"
+    ]
+    rows = []
+    for label, members in groups.items():
+        links = ", ".join(f'<a href="#e{i}">{_e(entries[i].name)}</a>' for i in members[:GROUP_LINKS])
+        if len(members) > GROUP_LINKS:
+            links += f" and {len(members) - GROUP_LINKS} more"
+        cls = "bad" if label == _NOT_COMPARED else "diverged"
+        rows.append([f'<td class="l {cls}">{_e(label)}</td>', _td(len(members)), f'<td class="l">{links}</td>'])
+    if rows:
+        out.append(_table(["cause", "calls", "which"], rows, "groups"))
+    if equal:
+        names = "".join(f"<li>{_e(entries[i].name)}</li>" for i in equal)
+        out.append(f'<details class="equal-calls"><summary>{len(equal)} equal call(s)</summary><ul>{names}</ul></details>')
     out.append("</div>")
     return "".join(out)
 
 
-def _verdict(entry: Entry) -> tuple[str, str]:
-    if entry.problem:
-        return "bad", "unusable"
-    if entry.diff is None or entry.diff.equal:
-        return "equal", "equal"
-    return "diverged", f"diverged: {entry.diff.cause_label}"
+# ---------------------------------------------------------------- pages
 
 
-def render_html(entries: Iterable[Entry], title: str = "mla-golden report") -> str:
-    """A summary table of every entry, then each entry's picture and report."""
+def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff") -> str:
+    """Divergences grouped by cause (for more than one call), then each divergent call, group by group."""
     entries = list(entries)
-    rows, sections = [], []
-    for i, entry in enumerate(entries):
-        cls, text = _verdict(entry)
-        rows.append(f'<tr><td><a href="#e{i}">{html.escape(entry.name)}</a></td><td class="{cls}">{html.escape(text)}</td></tr>')
-        sections.append(_section(entry, f"e{i}"))
-    legend = (
-        '<p class="legend"><span>width = kv length</span><span>colour = batch</span>'
-        '<span>dark left edge = split work</span><span style="color:#e00000">red outline = divergent work</span></p>'
+    groups, equal = _groups(entries)
+    body = [_summary(entries, groups, equal)] if len(entries) > 1 else []
+    body += [_diff_section(entries[i], f"e{i}") for members in groups.values() for i in members]
+    if len(entries) == 1 and equal:
+        body.append('<p class="equal">EQUAL: nothing differs.</p>')
+    return _page(title, body, "divergent work")
+
+
+def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int | None = None) -> str:
+    """One schedule: its geometry, the chosen CU part or work enlarged, then every CU part."""
+    geo = geometry(call)
+    facts = [
+        f"<p><b>{_e(call.op)}</b> on {_e(call.device.get('arch'))} with {_e(call.device.get('cu_num'))} CUs: "
+        f"{geo.works} works over {geo.cu_parts} CU parts ({geo.idle_cu_parts} idle), {geo.split_works} split, "
+        f"{geo.reduce_groups} reduce group(s), {geo.partial_tiles} partial tile(s)</p>"
+    ]
+    if call.error is not None:
+        facts.append(f'<p class="bad">The planner raised: {_e(call.error)}</p>')
+        return _page(f"mla-golden show {name}", facts, "selected work")
+    per_cu = schedule(call)
+    marks = {work: "selected"} if work is not None else {}
+    chosen = parts_of(per_cu, marks) | ({cu} if cu is not None else set())
+    if chosen:
+        rows, _ = focus(chosen, len(per_cu))
+        facts.append(
+            f'<div class="where"><h3>CU part(s) {_span(sorted(chosen))}, enlarged with neighbours</h3>'
+            f"{_pair(draw({'golden': call}, marks, rows, enlarged=True))}</div>"
+        )
+    facts.append(
+        f'<details class="full" open><summary>Full schedule: {len(per_cu)} CU parts</summary>'
+        f"{_pair(draw({'golden': call}, marks))}</details>"
     )
-    return (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>{legend}"
-        f"<table class='summary'><tr><th>call</th><th>verdict</th></tr>{''.join(rows)}</table>"
-        f"{''.join(sections)}</body></html>"
-    )
+    return _page(f"mla-golden show {name}", facts, "selected work")

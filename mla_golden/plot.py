@@ -15,7 +15,7 @@ from mla_golden.call import Call
 from mla_golden.errors import PlotExtraMissing
 from mla_golden.files import atomic_write
 from mla_golden.geometry import batch_colour, works_by_cu
-from mla_golden.html import divergent_rows
+from mla_golden.views import diff_marks
 
 
 def _pyplot():
@@ -58,7 +58,7 @@ def _draw(ax, call: Call, title: str, highlight: set[int]) -> None:
 def save_png(path: Path | str, expected: Call, actual: Call | None = None, title: str = "") -> None:
     """Draw ``expected`` (and ``actual`` beside it, divergent works marked) into a PNG, atomically."""
     plt = _pyplot()
-    highlight = divergent_rows(expected, actual) if actual is not None else set()
+    highlight = set(diff_marks(expected, actual)) if actual is not None else set()
     panels = [("expected", expected)] + ([("actual", actual)] if actual is not None else [])
     rows = max(len(works_by_cu(c)) if c.error is None else 1 for _, c in panels)
     fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), max(3.0, rows * 0.06 + 1.5)), squeeze=False)

@@ -40,7 +40,7 @@ def _field_line(fd: FieldDiff) -> str:
     return " ".join(parts)
 
 
-_GEOMETRY_ROWS = (
+GEOMETRY_ROWS = (
     ("CU parts", "cu_parts"),
     ("works", "works"),
     ("works per CU part (min/mean/max)", "works_per_cu"),
@@ -59,7 +59,7 @@ def _geometry_table(console: Any, diff: Diff) -> None:
     table = Table(title="schedule geometry", title_justify="left", show_edge=False)
     for header in ("", "expected", "actual"):
         table.add_column(header, justify="right")
-    for label, attr in _GEOMETRY_ROWS:
+    for label, attr in GEOMETRY_ROWS:
         e = getattr(expected, attr) if expected else None
         a = getattr(actual, attr) if actual else None
         mark = "" if e == a else " *"

@@ -361,10 +361,10 @@ def test_html_reports_of_diff_and_show(tree, tmp_path):
     page = tmp_path / "report.html"
     code, _ = cli("diff", other, "--against", tree, "--html", page)
     text = page.read_text()
-    assert code == 1 and 'class="work divergent" data-work="0"' in text and KEY_128 in text
+    assert code == 1 and 'class="work marked" data-work="0"' in text and KEY_128 in text
     picture = tmp_path / "show.html"
     code, _ = cli("show", GoldenStore(tree).path_for(KEY_16), "--html", picture)
-    assert code == 0 and 'class="work"' in picture.read_text() and 'class="work divergent"' not in picture.read_text()
+    assert code == 0 and 'class="work"' in picture.read_text() and 'class="work marked"' not in picture.read_text()
 
 
 def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cleans_up(tmp_path):

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import copy
-import shutil
-import subprocess
 from html.parser import HTMLParser
 
-import pytest
 import torch
 
 import mla_golden
 from mla_golden import reference
-from mla_golden.html import Entry, render_html
+from mla_golden.geometry import works_by_cu
+from mla_golden.html import Entry, render_diff_page, render_show_page
+from mla_golden.views import diff_marks, focus, schedule
 
 
 class _Rects(HTMLParser):
@@ -45,53 +44,82 @@ def _decode_call(heads=16, kv=(0, 700, 1900, 2000, 9000)):
     return spy.calls.one()
 
 
-def test_every_divergent_work_is_drawn_and_marked():
-    expected = _decode_call()
-    actual = _decode_call(kv=(0, 700, 1900, 2100, 9000))  # batch 2 grew: later splits move
-    page = render_html([Entry("decode", mla_golden.diff(expected, actual), expected, actual)])
-    parser = _Rects()
-    parser.feed(page)
-    assert not parser.external and "<script" not in page
-    truth = set()
+def _truth(expected, actual) -> set[int]:
+    """work_info_set rows that differ in value or written state, row by row (the slow obvious way)."""
+    rows = set()
     we, wa = expected.written["work_info_set"], actual.written["work_info_set"]
     for row in range(we.shape[0]):
         if not torch.equal(we[row], wa[row]) or not torch.equal(expected.outputs["work_info_set"][row], actual.outputs["work_info_set"][row]):
-            truth.add(row)
+            rows.add(row)
+    return rows
+
+
+def test_every_divergent_work_is_drawn_and_marked():
+    expected = _decode_call()
+    actual = _decode_call(kv=(0, 700, 1900, 2100, 9000))  # batch 2 grew: later splits move
+    page = render_diff_page([Entry("decode", mla_golden.diff(expected, actual), expected, actual)])
+    parser = _Rects()
+    parser.feed(page)
+    assert not parser.external and "<script" not in page
+    truth = _truth(expected, actual)
     assert truth
     for row in truth:
         for side, call in (("expected", expected), ("actual", actual)):
             if call.written["work_info_set"][row].all():
-                assert "divergent" in parser.works[(side, row)], (side, row)
-    marked = {row for (side, row), cls in parser.works.items() if "divergent" in cls}
+                assert "marked" in parser.works[(side, row)], (side, row)
+    marked = {row for (side, row), cls in parser.works.items() if "marked" in cls}
     assert marked == truth
-    assert len({row for side, row in parser.works if side == "expected"}) == int(we.all(1).sum())
+    assert len({row for side, row in parser.works if side == "expected"}) == int(expected.written["work_info_set"].all(1).sum())
 
 
-def test_equal_calls_mark_nothing_and_summary_lists_problems():
-    call = _decode_call()
-    page = render_html([Entry("same", mla_golden.diff(call, copy.deepcopy(call)), call, call), Entry("broken", problem="x.safetensors: truncated")])
-    parser = _Rects()
-    parser.feed(page)
-    assert parser.works and not any("divergent" in c for c in parser.works.values())
-    assert "x.safetensors: truncated" in page and ">equal<" in page
-
-
-def _browser() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-
-
-@pytest.mark.skipif(_browser() is None, reason="no headless browser installed")
-def test_headless_browser_renders_the_page(tmp_path):
+def test_marks_say_what_changed_in_each_work():
     expected = _decode_call()
     actual = copy.deepcopy(expected)
-    actual.outputs["work_info_set"][1, 5] += 1
-    page = tmp_path / "report.html"
-    page.write_text(render_html([Entry("decode", mla_golden.diff(expected, actual), expected, actual)]))
-    shot = tmp_path / "shot.png"
-    subprocess.run(
-        [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-         "--window-size=1400,1000", page.as_uri()],
-        check=True, timeout=120, capture_output=True,
-    )  # fmt: skip
-    assert shot.stat().st_size > 10_000
+    actual.outputs["work_info_set"][2, 5] += 7  # kv_end
+    actual.outputs["work_info_set"][2, 6] = 3  # kv_offset
+    actual.written["work_info_set"][4] = False
+    actual.outputs["work_info_set"][4] = 0
+    e = expected.outputs["work_info_set"]
+    assert diff_marks(expected, actual) == {
+        2: f"kv_end {int(e[2, 5])} -> {int(e[2, 5]) + 7}, kv_offset {int(e[2, 6])} -> 3",
+        4: "only in expected",
+    }
+    assert diff_marks(expected, copy.deepcopy(expected)) == {}
+
+
+def test_focus_takes_the_first_marked_parts_with_neighbours_inside_the_schedule():
+    assert focus([100, 0, 255], 256, context=2, limit=6) == ([0, 1, 2, 98, 99, 100, 101, 102, 253, 254, 255], 0)
+    assert focus(range(0, 100, 10), 256, context=1, limit=3) == ([0, 1, 9, 10, 11, 19, 20, 21], 7)
+    assert focus([-1, 300], 256) == ([], 0)
+
+
+def test_equal_calls_are_a_count_and_problems_are_listed():
+    call = _decode_call()
+    same = Entry("same", mla_golden.diff(call, copy.deepcopy(call)), call, call)
+    page = render_diff_page([same, Entry("broken", problem="x.safetensors: truncated")])
+    parser = _Rects()
+    parser.feed(page)
+    assert not parser.works  # an equal call is not drawn
+    assert "x.safetensors: truncated" in page and "1 equal call(s)" in page and "not compared" in page
+
+
+def test_a_corrupt_work_indptr_cannot_make_more_works_than_rows():
+    call = _decode_call()
+    rows = call.outputs["work_info_set"].shape[0]
+    indptr = call.outputs["work_indptr"]
+    indptr[1::2] = rows  # every other CU part claims every row
+    indptr[2::2] = 0
+    per_cu = schedule(call)
+    assert sum(len(w) for w in per_cu) <= rows
+    page = render_show_page("corrupt", call, cu=3)
+    parser = _Rects()
+    parser.feed(page)
+    assert len(parser.works) <= rows
+
+
+def test_show_page_marks_the_chosen_work_only():
+    call = _decode_call()
+    work = works_by_cu(call)[5][0].index
+    parser = _Rects()
+    parser.feed(render_show_page("one", call, work=work))
+    assert {row for (_, row), cls in parser.works.items() if "marked" in cls} == {work}
