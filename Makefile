@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install demo test bench clean
+.PHONY: install browser demo test bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -21,11 +21,22 @@ demo: install
 	$(VENV)/bin/mla-golden diff .mla-golden-out --against goldens
 	$(VENV)/bin/mla-golden check goldens
 
+## A headless browser for the HTML layout tests: Debian's chromium, installed where missing when run as root (CI).
+browser:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+	      || echo "warning: could not install chromium: the browser tests will skip (and fail under CI=true)"; \
+	  else \
+	    echo "note: no /usr/bin/chromium (install it: apt-get install chromium): the browser tests will skip (and fail under CI=true)"; \
+	  fi; }
+
 ## The tests (what CI runs).
-test: install
+test: install browser
 	$(VENV)/bin/ruff check mla_golden tests benchmarks
 	$(VENV)/bin/mypy mla_golden
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -rs -n 2 tests
 
 ## Benchmarks: ratios against baselines measured in the same run.
 bench: install

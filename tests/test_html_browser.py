@@ -1,0 +1,217 @@
+"""The HTML reports as a reader sees them: loaded in headless Chromium, layout measured from the rendered page.
+
+Needs a browser (``make test`` installs Debian's ``chromium`` where it is
+missing). Without one these tests fail under CI=true and skip elsewhere with
+the reason; screenshots are kept in ``.artifacts/browser/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from browser import ARTIFACTS, Browser, find_browser
+from typer.testing import CliRunner
+
+from mla_golden.cli import app
+from mla_golden.geometry import works_by_cu
+from mla_golden.store import Golden, GoldenStore
+
+ROOT = Path(__file__).resolve().parent.parent
+SCREEN = (1400, 900)
+#: A shipped 256-CU decode golden (gfx950) and two neighbours for the tree.
+FOLDER = "decode/dsv3-tp/gfx950-cu256"
+KEY = f"{FOLDER}/h16-fp8-q1-b128-jitter8192-p1"
+OTHERS = [f"{FOLDER}/h{h}-{dtype}-q1-b128-jitter8192-p1" for h, dtype in ((32, "fp8"), (64, "fp8"), (16, "bf16"), (32, "bf16"))]
+KV_END = 5  # work_info_set column
+
+
+def _require_browser() -> str:
+    """The browser to use; without one, fail under CI=true and skip (saying why) elsewhere."""
+    executable = find_browser()
+    if executable is None:
+        message = "no headless browser (chromium) found: the HTML layout is NOT tested. Install it: apt-get install chromium"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + " (CI=true: CI must have one; make test installs it as root)")
+        pytest.skip(message)
+    return executable
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser(_require_browser()) as b:
+        yield b
+
+
+def _copy_tree(dest: Path, keys: list[str]) -> Path:
+    for key in keys:
+        target = dest / f"{key}.safetensors"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "goldens" / f"{key}.safetensors", target)
+    return dest
+
+
+def _rewrite(root: Path, key: str, change) -> None:
+    store = GoldenStore(root)
+    golden = store.read(key)
+    change(golden.call)
+    assert store.write(Golden(key, golden.call), update=True).value == "updated"
+
+
+def _cli(*args: object) -> int:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code
+
+
+def _box(b: Browser, selector: str) -> dict:
+    """The bounding box of the first element matching ``selector`` (page coordinates, at scroll 0)."""
+    box = b.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
+                     "return e && JSON.parse(JSON.stringify(e.getBoundingClientRect())); })()")  # fmt: skip
+    assert box is not None, f"nothing matches {selector}"
+    return box
+
+
+def _boxes(b: Browser, selector: str) -> list[dict]:
+    return b.evaluate(f"Array.from(document.querySelectorAll({json.dumps(selector)})).map(e => "
+                      "Object.assign(JSON.parse(JSON.stringify(e.getBoundingClientRect())), "
+                      "{work: e.getAttribute('data-work'), cu: e.getAttribute('data-cu'), text: e.textContent}))")  # fmt: skip
+
+
+def _visible(box: dict) -> bool:
+    return box["width"] > 0 and box["height"] > 0 and box["left"] >= 0 and box["top"] >= 0 and \
+        box["right"] <= SCREEN[0] and box["bottom"] <= SCREEN[1]  # fmt: skip
+
+
+def _open(b: Browser, page: Path, shot: str) -> None:
+    b.open(page.as_uri(), *SCREEN)
+    assert b.evaluate("[window.scrollY, innerWidth, innerHeight]") == [0, *SCREEN]
+    b.screenshot(ARTIFACTS / f"{shot}.png")
+
+
+@pytest.fixture
+def flipped(tmp_path) -> tuple[Path, Path, int, int]:
+    """Trees A (expected) and B (actual): one kv_end in CU part 127 of a 256-CU golden made longer; returns (A, B, work, cu)."""
+    expected = _copy_tree(tmp_path / "A", [KEY, *OTHERS])
+    actual = _copy_tree(tmp_path / "B", [KEY, *OTHERS])
+    call = GoldenStore(expected).read(KEY).call
+    per_cu = works_by_cu(call)
+    assert len(per_cu) == 256
+    work = per_cu[127][0].index
+
+    def longer(c) -> None:
+        c.outputs["work_info_set"][work, KV_END] += 400
+
+    _rewrite(actual, KEY, longer)
+    return expected, actual, work, 127
+
+
+def test_one_element_change_is_answered_in_the_first_screen(browser, flipped, tmp_path):
+    expected, actual, work, cu = flipped
+    page = tmp_path / "report.html"
+    assert _cli("diff", actual, "--against", expected, "--html", page) == 1
+    _open(browser, page, "diff-one-element")
+
+    summary, verdict = _box(browser, ".summary"), _box(browser, "section.call .verdict")
+    left, right = _box(browser, ".where figure[data-side=expected]"), _box(browser, ".where figure[data-side=actual]")
+    # the answer first: summary, then the verdict in words, then the pictures
+    assert summary["bottom"] <= verdict["top"] and verdict["bottom"] <= min(left["top"], right["top"])
+    assert "kv_end" in browser.evaluate("document.querySelector('section.call .verdict').innerText")
+    # expected beside actual, both whole at 1400 px
+    assert abs(left["top"] - right["top"]) < 1 and left["right"] <= right["left"] and right["right"] <= SCREEN[0]
+    # the divergent work: outlined on both sides, in the first screen, labelled with what changed
+    marked = _boxes(browser, ".where rect.work.marked")
+    assert {(m["work"], m["cu"]) for m in marked} == {(str(work), str(cu))} and len(marked) == 2
+    assert all(_visible(m) for m in marked)
+    labels = _boxes(browser, ".where text.mark-label")
+    assert len(labels) == 2 and all(_visible(label) for label in labels)
+    assert all(f"work {work}" in label["text"] and "kv_end" in label["text"] for label in labels)
+    # a row per CU part with its index: the divergent part and its neighbours
+    rows = {int(t["text"]) for t in _boxes(browser, ".where figure[data-side=expected] text.cu")}
+    assert rows == set(range(cu - 2, cu + 3))
+    # one scale: the longer kv range is drawn longer by the same kv-per-pixel as the rest
+    by_side = {m["work"] + side: m["width"] for side in ("expected", "actual")
+               for m in _boxes(browser, f".where rect.work[data-side={side}][data-cu='{cu + 1}']")}  # fmt: skip
+    assert by_side and all(by_side[k] == by_side[k.replace("expected", "actual")] for k in by_side if "expected" in k)
+    e_work, a_work = (m for m in marked if m["left"] < right["left"]), (m for m in marked if m["left"] >= right["left"])
+    assert next(a_work)["width"] > next(e_work)["width"]
+    # the full schedule is there, folded away
+    assert browser.evaluate("document.querySelector('details.full').open") is False
+    assert _box(browser, "details.full")["top"] > left["bottom"]
+
+
+def test_tree_diff_opens_with_divergences_grouped_by_cause(browser, flipped, tmp_path):
+    expected, actual, work, _ = flipped
+    h32, h64, bf16, _ = OTHERS
+
+    def params(c) -> None:
+        c.params["num_heads_per_head_k"] = 99
+
+    def unwritten(c) -> None:  # geometry: a work no longer written
+        c.written["work_info_set"][3] = False
+        c.outputs["work_info_set"][3] = 0
+
+    def other_planner(c) -> None:  # same params, another planner, other values
+        c.provenance["backend"] = "aiter"
+        c.outputs["work_info_set"][0, KV_END] += 1
+
+    _rewrite(actual, h32, params)
+    _rewrite(actual, h64, unwritten)
+    _rewrite(actual, bf16, other_planner)
+    page = tmp_path / "tree.html"
+    assert _cli("diff", actual, "--against", expected, "--html", page) == 1
+    _open(browser, page, "diff-tree-grouped")
+
+    groups = browser.evaluate("Array.from(document.querySelectorAll('table.groups tr')).slice(1).map(r => "
+                              "[r.cells[0].innerText, +r.cells[1].innerText, Array.from(r.querySelectorAll('a')).map(a => a.getAttribute('href'))])")  # fmt: skip
+    labels = {label: (count, links) for label, count, links in groups}
+    behaviour = "planner behaviour change backend: reference -> aiter"
+    assert set(labels) == {"params changed: num_heads_per_head_k", behaviour, "geometry", "values only"}
+    assert all(count == len(links) == 1 for count, links in labels.values())
+    # each link leads to its call's section
+    for label, (_, (href,)) in labels.items():
+        name = browser.evaluate(f"document.querySelector({json.dumps(href)}).querySelector('h2').innerText")
+        wanted = {"params changed: num_heads_per_head_k": h32, behaviour: bf16, "geometry": h64, "values only": KEY}[label]
+        assert name == wanted
+    # the equal call is a count, folded; it gets no section
+    assert browser.evaluate("document.querySelector('details.equal-calls summary').innerText") == "1 equal call(s)"
+    assert browser.evaluate("document.querySelector('details.equal-calls').open") is False
+    assert browser.evaluate("document.querySelectorAll('section.call').length") == 4
+    summary = _box(browser, ".summary")
+    assert _visible(summary) and summary["bottom"] <= _box(browser, "section.call")["top"]
+
+
+def test_show_page_draws_every_cu_part_with_its_index_and_a_title_on_every_work(browser, tmp_path):
+    tree = _copy_tree(tmp_path / "A", [KEY])
+    call = GoldenStore(tree).read(KEY).call
+    work = works_by_cu(call)[200][0].index
+    page = tmp_path / "show.html"
+    assert _cli("show", tree / f"{KEY}.safetensors", "--work", work, "--html", page) == 0
+    _open(browser, page, "show-work")
+
+    chosen = _boxes(browser, ".where rect.work.marked")
+    assert [(m["work"], m["cu"]) for m in chosen] == [(str(work), "200")] and _visible(chosen[0])
+    full = "details.full svg"
+    assert sorted(int(t["text"]) for t in _boxes(browser, f"{full} text.cu")) == list(range(256))
+    rects = browser.evaluate(
+        f"Array.from(document.querySelectorAll('{full} rect.work')).map(r => r.querySelector('title') ? r.querySelector('title').textContent : null)"
+    )
+    written = int(call.written["work_info_set"].all(1).sum())
+    assert len(rects) == written and all(t and t.startswith("work ") for t in rects)
+    # rows are readable: the index labels of neighbouring CU parts do not overlap
+    tops = [t["top"] for t in _boxes(browser, f"{full} text.cu")]
+    heights = [t["height"] for t in _boxes(browser, f"{full} text.cu")]
+    assert all(b - a >= h * 0.9 for a, b, h in zip(tops, tops[1:], heights))
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_without_a_browser_the_tests_say_so(monkeypatch, ci, outcome):
+    """No browser: a failure under CI=true, a skip naming the reason elsewhere; never a silent pass."""
+    monkeypatch.setenv("MLA_GOLDEN_BROWSER", "/nonexistent/chromium")
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="no headless browser"):
+        _require_browser()
