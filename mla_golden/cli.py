@@ -385,11 +385,11 @@ def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
     entries = []
     for r in results:
         if id(r) in drawn and r.calls is not None:
-            entries.append(Entry(r.key, r.found, *r.calls))
-        elif r.status is Status.EQUAL:
-            entries.append(Entry(r.key))
+            entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls))
+        elif r.status is Status.DIVERGED and r.diff is not None:
+            entries.append(Entry(r.key, "diverged, not drawn", f"the page draws the first {HTML_MAX_PICTURES}"))
         else:
-            entries.append(Entry(r.key, problem=f"{r.status}: {r.message}"))
+            entries.append(Entry(r.key, r.status, r.message))
     atomic_write(path, render_diff_page(entries))
     _say(f"HTML report: {path}", quiet)
 
@@ -422,6 +422,9 @@ def check_(
     format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
     jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
+    html: Annotated[
+        Path | None, typer.Option(help="Also write a self-contained HTML report (works that break an invariant marked).")
+    ] = None,
 ) -> None:
     """Check goldens against what the kernels rely on (coverage, splits, reduce groups), no golden to compare with.
 
@@ -435,7 +438,33 @@ def check_(
         _say("error: no goldens found")
         raise typer.Exit(EXIT_BAD)
     results += _run_items(check_worker, files, (), jobs, quiet, "checking")
+    if html is not None:
+        _write_check_html(html, results, quiet)
     raise typer.Exit(_emit("check", results, format, quiet, {}))
+
+
+def _write_check_html(path: Path, results: list[Result], quiet: bool) -> None:
+    """Write the HTML report of a check run: every result in the summary, the first violated goldens drawn.
+
+    Workers return plain data, so the violated goldens are loaded and checked again here.
+    """
+    from mla_golden.checks import check
+    from mla_golden.files import atomic_write
+    from mla_golden.html import CheckEntry, render_check_page
+    from mla_golden.store import load
+
+    entries, drawn = [], 0
+    for r in results:
+        if r.status is Status.VIOLATED and r.path and drawn < HTML_MAX_PICTURES:
+            call = load(r.path).call
+            entries.append(CheckEntry(r.key, r.status, r.message, call, check(call)))
+            drawn += 1
+        elif r.status is Status.VIOLATED:
+            entries.append(CheckEntry(r.key, "violated, not drawn", f"the page draws the first {HTML_MAX_PICTURES}"))
+        else:
+            entries.append(CheckEntry(r.key, r.status, r.message))
+    atomic_write(path, render_check_page(entries))
+    _say(f"HTML report: {path}", quiet)
 
 
 # ---------------------------------------------------------------- show and list

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mla_golden.call import Call
+from mla_golden.checks import INVARIANTS, CheckResult
 from mla_golden.differ import Diff, FieldDiff, WorkItemDiff
 from mla_golden.geometry import geometry
 from mla_golden.report import GEOMETRY_ROWS, render_text
@@ -63,13 +64,37 @@ def _legend(marked: str) -> str:
 
 @dataclass
 class Entry:
-    """One call on a diff page: what was compared and the verdict."""
+    """One call on a diff page: the run's status for it and, when drawn, what was compared."""
 
     name: str
+    #: 'equal', 'diverged', or what kept it from being compared ('bad', 'only-expected', ...).
+    status: str
+    message: str = ""
     diff: Diff | None = None
     expected: Call | None = None
     actual: Call | None = None
-    problem: str | None = None  # a golden that could not be used
+
+
+@dataclass
+class CheckEntry:
+    """One golden on a check page: the run's status for it and, when drawn, its call and what the check found."""
+
+    name: str
+    #: 'passed', 'violated', or what kept it from being checked ('bad', 'failed').
+    status: str
+    message: str = ""
+    call: Call | None = None
+    result: CheckResult | None = None
+
+
+@dataclass
+class _Group:
+    """A row of a page's summary: a cause (or invariant) and the calls under it."""
+
+    label: str
+    members: list[int]
+    #: Calls that were not compared (or checked) rather than found different.
+    unusable: bool = False
 
 
 # ---------------------------------------------------------------- small pieces
@@ -228,19 +253,16 @@ def _where(sides: dict[str, Call], marks: dict[int, str], marked_parts: set[int]
 
 def _diff_section(entry: Entry, anchor: str) -> str:
     out = [f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>']
-    if entry.problem or entry.diff is None:
-        out.append(f'<p class="bad">{_e(entry.problem or "not compared")}</p></section>')
+    if entry.diff is None or entry.expected is None or entry.actual is None:
+        out.append(f'<p class="bad">{_e(entry.status)}: {_e(entry.message)}</p></section>')
         return "".join(out)
-    sides = {side: call for side, call in (("expected", entry.expected), ("actual", entry.actual)) if call is not None}
-    marks = diff_marks(entry.expected, entry.actual) if entry.expected and entry.actual else {}
-    marked_parts = set()
+    sides = {"expected": entry.expected, "actual": entry.actual}
+    marks = diff_marks(entry.expected, entry.actual)
+    marked_parts = moved_parts(entry.expected, entry.actual)
     for call in sides.values():
         marked_parts |= parts_of(schedule(call), marks)
-    if entry.expected and entry.actual:
-        marked_parts |= moved_parts(entry.expected, entry.actual)
     out.append(_verdict(entry.diff, marks))
-    if sides:
-        out.append(_where(sides, marks, marked_parts, "divergent work"))
+    out.append(_where(sides, marks, marked_parts, "divergent work"))
     out.append(f"<details class='text'><summary>Plain-text report</summary><pre>{_e(render_text(entry.diff))}</pre></details>")
     out.append("</section>")
     return "".join(out)
@@ -266,53 +288,55 @@ def cause_group(diff: Diff) -> str:
     return diff.cause
 
 
-#: Summary order: what the caller changed first, then what the planner did, then what could not be compared.
+#: Summary order: what the caller changed first, then what the planner did.
 _GROUP_ORDER = (
     "params changed", "device changed", "env changed", "inputs changed", "planner behaviour change",
     "error status changed", "capture hazard", "geometry", "values only",
 )  # fmt: skip
-_NOT_COMPARED = "not compared"
 
 
 def _rank(label: str) -> int:
     return next((i for i, prefix in enumerate(_GROUP_ORDER) if label.startswith(prefix)), len(_GROUP_ORDER))
 
 
-def _groups(entries: list[Entry]) -> tuple[dict[str, list[int]], list[int]]:
-    """Entry indices by cause group (in summary order), and the equal ones."""
-    groups: dict[str, list[int]] = {}
+def _diff_groups(entries: list[Entry]) -> tuple[list[_Group], list[int]]:
+    """Entry indices by cause group (in summary order, the unusable last), and the equal ones."""
+    found: dict[tuple[bool, str], list[int]] = {}
     equal: list[int] = []
     for i, entry in enumerate(entries):
-        if entry.problem is not None:
-            groups.setdefault(_NOT_COMPARED, []).append(i)
-        elif entry.diff is None or entry.diff.equal:
+        if entry.status == "equal":
             equal.append(i)
+        elif entry.diff is not None and not entry.diff.equal:
+            found.setdefault((False, cause_group(entry.diff)), []).append(i)
         else:
-            groups.setdefault(cause_group(entry.diff), []).append(i)
-    order = sorted(groups, key=lambda label: (label == _NOT_COMPARED, _rank(label), label))
-    return {label: groups[label] for label in order}, equal
+            found.setdefault((True, entry.status), []).append(i)
+    order = sorted(found, key=lambda key: (key[0], _rank(key[1]), key[1]))
+    return [_Group(label, found[(unusable, label)], unusable) for unusable, label in order], equal
 
 
-def _summary(entries: list[Entry], groups: dict[str, list[int]], equal: list[int]) -> str:
-    diverged = sum(len(v) for k, v in groups.items() if k != _NOT_COMPARED)
+def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: list[int], words: tuple[str, str, str]) -> str:
+    """Counts, one row per group linking to its calls, and the good (equal, passed) calls folded into a count."""
+    column, bad_word, good_word = words
+    flagged = len({i for g in groups if not g.unusable for i in g.members})
+    unusable = sum(len(g.members) for g in groups if g.unusable)
     out = [
-        f'<div class="summary"><p><b>{len(entries)} call(s)</b>: <span class="diverged">{diverged} diverged</span>, '
-        f'<span class="equal">{len(equal)} equal</span>'
-        + (f', <span class="bad">{len(groups[_NOT_COMPARED])} not compared</span>' if _NOT_COMPARED in groups else "")
+        f'<div class="summary"><p><b>{len(entries)} call(s)</b>: <span class="diverged">{flagged} {bad_word}</span>, '
+        f'<span class="equal">{len(good)} {good_word}</span>'
+        + (f', <span class="bad">{unusable} not usable</span>' if unusable else "")
         + "</p>"
     ]
     rows = []
-    for label, members in groups.items():
-        links = ", ".join(f'<a href="#e{i}">{_e(entries[i].name)}</a>' for i in members[:GROUP_LINKS])
-        if len(members) > GROUP_LINKS:
-            links += f" and {len(members) - GROUP_LINKS} more"
-        cls = "bad" if label == _NOT_COMPARED else "diverged"
-        rows.append([f'<td class="l {cls}">{_e(label)}</td>', _td(len(members)), f'<td class="l">{links}</td>'])
+    for group in groups:
+        links = ", ".join(f'<a href="#e{i}">{_e(entries[i].name)}</a>' for i in group.members[:GROUP_LINKS])
+        if len(group.members) > GROUP_LINKS:
+            links += f" and {len(group.members) - GROUP_LINKS} more"
+        cls = "bad" if group.unusable else "diverged"
+        rows.append([f'<td class="l {cls}">{_e(group.label)}</td>', _td(len(group.members)), f'<td class="l">{links}</td>'])
     if rows:
-        out.append(_table(["cause", "calls", "which"], rows, "groups"))
-    if equal:
-        names = "".join(f"<li>{_e(entries[i].name)}</li>" for i in equal)
-        out.append(f'<details class="equal-calls"><summary>{len(equal)} equal call(s)</summary><ul>{names}</ul></details>')
+        out.append(_table([column, "calls", "which"], rows, "groups"))
+    if good:
+        names = "".join(f"<li>{_e(entries[i].name)}</li>" for i in good)
+        out.append(f'<details class="equal-calls"><summary>{len(good)} {good_word} call(s)</summary><ul>{names}</ul></details>')
     out.append("</div>")
     return "".join(out)
 
@@ -323,9 +347,9 @@ def _summary(entries: list[Entry], groups: dict[str, list[int]], equal: list[int
 def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff") -> str:
     """Divergences grouped by cause (for more than one call), then each divergent call, group by group."""
     entries = list(entries)
-    groups, equal = _groups(entries)
-    body = [_summary(entries, groups, equal)] if len(entries) > 1 else []
-    body += [_diff_section(entries[i], f"e{i}") for members in groups.values() for i in members]
+    groups, equal = _diff_groups(entries)
+    body = [_summary(entries, groups, equal, ("cause", "diverged", "equal"))] if len(entries) > 1 else []
+    body += [_diff_section(entries[i], f"e{i}") for group in groups for i in group.members]
     if len(entries) == 1 and equal:
         body.append('<p class="equal">EQUAL: nothing differs.</p>')
     return _page(title, body, "divergent work")
@@ -356,3 +380,68 @@ def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int 
         f"{_pair(draw({'golden': call}, marks))}</details>"
     )
     return _page(f"mla-golden show {name}", facts, "selected work")
+
+
+# ---------------------------------------------------------------- check
+
+
+def check_marks(result: CheckResult) -> dict[int, str]:
+    """Each work that breaks an invariant, and the first thing it breaks."""
+    marks: dict[int, str] = {}
+    for v in result.violations:
+        for work in v.works:
+            marks.setdefault(work, f"{v.invariant}: {v.message}")
+    return marks
+
+
+def _check_verdict(result: CheckResult) -> str:
+    by_invariant: dict[str, list[int]] = {}
+    for i, v in enumerate(result.violations):
+        by_invariant.setdefault(v.invariant, []).append(i)
+    out = [
+        f'<p class="headline"><span class="diverged">VIOLATED</span> {len(result.violations)} violation(s) of '
+        f"{len(by_invariant)} invariant(s): <b>{_e(', '.join(by_invariant))}</b></p><ul>"
+    ]
+    for name, members in by_invariant.items():
+        items = "".join(
+            f"<li>{_e(result.violations[i].where)}: {_e(result.violations[i].message)}</li>" for i in members[:VERDICT_WORKS]
+        )
+        more = f"<li>... {len(members) - VERDICT_WORKS} more</li>" if len(members) > VERDICT_WORKS else ""
+        out.append(f"<li><b>{_e(name)}</b> ({_e(INVARIANTS.get(name, ''))}): {len(members)}<ul>{items}{more}</ul></li>")
+    out.append("</ul>")
+    out += [f'<p class="bad">hazard {_e(h.hazard)}: {_e(h.message)}</p>' for h in result.hazards]
+    out += [f"<p>not checked: {_e(note)}</p>" for note in result.skipped]
+    return f'<div class="verdict">{"".join(out)}</div>'
+
+
+def _check_section(entry: CheckEntry, anchor: str) -> str:
+    out = [f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>']
+    if entry.result is None or entry.call is None:
+        out.append(f'<p class="bad">{_e(entry.status)}: {_e(entry.message)}</p></section>')
+        return "".join(out)
+    marks = check_marks(entry.result)
+    out.append(_check_verdict(entry.result))
+    out.append(_where({"golden": entry.call}, marks, parts_of(schedule(entry.call), marks), "flagged work"))
+    out.append("</section>")
+    return "".join(out)
+
+
+def render_check_page(entries: Iterable[CheckEntry], title: str = "mla-golden check") -> str:
+    """Goldens that break an invariant, grouped by invariant; each one's violations, then its flagged works drawn."""
+    entries = list(entries)
+    found: dict[tuple[bool, str], list[int]] = {}
+    passed: list[int] = []
+    for i, entry in enumerate(entries):
+        if entry.status == "passed":
+            passed.append(i)
+        elif entry.result is not None and not entry.result.ok:
+            for name in dict.fromkeys(v.invariant for v in entry.result.violations):
+                found.setdefault((False, name), []).append(i)
+        else:
+            found.setdefault((True, entry.status), []).append(i)
+    groups = [_Group(label, found[(unusable, label)], unusable) for unusable, label in sorted(found)]
+    body = [_summary(entries, groups, passed, ("invariant", "violated", "passed"))] if len(entries) > 1 else []
+    body += [_check_section(entries[i], f"e{i}") for i in dict.fromkeys(i for g in groups for i in g.members)]
+    if len(entries) == 1 and passed:
+        body.append('<p class="equal">PASSED: every invariant holds.</p>')
+    return _page(title, body, "work that breaks an invariant")

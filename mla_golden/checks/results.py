@@ -50,6 +50,8 @@ class Violation:
     #: Work item / CU part / reduce group / index, in planner terms.
     where: str
     message: str
+    #: The work_info_set rows that break it (what the pictures mark), where it is about works.
+    works: tuple[int, ...] = ()
 
 
 @dataclass
