@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from mla_golden.call import Call
 from mla_golden.checks import INVARIANTS, CheckResult
 from mla_golden.differ import Diff, FieldDiff, WorkItemDiff
-from mla_golden.geometry import geometry
+from mla_golden.geometry import ReduceGroup, geometry
 from mla_golden.report import GEOMETRY_ROWS, render_text
 from mla_golden.svg import SIDE_WIDTH, draw
-from mla_golden.views import diff_marks, focus, moved_parts, parts_of, schedule
+from mla_golden.views import Marks, diff_marks, focus, moved_parts, parts_of, schedule
 
 #: Divergent work items listed in a verdict before the rest are folded away (the pictures mark all).
 VERDICT_WORKS = 4
@@ -32,7 +32,7 @@ body{{font:13px/1.45 system-ui,sans-serif;margin:16px;color:#222;max-width:{2 * 
 h1{{font-size:18px;margin:0 0 4px}} h2{{font-size:15px;margin:0 0 6px}} h3{{font-size:13px;margin:10px 0 4px}}
 section.call{{border-top:2px solid #ccc;padding-top:10px;margin-top:18px}}
 .legend{{color:#555;font-size:12px;margin:0 0 8px}} .legend span{{margin-right:14px;white-space:nowrap}}
-.facts{{display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start}}
+.facts{{display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start}} .facts>div:first-child{{max-width:820px}}
 .verdict .headline{{font-size:14px;margin:0 0 4px}}
 .verdict ul{{margin:2px 0 6px 18px;padding:0}}
 table{{border-collapse:collapse;font-size:12px;margin:2px 0 6px}}
@@ -50,7 +50,7 @@ svg .cu{{fill:#555}} svg .cu.marked{{fill:#d00000;font-weight:bold}}
 svg .stripe{{fill:#f3f3f3}} svg .split{{fill:#333;pointer-events:none}}
 svg .outline{{fill:none;stroke:#e00000;stroke-width:2;pointer-events:none}}
 svg .wi{{font-size:10px;fill:#222;pointer-events:none}}
-svg .mark-label{{font-size:11px;fill:#a00000}} svg .leader{{stroke:#e00000;stroke-width:1}}
+svg .mark-label{{font-size:11px;fill:#a00000;paint-order:stroke;stroke:#fff;stroke-width:3px}} svg .leader{{stroke:#e00000;stroke-width:1}}
 """
 
 
@@ -172,12 +172,13 @@ def _works_table(items: list[WorkItemDiff]) -> str:
     return _table(["work", "side", "cu part", *columns], _work_rows(items), "works")
 
 
-def _verdict(diff: Diff, marks: dict[int, str]) -> str:
+def _verdict(diff: Diff, marks: Marks, moved: int, anchor: str) -> str:
     """The answer in words: cause, what changed where, the divergent works and reduce groups decoded."""
+    itemised = diff.params or diff.device or diff.env  # listed below: the detail would repeat them
     headline = (
         f'<p class="headline"><span class="diverged">DIVERGED</span> likely cause: <b>{_e(diff.cause)}</b>'
-        + (f" ({_e(diff.cause_detail)})" if diff.cause_detail else "")
-        + "</p>"
+        + (f" ({_e(diff.cause_detail)})" if diff.cause_detail and not itemised else "")
+        + f' <a class="jump" href="#{anchor}-where">pictures</a></p>'
     )
     left = []
     changes = [
@@ -194,22 +195,17 @@ def _verdict(diff: Diff, marks: dict[int, str]) -> str:
     if fields:
         left.append(_table(["field", "elements differ", "how", "first at", "expected -> actual"], fields, "fields"))
     if diff.cu_parts:
-        moved = ", ".join(f"{c.cu_part}: {c.expected} -> {c.actual}" for c in diff.cu_parts)
-        left.append(f"<p>CU parts whose work range moved: {_e(moved)}</p>")
+        rows = [[_td(c.cu_part), _td(c.expected, "l"), _td(c.actual, "l")] for c in diff.cu_parts]
+        title = f"CU parts whose work range moved ({moved} in all)"
+        left.append(_folded(title, ["cu part", "works expected", "actual"], rows, "moved"))
     if diff.work_items:
         shown, rest = diff.work_items[:VERDICT_WORKS], diff.work_items[VERDICT_WORKS:]
         left.append(f"<h3>Divergent work items ({len(marks)} in all; changed cells red)</h3>{_works_table(shown)}")
         if rest:
             left.append(f"<details><summary>{len(rest)} more decoded</summary>{_works_table(rest)}</details>")
     if diff.reduce_groups:
-        items = "".join(
-            f"<li>group {g.group} {side}: "
-            + ("(none)" if rg is None else f"qo {_e(rg.qo_range)} &lt;- partials {_e(rg.partials)}")
-            + "</li>"
-            for g in diff.reduce_groups
-            for side, rg in (("expected", g.expected), ("actual", g.actual))
-        )
-        left.append(f"<h3>Divergent reduce groups</h3><ul>{items}</ul>")
+        rows = [[_td(g.group), _td(_group_text(g.expected), "l"), _td(_group_text(g.actual), "l")] for g in diff.reduce_groups]
+        left.append(_folded(f"Divergent reduce groups (the first {len(rows)})", ["group", "expected", "actual"], rows, "reduce"))
     right = []
     e_geo, a_geo = diff.geometry.get("expected"), diff.geometry.get("actual")
     if e_geo is not None and a_geo is not None:
@@ -227,6 +223,20 @@ def _verdict(diff: Diff, marks: dict[int, str]) -> str:
     return f'<div class="verdict">{headline}<div class="facts"><div>{"".join(left)}</div><div>{"".join(right)}</div></div></div>'
 
 
+def _group_text(group: ReduceGroup | None) -> str:
+    return "(none)" if group is None else f"qo {group.qo_range} <- partials {group.partials}"
+
+
+def _folded(title: str, headers: list[str], rows: list[list[str]], cls: str) -> str:
+    """A titled table of its first VERDICT_WORKS rows; the rest folded away beneath it."""
+    out = f"<h3>{_e(title)}</h3>" + _table(headers, rows[:VERDICT_WORKS], cls)
+    if len(rows) > VERDICT_WORKS:
+        out += (
+            f"<details><summary>{len(rows) - VERDICT_WORKS} more</summary>{_table(headers, rows[VERDICT_WORKS:], cls)}</details>"
+        )
+    return out
+
+
 def _geo(value: object) -> str:
     return "/".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
 
@@ -234,7 +244,7 @@ def _geo(value: object) -> str:
 # ---------------------------------------------------------------- pictures
 
 
-def _where(sides: dict[str, Call], marks: dict[int, str], marked_parts: set[int], what: str) -> str:
+def _where(sides: dict[str, Call], marks: Marks, marked_parts: set[int], what: str, anchor: str) -> str:
     """The marked CU parts enlarged with their neighbours, then every CU part, collapsed."""
     total = max((len(schedule(c)) for c in sides.values()), default=0)
     out = []
@@ -242,7 +252,7 @@ def _where(sides: dict[str, Call], marks: dict[int, str], marked_parts: set[int]
     if rows:
         more = f"; {left_out} more marked CU part(s) in the full schedule" if left_out else ""
         out.append(
-            f'<div class="where"><h3>Where it changed: CU part(s) {_span(sorted(marked_parts & set(rows)))} '
+            f'<div class="where" id="{anchor}-where"><h3>Where it changed: CU part(s) {_span(sorted(marked_parts & set(rows)))} '
             f"of {total}, enlarged with neighbours{more}</h3>{_pair(draw(sides, marks, rows, enlarged=True))}</div>"
         )
     elif marks or marked_parts:
@@ -261,8 +271,8 @@ def _diff_section(entry: Entry, anchor: str) -> str:
     marked_parts = moved_parts(entry.expected, entry.actual)
     for call in sides.values():
         marked_parts |= parts_of(schedule(call), marks)
-    out.append(_verdict(entry.diff, marks))
-    out.append(_where(sides, marks, marked_parts, "divergent work"))
+    out.append(_verdict(entry.diff, marks, len(moved_parts(entry.expected, entry.actual)), anchor))
+    out.append(_where(sides, marks, marked_parts, "divergent work", anchor))
     out.append(f"<details class='text'><summary>Plain-text report</summary><pre>{_e(render_text(entry.diff))}</pre></details>")
     out.append("</section>")
     return "".join(out)
@@ -367,7 +377,7 @@ def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int 
         facts.append(f'<p class="bad">The planner raised: {_e(call.error)}</p>')
         return _page(f"mla-golden show {name}", facts, "selected work")
     per_cu = schedule(call)
-    marks = {work: "selected"} if work is not None else {}
+    marks = {work: ["selected"]} if work is not None else {}
     chosen = parts_of(per_cu, marks) | ({cu} if cu is not None else set())
     if chosen:
         rows, _ = focus(chosen, len(per_cu))
@@ -385,12 +395,12 @@ def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int 
 # ---------------------------------------------------------------- check
 
 
-def check_marks(result: CheckResult) -> dict[int, str]:
-    """Each work that breaks an invariant, and the first thing it breaks."""
-    marks: dict[int, str] = {}
+def check_marks(result: CheckResult) -> Marks:
+    """Each work that breaks an invariant, and what it breaks."""
+    marks: Marks = {}
     for v in result.violations:
         for work in v.works:
-            marks.setdefault(work, f"{v.invariant}: {v.message}")
+            marks.setdefault(work, []).append(f"{v.invariant}: {v.message}")
     return marks
 
 
@@ -421,7 +431,7 @@ def _check_section(entry: CheckEntry, anchor: str) -> str:
         return "".join(out)
     marks = check_marks(entry.result)
     out.append(_check_verdict(entry.result))
-    out.append(_where({"golden": entry.call}, marks, parts_of(schedule(entry.call), marks), "flagged work"))
+    out.append(_where({"golden": entry.call}, marks, parts_of(schedule(entry.call), marks), "flagged work", anchor))
     out.append("</section>")
     return "".join(out)
 

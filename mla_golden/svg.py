@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 from mla_golden.call import Call
 from mla_golden.geometry import Work, batch_colour
-from mla_golden.views import schedule
+from mla_golden.views import Marks, schedule
 
 #: Width of one side's picture (two fit side by side in a 1400 px window).
 SIDE_WIDTH = 660
 #: Labels written under one enlarged row before "+N more".
 MAX_LABELS = 4
+#: Facts in one label (all of them are in the hover text).
+LABEL_FACTS = 2
 _CHAR = 6.1  # average glyph width of the 11 px label font, for placing labels
 
 
@@ -77,19 +79,20 @@ def _bands(rows: list[int], total: int, labels: dict[int, int], style: _Style, g
     return bands, y + 4
 
 
-def _tip(w: Work, what: str | None) -> str:
+def _tip(w: Work, what: list[str] | None) -> str:
     text = (
         f"work {w.index} · CU part {w.cu_part} · batch {w.batch_idx} · q [{w.qo_start}, {w.qo_end}) · "
         f"kv [{w.kv_start}, {w.kv_end}) · kv_offset {w.kv_offset} · partial_qo_loc {w.partial_qo_loc}"
     )
-    return f"{text} · changed: {what}" if what else text
+    return f"{text} · {', '.join(what)}" if what else text
 
 
-def _label(w: Work, what: str) -> str:
-    return f"work {w.index} · batch {w.batch_idx} · kv [{w.kv_start}, {w.kv_end}) · {what}"
+def _label(w: Work, what: list[str]) -> str:
+    facts = ", ".join(what[:LABEL_FACTS]) + (f" +{len(what) - LABEL_FACTS} more" if len(what) > LABEL_FACTS else "")
+    return f"work {w.index} · batch {w.batch_idx} · kv [{w.kv_start}, {w.kv_end}) · {facts}"
 
 
-def _row(out: list[str], side: str, band: _Band, works: list[Work], marks: dict[int, str], scale: float, style: _Style) -> None:
+def _row(out: list[str], side: str, band: _Band, works: list[Work], marks: Marks, scale: float, style: _Style) -> None:
     cu = band.cu
     enlarged = style is _ENLARGED
     x0 = float(style.gutter)
@@ -137,9 +140,7 @@ def _row(out: list[str], side: str, band: _Band, works: list[Work], marks: dict[
         out.append(f'<text class="mark-label" x="{x0}" y="{base:.1f}">+{len(marked) - MAX_LABELS} more marked works</text>')
 
 
-def draw(
-    sides: dict[str, Call], marks: dict[int, str], rows: list[int] | None = None, *, enlarged: bool = False
-) -> dict[str, str]:
+def draw(sides: dict[str, Call], marks: Marks, rows: list[int] | None = None, *, enlarged: bool = False) -> dict[str, str]:
     """One picture per side (SVG, or a line saying the planner raised), aligned and at one scale.
 
     ``rows``: the CU parts to draw (None: all); ``marks``: work index -> what to say about it.

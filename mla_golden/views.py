@@ -17,6 +17,9 @@ from mla_golden.call import Call
 from mla_golden.geometry import Work, works_by_cu, written_prefix
 from mla_golden.schema import schema_for
 
+#: Work index -> what to say about it, one short fact each (``"kv_end 50 -> 51"``).
+Marks = dict[int, list[str]]
+
 #: Neighbours drawn on each side of an enlarged CU part.
 CONTEXT = 2
 #: Marked CU parts enlarged at most (the full schedule shows the rest).
@@ -29,10 +32,10 @@ def _padded_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
     return torch.cat([t, torch.zeros((rows - t.shape[0], *t.shape[1:]), dtype=t.dtype)])
 
 
-def diff_marks(expected: Call, actual: Call) -> dict[int, str]:
+def diff_marks(expected: Call, actual: Call) -> Marks:
     """Every work_info_set row written or valued differently on the two sides, and what changed in it.
 
-    All of them, not a sample: ``"kv_end 50 -> 51"``, ``"only in expected"``.
+    All of them, not a sample: ``["kv_end 50 -> 51"]``, ``["only in expected"]``.
     """
     if expected.error is not None or actual.error is not None:
         return {}
@@ -42,16 +45,16 @@ def diff_marks(expected: Call, actual: Call) -> dict[int, str]:
     rows = max(ve.shape[0], va.shape[0])
     ve, va, we, wa = (_padded_rows(t, rows) for t in (ve, va, we, wa))
     bad = (we != wa) | (we & wa & (ve != va))
-    marks: dict[int, str] = {}
+    marks: Marks = {}
     for row in bad.any(dim=1).nonzero().reshape(-1).tolist():
         e_row, a_row = bool(we[row].any()), bool(wa[row].any())
         if not a_row:
-            marks[row] = "only in expected"
+            marks[row] = ["only in expected"]
         elif not e_row:
-            marks[row] = "only in actual"
+            marks[row] = ["only in actual"]
         else:
             changed = bad[row].nonzero().reshape(-1).tolist()
-            marks[row] = ", ".join(f"{columns[c]} {int(ve[row, c])} -> {int(va[row, c])}" for c in changed)
+            marks[row] = [f"{columns[c]} {int(ve[row, c])} -> {int(va[row, c])}" for c in changed]
     return marks
 
 

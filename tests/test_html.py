@@ -81,8 +81,8 @@ def test_marks_say_what_changed_in_each_work():
     actual.outputs["work_info_set"][4] = 0
     e = expected.outputs["work_info_set"]
     assert diff_marks(expected, actual) == {
-        2: f"kv_end {int(e[2, 5])} -> {int(e[2, 5]) + 7}, kv_offset {int(e[2, 6])} -> 3",
-        4: "only in expected",
+        2: [f"kv_end {int(e[2, 5])} -> {int(e[2, 5]) + 7}", f"kv_offset {int(e[2, 6])} -> 3"],
+        4: ["only in expected"],
     }
     assert diff_marks(expected, copy.deepcopy(expected)) == {}
 
