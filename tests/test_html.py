@@ -9,8 +9,9 @@ import torch
 
 import mla_golden
 from mla_golden import reference
+from mla_golden.checks import CheckResult, Violation
 from mla_golden.geometry import works_by_cu
-from mla_golden.html import Entry, render_diff_page, render_show_page
+from mla_golden.html import CheckEntry, Entry, render_check_page, render_diff_page, render_show_page
 from mla_golden.views import diff_marks, focus, schedule
 
 
@@ -121,3 +122,21 @@ def test_show_page_marks_the_chosen_work_only():
     parser = _Rects()
     parser.feed(render_show_page("one", call, work=work))
     assert {row for (_, row), cls in parser.works.items() if "marked" in cls} == {work}
+
+
+def test_check_page_marks_the_works_a_violation_names_and_groups_by_invariant():
+    call = _decode_call()
+    work = works_by_cu(call)[3][0].index
+    violation = Violation("coverage", f"work {work} (CU part 3)", "kv range overlaps work 0", works=(work,))
+    page = render_check_page(
+        [
+            CheckEntry("broken", "violated", "", call, CheckResult(call.op, violations=[violation])),
+            CheckEntry("fine", "passed"),
+            CheckEntry("torn", "bad", "torn.safetensors: truncated"),
+        ]
+    )
+    parser = _Rects()
+    parser.feed(page)
+    assert {row for (_, row), cls in parser.works.items() if "marked" in cls} == {work}
+    assert '<td class="l diverged">coverage</td>' in page and '<td class="l bad">bad</td>' in page
+    assert "1 passed call(s)" in page and "coverage: kv range overlaps work 0" in page
