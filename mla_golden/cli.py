@@ -379,7 +379,7 @@ def _drawn(results: list[Result], limit: int) -> list[Result]:
 def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
     """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs."""
     from mla_golden.files import atomic_write
-    from mla_golden.html import Entry, render_diff_page
+    from mla_golden.html import Entry, cause_group, render_diff_page
 
     drawn = {id(r) for r in _drawn(results, HTML_MAX_PICTURES)}
     entries = []
@@ -387,7 +387,8 @@ def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
         if id(r) in drawn and r.calls is not None:
             entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls))
         elif r.status is Status.DIVERGED and r.diff is not None:
-            entries.append(Entry(r.key, "diverged, not drawn", f"the page draws the first {HTML_MAX_PICTURES}"))
+            not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
+            entries.append(Entry(r.key, r.status, not_drawn, group=cause_group(r.diff)))
         else:
             entries.append(Entry(r.key, r.status, r.message))
     atomic_write(path, render_diff_page(entries))

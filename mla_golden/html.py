@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mla_golden.call import Call
 from mla_golden.checks import INVARIANTS, CheckResult
@@ -24,8 +25,8 @@ from mla_golden.views import Marks, diff_marks, focus, moved_parts, parts_of, sc
 
 #: Divergent work items listed in a verdict before the rest are folded away (the pictures mark all).
 VERDICT_WORKS = 4
-#: Calls linked from one group of the summary.
-GROUP_LINKS = 30
+#: Calls linked from one group of the summary before the rest are folded away.
+GROUP_LINKS = 6
 
 _CSS = f"""
 body{{font:13px/1.45 system-ui,sans-serif;margin:16px;color:#222;max-width:{2 * SIDE_WIDTH + 60}px}}
@@ -37,7 +38,7 @@ section.call{{border-top:2px solid #ccc;padding-top:10px;margin-top:18px}}
 .verdict ul{{margin:2px 0 6px 18px;padding:0}}
 table{{border-collapse:collapse;font-size:12px;margin:2px 0 6px}}
 td,th{{padding:1px 7px;border-bottom:1px solid #e3e3e3;text-align:right;white-space:nowrap}}
-th{{font-weight:600;background:#f4f4f4;text-align:left}} td.l{{text-align:left}}
+th{{font-weight:600;background:#f4f4f4;text-align:left}} td.l{{text-align:left}} td.links{{white-space:normal}}
 td.changed{{background:#ffd6d6;font-weight:600}}
 .equal{{color:#2a7a2a}} .diverged{{color:#b00020;font-weight:600}} .bad{{color:#8a5a00}}
 .pair{{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}}
@@ -73,6 +74,8 @@ class Entry:
     diff: Diff | None = None
     expected: Call | None = None
     actual: Call | None = None
+    #: The cause group it is listed under (default: :func:`cause_group` of ``diff``), for calls not drawn.
+    group: str | None = None
 
 
 @dataclass
@@ -281,21 +284,23 @@ def _diff_section(entry: Entry, anchor: str) -> str:
 # ---------------------------------------------------------------- grouping
 
 
-def cause_group(diff: Diff) -> str:
-    """The group a divergence is listed under: what changed (which params), or what the planner did."""
-    if diff.params:
-        return "params changed: " + ", ".join(sorted({c.path for c in diff.params}))
-    if diff.device:
-        return "device changed: " + ", ".join(sorted({c.path for c in diff.device}))
-    if diff.env:
-        return "env changed: " + ", ".join(sorted({c.path for c in diff.env}))
-    if diff.cause.startswith("planner behaviour change"):
-        return f"planner behaviour change {diff.cause_detail}".strip()
-    if diff.cause.startswith("written region changed"):
+def cause_group(diff: dict[str, Any]) -> str:
+    """The group a divergence is listed under: what changed (which params), or what the planner did.
+
+    Takes the JSON form (``Diff.to_dict()``), which a run's results carry for
+    every divergent call, drawn or not.
+    """
+    for kind in ("params", "device", "env"):
+        if diff[kind]:
+            return f"{kind} changed: " + ", ".join(sorted({c["path"] for c in diff[kind]}))
+    cause = str(diff["cause"])
+    if cause.startswith("planner behaviour change"):
+        return f"planner behaviour change {diff['cause_detail']}".strip()
+    if cause.startswith("written region changed"):
         return "geometry"
-    if diff.cause.startswith("values only"):
+    if cause.startswith("values only"):
         return "values only"
-    return diff.cause
+    return cause
 
 
 #: Summary order: what the caller changed first, then what the planner did.
@@ -316,8 +321,10 @@ def _diff_groups(entries: list[Entry]) -> tuple[list[_Group], list[int]]:
     for i, entry in enumerate(entries):
         if entry.status == "equal":
             equal.append(i)
+        elif entry.group is not None:
+            found.setdefault((False, entry.group), []).append(i)
         elif entry.diff is not None and not entry.diff.equal:
-            found.setdefault((False, cause_group(entry.diff)), []).append(i)
+            found.setdefault((False, cause_group(entry.diff.to_dict())), []).append(i)
         else:
             found.setdefault((True, entry.status), []).append(i)
     order = sorted(found, key=lambda key: (key[0], _rank(key[1]), key[1]))
@@ -337,11 +344,14 @@ def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: 
     ]
     rows = []
     for group in groups:
-        links = ", ".join(f'<a href="#e{i}">{_e(entries[i].name)}</a>' for i in group.members[:GROUP_LINKS])
-        if len(group.members) > GROUP_LINKS:
-            links += f" and {len(group.members) - GROUP_LINKS} more"
+        anchors = [f'<a href="#e{i}">{_e(entries[i].name)}</a>' for i in group.members]
+        links = ", ".join(anchors[:GROUP_LINKS])
+        if len(anchors) > GROUP_LINKS:
+            links += (
+                f"<details><summary>and {len(anchors) - GROUP_LINKS} more</summary>{', '.join(anchors[GROUP_LINKS:])}</details>"
+            )
         cls = "bad" if group.unusable else "diverged"
-        rows.append([f'<td class="l {cls}">{_e(group.label)}</td>', _td(len(group.members)), f'<td class="l">{links}</td>'])
+        rows.append([f'<td class="l {cls}">{_e(group.label)}</td>', _td(len(group.members)), f'<td class="l links">{links}</td>'])
     if rows:
         out.append(_table([column, "calls", "which"], rows, "groups"))
     if good:

@@ -11,7 +11,7 @@ import mla_golden
 from mla_golden import reference
 from mla_golden.checks import CheckResult, Violation
 from mla_golden.geometry import works_by_cu
-from mla_golden.html import CheckEntry, Entry, render_check_page, render_diff_page, render_show_page
+from mla_golden.html import CheckEntry, Entry, cause_group, render_check_page, render_diff_page, render_show_page
 from mla_golden.views import diff_marks, focus, schedule
 
 
@@ -140,3 +140,14 @@ def test_check_page_marks_the_works_a_violation_names_and_groups_by_invariant():
     assert {row for (_, row), cls in parser.works.items() if "marked" in cls} == {work}
     assert '<td class="l diverged">coverage</td>' in page and '<td class="l bad">bad</td>' in page
     assert "1 passed call(s)" in page and "coverage: kv range overlaps work 0" in page
+
+
+def test_divergent_calls_not_drawn_still_count_under_their_cause():
+    call = _decode_call()
+    actual = copy.deepcopy(call)
+    actual.outputs["work_info_set"][1, 5] += 1
+    drawn = Entry("drawn", "diverged", "", mla_golden.diff(call, actual), call, actual)
+    not_drawn = Entry("later", "diverged", "not drawn: the page draws the first 50", group=cause_group(mla_golden.diff(call, actual).to_dict()))
+    page = render_diff_page([drawn, not_drawn, Entry("same", "equal")])
+    assert '<td class="l diverged">values only</td><td>2</td>' in page
+    assert "2 diverged" in page and "not drawn: the page draws the first 50" in page
