@@ -28,6 +28,7 @@ FLAGS = (
     "--headless",
     "--no-sandbox",  # CI runs as root
     "--disable-gpu",
+    "--disable-dev-shm-usage",  # containers often have a small /dev/shm
     "--disable-quic",
     "--no-first-run",
     "--disable-background-networking",
