@@ -17,9 +17,10 @@ from typing import Any
 
 from mla_golden.call import Call
 from mla_golden.checks import INVARIANTS, CheckResult
-from mla_golden.differ import Diff, FieldDiff, WorkItemDiff
+from mla_golden.differ import Cause, Diff, FieldDiff, WorkItemDiff
 from mla_golden.geometry import ReduceGroup, geometry
 from mla_golden.report import GEOMETRY_ROWS, render_text
+from mla_golden.schema import format_cell
 from mla_golden.svg import SIDE_WIDTH, draw
 from mla_golden.views import Marks, diff_marks, focus, moved_parts, parts_of, schedule
 
@@ -165,7 +166,7 @@ def _work_rows(items: Iterable[WorkItemDiff]) -> list[list[str]]:
                 rows.append(head + [_td("-"), _td("(not written)", "l")])
                 continue
             cells = [_td(w.cu_part if w.cu_part is not None else "-")]
-            cells += [_td(v, "changed" if c in item.changed else "") for c, v in w.columns.items()]
+            cells += [_td(format_cell(c, v), "changed" if c in item.changed else "") for c, v in w.columns.items()]
             rows.append(head + cells)
     return rows
 
@@ -290,17 +291,13 @@ def cause_group(diff: dict[str, Any]) -> str:
     Takes the JSON form (``Diff.to_dict()``), which a run's results carry for
     every divergent call, drawn or not.
     """
-    for kind in ("params", "device", "env"):
-        if diff[kind]:
-            return f"{kind} changed: " + ", ".join(sorted({c["path"] for c in diff[kind]}))
-    cause = str(diff["cause"])
-    if cause.startswith("planner behaviour change"):
+    cause = Cause(diff["cause"])
+    if cause in (Cause.PARAMS, Cause.DEVICE, Cause.ENV):
+        kind = {Cause.PARAMS: "params", Cause.DEVICE: "device", Cause.ENV: "env"}[cause]
+        return f"{cause.value}: " + ", ".join(sorted({c["path"] for c in diff[kind]}))
+    if cause in (Cause.PLANNER_GEOMETRY, Cause.PLANNER_VALUES):
         return f"planner behaviour change {diff['cause_detail']}".strip()
-    if cause.startswith("written region changed"):
-        return "geometry"
-    if cause.startswith("values only"):
-        return "values only"
-    return cause
+    return {Cause.GEOMETRY: "geometry", Cause.VALUES: "values only"}.get(cause, cause.value)
 
 
 #: Summary order: what the caller changed first, then what the planner did.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from mla_golden.call import Call
 from mla_golden.geometry import Work, batch_colour
+from mla_golden.schema import format_cell
 from mla_golden.views import Marks, schedule
 
 #: Width of one side's picture (two fit side by side in a 1400 px window).
@@ -79,11 +80,9 @@ def _bands(rows: list[int], total: int, labels: dict[int, int], style: _Style, g
     return bands, y + 4
 
 
-def _tip(w: Work, what: list[str] | None) -> str:
-    text = (
-        f"work {w.index} · CU part {w.cu_part} · batch {w.batch_idx} · q [{w.qo_start}, {w.qo_end}) · "
-        f"kv [{w.kv_start}, {w.kv_end}) · kv_offset {w.kv_offset} · partial_qo_loc {w.partial_qo_loc}"
-    )
+def _tip(w: Work, op: str, what: list[str] | None) -> str:
+    fields = " · ".join(f"{name} {format_cell(name, value)}" for name, value in w.columns(op).items())
+    text = f"work {w.index} · CU part {w.cu_part} · {fields}"
     return f"{text} · {', '.join(what)}" if what else text
 
 
@@ -92,7 +91,7 @@ def _label(w: Work, what: list[str]) -> str:
     return f"work {w.index} · batch {w.batch_idx} · kv [{w.kv_start}, {w.kv_end}) · {facts}"
 
 
-def _row(out: list[str], side: str, band: _Band, works: list[Work], marks: Marks, scale: float, style: _Style) -> None:
+def _row(out: list[str], side: str, op: str, band: _Band, works: list[Work], marks: Marks, scale: float, style: _Style) -> None:
     cu = band.cu
     enlarged = style is _ENLARGED
     x0 = float(style.gutter)
@@ -113,7 +112,7 @@ def _row(out: list[str], side: str, band: _Band, works: list[Work], marks: Marks
         out.append(
             f'<rect class="{klass}" data-work="{w.index}" data-side="{side}" data-cu="{cu}" x="{x:.1f}" y="{band.y}" '
             f'width="{width:.1f}" height="{style.bar}" fill="{colour(w.batch_idx)}">'
-            f"<title>{html.escape(_tip(w, what))}</title></rect>"
+            f"<title>{html.escape(_tip(w, op, what))}</title></rect>"
         )
         if w.split:
             out.append(f'<rect class="split" x="{x:.1f}" y="{band.y}" width="{min(width, 3.0):.1f}" height="{style.bar}"/>')
@@ -176,7 +175,7 @@ def draw(sides: dict[str, Call], marks: Marks, rows: list[int] | None = None, *,
                     f'<text class="gap" x="{style.gutter}" y="{band.y + 11}">⋯ {band.hidden} CU part(s) not shown ⋯</text>'
                 )
                 continue
-            _row(out, side, band, row_works(side, band.cu), marks, scale, style)
+            _row(out, side, call.op, band, row_works(side, band.cu), marks, scale, style)
         out.append("</svg>")
         pictures[side] = "".join(out)
     return pictures

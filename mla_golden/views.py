@@ -15,7 +15,7 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.geometry import Work, works_by_cu, written_prefix
-from mla_golden.schema import schema_for
+from mla_golden.schema import format_cell, schema_for
 
 #: Work index -> what to say about it, one short fact each (``"kv_end 50 -> 51"``).
 Marks = dict[int, list[str]]
@@ -54,7 +54,10 @@ def diff_marks(expected: Call, actual: Call) -> Marks:
             marks[row] = ["only in actual"]
         else:
             changed = bad[row].nonzero().reshape(-1).tolist()
-            marks[row] = [f"{columns[c]} {int(ve[row, c])} -> {int(va[row, c])}" for c in changed]
+            marks[row] = [
+                f"{columns[c]} {format_cell(columns[c], int(ve[row, c]))} -> {format_cell(columns[c], int(va[row, c]))}"
+                for c in changed
+            ]
     return marks
 
 
