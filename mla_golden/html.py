@@ -248,15 +248,15 @@ def _geo(value: object) -> str:
 # ---------------------------------------------------------------- pictures
 
 
-def _where(sides: dict[str, Call], marks: Marks, marked_parts: set[int], what: str, anchor: str) -> str:
-    """The marked CU parts enlarged with their neighbours, then every CU part, collapsed."""
+def _where(sides: dict[str, Call], marks: Marks, marked_parts: set[int], what: str, heading: str, anchor: str) -> str:
+    """The marked CU parts enlarged with their neighbours (under ``heading``), then every CU part, collapsed."""
     total = max((len(schedule(c)) for c in sides.values()), default=0)
     out = []
     rows, left_out = focus(marked_parts, total)
     if rows:
         more = f"; {left_out} more marked CU part(s) in the full schedule" if left_out else ""
         out.append(
-            f'<div class="where" id="{anchor}-where"><h3>Where it changed: CU part(s) {_span(sorted(marked_parts & set(rows)))} '
+            f'<div class="where" id="{anchor}-where"><h3>{heading}: CU part(s) {_span(sorted(marked_parts & set(rows)))} '
             f"of {total}, enlarged with neighbours{more}</h3>{_pair(draw(sides, marks, rows, enlarged=True))}</div>"
         )
     elif marks or marked_parts:
@@ -276,7 +276,7 @@ def _diff_section(entry: Entry, anchor: str) -> str:
     for call in sides.values():
         marked_parts |= parts_of(schedule(call), marks)
     out.append(_verdict(entry.diff, marks, len(moved_parts(entry.expected, entry.actual)), anchor))
-    out.append(_where(sides, marks, marked_parts, "divergent work", anchor))
+    out.append(_where(sides, marks, marked_parts, "divergent work", "Where it changed", anchor))
     out.append(f"<details class='text'><summary>Plain-text report</summary><pre>{_e(render_text(entry.diff))}</pre></details>")
     out.append("</section>")
     return "".join(out)
@@ -438,7 +438,8 @@ def _check_section(entry: CheckEntry, anchor: str) -> str:
         return "".join(out)
     marks = check_marks(entry.result)
     out.append(_check_verdict(entry.result))
-    out.append(_where({"golden": entry.call}, marks, parts_of(schedule(entry.call), marks), "flagged work", anchor))
+    marked = parts_of(schedule(entry.call), marks)
+    out.append(_where({"golden": entry.call}, marks, marked, "flagged work", "Where it breaks", anchor))
     out.append("</section>")
     return "".join(out)
 

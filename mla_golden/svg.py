@@ -24,6 +24,7 @@ MAX_LABELS = 4
 #: Facts in one label (all of them are in the hover text).
 LABEL_FACTS = 2
 _CHAR = 6.1  # average glyph width of the 11 px label font, for placing labels
+_LABEL_CHARS = int(SIDE_WIDTH / _CHAR) - 2  # longer labels are cut (the hover text has it all)
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,10 @@ def _tip(w: Work, op: str, what: list[str] | None) -> str:
 
 
 def _label(w: Work, what: list[str]) -> str:
+    """What a marked work's label says: its place and up to LABEL_FACTS facts, cut to the picture's width."""
     facts = ", ".join(what[:LABEL_FACTS]) + (f" +{len(what) - LABEL_FACTS} more" if len(what) > LABEL_FACTS else "")
-    return f"work {w.index} · batch {w.batch_idx} · kv [{w.kv_start}, {w.kv_end}) · {facts}"
+    text = f"work {w.index} · batch {w.batch_idx} · kv [{w.kv_start}, {w.kv_end}) · {facts}"
+    return text if len(text) <= _LABEL_CHARS else text[: _LABEL_CHARS - 1] + "…"
 
 
 def _row(out: list[str], side: str, op: str, band: _Band, works: list[Work], marks: Marks, scale: float, style: _Style) -> None:

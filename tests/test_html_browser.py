@@ -208,6 +208,25 @@ def test_show_page_draws_every_cu_part_with_its_index_and_a_title_on_every_work(
     assert all(b - a >= h * 0.9 for a, b, h in zip(tops, tops[1:], heights))
 
 
+def test_check_page_shows_the_work_that_breaks_an_invariant_on_the_first_screen(browser, flipped, tmp_path):
+    _, actual, work, cu = flipped  # the longer kv range runs past its batch's end
+    page = tmp_path / "check.html"
+    assert _cli("check", actual, "--html", page) == 1
+    _open(browser, page, "check-violation")
+
+    groups = browser.evaluate(
+        "Array.from(document.querySelectorAll('table.groups tr')).slice(1).map(r => [r.cells[0].innerText, +r.cells[1].innerText])"
+    )
+    assert groups == [["work.kv_range", 1]]
+    assert browser.evaluate("document.querySelector('details.equal-calls summary').innerText") == f"{len(OTHERS)} passed call(s)"
+    verdict, figure = _box(browser, "section.call .verdict"), _box(browser, ".where figure[data-side=golden]")
+    assert verdict["bottom"] <= figure["top"]
+    marked = _boxes(browser, ".where rect.work.marked")
+    assert [(m["work"], m["cu"]) for m in marked] == [(str(work), str(cu))] and _visible(marked[0])
+    (label,) = _boxes(browser, ".where text.mark-label")
+    assert _visible(label) and f"work {work}" in label["text"] and "work.kv_range" in label["text"]
+
+
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
 def test_without_a_browser_the_tests_say_so(monkeypatch, ci, outcome):
     """No browser: a failure under CI=true, a skip naming the reason elsewhere; never a silent pass."""

@@ -52,8 +52,14 @@ class Checker:
         #: Rows already reported for a kv range outside their batch (coverage would repeat it).
         self.bad_kv: set[int] = set()
 
-    def flag(self, invariant: str, where: str, message: str) -> None:
-        self.result.violations.append(Violation(invariant, where, message))
+    def flag(self, invariant: str, where: str | Work | Tile, message: str, works: Sequence[Work] = ()) -> None:
+        """Record a violation at ``where``; one about a work or a tile carries its work rows (what pictures mark)."""
+        if isinstance(where, Work):
+            works = [where, *works]
+        elif isinstance(where, Tile):
+            works = [*where.works, *works]
+        text = where if isinstance(where, str) else where.where
+        self.result.violations.append(Violation(invariant, text, message, tuple(dict.fromkeys(w.index for w in works))))
 
     def skip(self, check: str, why: str) -> None:
         """Say that ``check`` did not run, and why (a skipped check is never silent)."""
@@ -172,7 +178,7 @@ def check_coverage(c: Checker, tiles: list[Tile]) -> None:
         if not tile.works:
             tile.excused = True
             if not c.unplaced:
-                c.flag("coverage", tile.where, "no work covers this query tile")
+                c.flag("coverage", tile, "no work covers this query tile")
             continue
         if tile.kv_end is None or not all(w.has(C.KV_START, C.KV_END) for w in tile.works):
             tile.excused = True
@@ -200,7 +206,7 @@ def check_coverage(c: Checker, tiles: list[Tile]) -> None:
             continue
         tile.excused = True
         if problem[0] == "overlap" or not c.unplaced:
-            c.flag("coverage", tile.where, problem[1])
+            c.flag("coverage", tile, problem[1])
 
 
 def check_splits(c: Checker, tiles: list[Tile]) -> dict[int, Tile]:
@@ -220,13 +226,13 @@ def check_splits(c: Checker, tiles: list[Tile]) -> dict[int, Tile]:
             continue
         if len(locs) == 1:
             if locs[0] != -1:
-                c.flag("split.partial", tile.works[0].where, f"unsplit tile has partial_qo_loc {locs[0]}, not -1")
+                c.flag("split.partial", tile.works[0], f"unsplit tile has partial_qo_loc {locs[0]}, not -1")
                 tile.excused = True
             continue
         if any(loc < 0 for loc in locs) or len(set(locs)) != len(locs):
             c.flag(
                 "split.partial",
-                tile.where,
+                tile,
                 f"split {len(locs)} ways with partial_qo_loc {sorted(locs)}; needs {len(locs)} distinct slots",
             )
             tile.excused = True
@@ -240,7 +246,7 @@ def check_splits(c: Checker, tiles: list[Tile]) -> dict[int, Tile]:
         if loc + rows > next_loc:
             c.flag(
                 "partial.overlap",
-                w.where,
+                w,
                 f"partial rows [{loc}, {loc + rows}) overlap {other.where}'s slot at {next_loc}",
             )
     return owner
@@ -289,9 +295,9 @@ def check_reduce(c: Checker, owner: dict[int, Tile], partial_entries: int | None
             continue
         wanted = sorted(w[C.PARTIAL_QO_LOC] for w in tile.works)
         if sorted(locs) != wanted:
-            c.flag("reduce.group", where, f"lists partials {sorted(locs)} but {tile.where} wrote {wanted}")
+            c.flag("reduce.group", where, f"lists partials {sorted(locs)} but {tile.where} wrote {wanted}", tile.works)
         if id(tile) in grouped:
-            c.flag("reduce.group", where, f"{tile.where} already has reduce group {grouped[id(tile)]}")
+            c.flag("reduce.group", where, f"{tile.where} already has reduce group {grouped[id(tile)]}", tile.works)
         grouped[id(tile)] = g
         if 2 * g + 1 < len(fmap) and fwritten[2 * g] and fwritten[2 * g + 1]:
             final = (fmap[2 * g], fmap[2 * g + 1])
@@ -300,10 +306,11 @@ def check_reduce(c: Checker, owner: dict[int, Tile], partial_entries: int | None
                     "reduce.group",
                     where,
                     f"reduce_final_map is [{final[0]}, {final[1]}) but its tile is qo [{tile.qo[0]}, {tile.qo[1]})",
+                    tile.works,
                 )
     for key, tile in split_tiles.items():
         if key not in grouped:
-            c.flag("reduce.group", tile.where, f"split {len(tile.works)} ways but no reduce group merges it")
+            c.flag("reduce.group", tile, f"split {len(tile.works)} ways but no reduce group merges it")
 
 
 def numel(call: Call, name: str) -> int:

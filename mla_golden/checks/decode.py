@@ -168,7 +168,7 @@ def _decode_tiles(c: Checker, layout: DecodeLayout, units: list[DecodeBatch], wo
         if not candidates:
             c.flag(
                 "work.batch",
-                w.where,
+                w,
                 f"batch_idx {w[C.BATCH_IDX]} is not one of the {len(units)} batches aiter plans{folded}",
             )
             c.unplaced.append(w)
@@ -197,7 +197,7 @@ def _decode_tiles(c: Checker, layout: DecodeLayout, units: list[DecodeBatch], wo
         if tile is None or (w[C.QO_START], w[C.QO_END]) != tile.qo:
             c.flag(
                 "work.qo_range",
-                w.where,
+                w,
                 f"qo [{w[C.QO_START]}, {w[C.QO_END]}) is not a query tile of batch {unit.index} "
                 f"(qo [{unit.qo_begin}, {unit.qo_end}), {unit.num_tiles} tile(s) of {unit.tile_size})",
             )
@@ -220,7 +220,7 @@ def _check_kv_in_some_batch(c: Checker, units: list[DecodeBatch], w: Work) -> No
         offset = f" (kv_offset {w[C.KV_OFFSET]})" if w.has(C.KV_OFFSET) and w[C.KV_OFFSET] < 0 else ""
         c.flag(
             "work.kv_range",
-            w.where,
+            w,
             f"kv [{start}, {end}){offset} runs past the end {unit.kv_end} of the batch it starts in",
         )
 
@@ -239,14 +239,14 @@ def _check_decode_work(c: Checker, layout: DecodeLayout, unit: DecodeBatch, w: W
         if (start, end) != (tile.kv_begin, tile.kv_end):
             c.flag(
                 "work.kv_range",
-                w.where,
+                w,
                 f"kv [{start}, {end}) but {tile.where} sees no kv: aiter plans [{tile.kv_begin}, {tile.kv_end})",
             )
     elif not unit.kv_begin <= start < end <= unit.kv_end and not (start == end == unit.kv_end == unit.kv_begin):
         offset = f" (kv_offset {w[C.KV_OFFSET]})" if w.has(C.KV_OFFSET) and w[C.KV_OFFSET] < 0 else ""
         c.flag(
             "work.kv_range",
-            w.where,
+            w,
             f"kv [{start}, {end}){offset} is empty or outside batch {unit.index}'s kv [{unit.kv_begin}, {unit.kv_end})",
         )
         c.bad_kv.add(w.index)
@@ -264,7 +264,7 @@ def _check_decode_work(c: Checker, layout: DecodeLayout, unit: DecodeBatch, w: W
     if wanted is not None and kv_offset != wanted:
         c.flag(
             "work.kv_offset",
-            w.where,
+            w,
             f"kv_offset {kv_offset}, but kv_end {end} and the batch kv end {unit.kv_end} give {wanted}",
         )
 

@@ -153,7 +153,7 @@ def _assign_ps(c: Checker, tiles: list[Tile], works: list[Work]) -> None:
             invariant = "work.qo_range" if w[C.BATCH_IDX] in batches else "work.batch"
             c.flag(
                 invariant,
-                w.where,
+                w,
                 f"batch {w[C.BATCH_IDX]} qo [{w[C.QO_START]}, {w[C.QO_END]}) is not a query tile the planner makes",
             )
             c.unplaced.append(w)
@@ -162,7 +162,7 @@ def _assign_ps(c: Checker, tiles: list[Tile], works: list[Work]) -> None:
         if not tile.kv_begin <= w[C.KV_START] < w[C.KV_END] <= kv_end:
             c.flag(
                 "work.kv_range",
-                w.where,
+                w,
                 f"kv pages [{w[C.KV_START]}, {w[C.KV_END]}) empty or outside batch {tile.unit}'s "
                 f"[{tile.kv_begin}, {kv_end})",
             )
@@ -183,7 +183,7 @@ def _check_ps_offsets(c: Checker, tiles: list[Tile], ctx: list[int], block: int)
                 wanted = ctx[tile.unit] - (w[C.KV_END] - tile.kv_begin) * block
                 why = f"context_lens {ctx[tile.unit]} and kv_end {w[C.KV_END]} give {wanted}"
             if w[C.KV_OFFSET] != wanted:
-                c.flag("work.kv_offset", w.where, f"kv_offset {w[C.KV_OFFSET]}, but {why}")
+                c.flag("work.kv_offset", w, f"kv_offset {w[C.KV_OFFSET]}, but {why}")
 
 
 def _ps_used(c: Checker, num_works: int, cu_num: int | None) -> dict[str, int]:
