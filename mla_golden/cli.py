@@ -438,30 +438,25 @@ def check_(
     if not files and not results:
         _say("error: no goldens found")
         raise typer.Exit(EXIT_BAD)
-    results += _run_items(check_worker, files, (), jobs, quiet, "checking")
+    results += _run_items(check_worker, files, (html is not None,), jobs, quiet, "checking")
     if html is not None:
         _write_check_html(html, results, quiet)
     raise typer.Exit(_emit("check", results, format, quiet, {}))
 
 
 def _write_check_html(path: Path, results: list[Result], quiet: bool) -> None:
-    """Write the HTML report of a check run: every result in the summary, the first violated goldens drawn.
-
-    Workers return plain data, so the violated goldens are loaded and checked again here.
-    """
-    from mla_golden.checks import check
+    """Write the HTML report of a check run: every result in the summary, the first violated goldens drawn."""
     from mla_golden.files import atomic_write
     from mla_golden.html import CheckEntry, render_check_page
-    from mla_golden.store import load
 
     entries, drawn = [], 0
     for r in results:
-        if r.status is Status.VIOLATED and r.path and drawn < HTML_MAX_PICTURES:
-            call = load(r.path).call
-            entries.append(CheckEntry(r.key, r.status, r.message, call, check(call)))
+        if r.checked is not None and drawn < HTML_MAX_PICTURES:
+            entries.append(CheckEntry(r.key, r.status, r.message, *r.checked))
             drawn += 1
-        elif r.status is Status.VIOLATED:
-            entries.append(CheckEntry(r.key, "violated, not drawn", f"the page draws the first {HTML_MAX_PICTURES}"))
+        elif r.checked is not None:
+            not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
+            entries.append(CheckEntry(r.key, r.status, not_drawn, result=r.checked[1]))
         else:
             entries.append(CheckEntry(r.key, r.status, r.message))
     atomic_write(path, render_check_page(entries))

@@ -433,11 +433,14 @@ def _check_verdict(result: CheckResult) -> str:
 
 def _check_section(entry: CheckEntry, anchor: str) -> str:
     out = [f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>']
-    if entry.result is None or entry.call is None:
+    if entry.result is None:
         out.append(f'<p class="bad">{_e(entry.status)}: {_e(entry.message)}</p></section>')
         return "".join(out)
-    marks = check_marks(entry.result)
     out.append(_check_verdict(entry.result))
+    if entry.call is None:
+        out.append(f"<p>{_e(entry.message)}</p></section>")
+        return "".join(out)
+    marks = check_marks(entry.result)
     marked = parts_of(schedule(entry.call), marks)
     out.append(_where({"golden": entry.call}, marks, marked, "flagged work", "Where it breaks", anchor))
     out.append("</section>")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mla_golden.call import Call
+    from mla_golden.checks import CheckResult
     from mla_golden.differ import Diff
     from mla_golden.matrix import Case
     from mla_golden.store import Golden
@@ -92,10 +93,12 @@ class Result:
     #: The diff itself and the (expected, actual) calls, kept only when asked (to draw them); never in JSON.
     found: Diff | None = field(default=None, repr=False, compare=False)
     calls: tuple[Call, Call] | None = field(default=None, repr=False, compare=False)
+    #: The call a check broke and what the check found, kept only when asked (to draw them); never in JSON.
+    checked: tuple[Call, CheckResult] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (the kept diff and calls left out)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("found", "calls")}
+        """JSON-ready (the kept diff, calls and check left out)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("found", "calls", "checked")}
 
 
 def exit_code(results: Sequence[Result]) -> int:
@@ -430,8 +433,8 @@ def diff_trees(
 # ---------------------------------------------------------------- check
 
 
-def check_worker(paths: list[str]) -> list[Result]:
-    """Check each golden's metadata against the planner's invariants."""
+def check_worker(paths: list[str], keep: bool = False) -> list[Result]:
+    """Check each golden's metadata against the planner's invariants; ``keep`` the call and findings of violated ones."""
     _single_threaded()
     results: list[Result] = []
     for path in paths:
@@ -439,11 +442,11 @@ def check_worker(paths: list[str]) -> list[Result]:
         if golden is None:
             continue
         with _guard(golden.key, path, results):
-            results.append(_check_one(golden, path))
+            results.append(_check_one(golden, path, keep))
     return results
 
 
-def _check_one(golden: Golden, path: str) -> Result:
+def _check_one(golden: Golden, path: str, keep: bool) -> Result:
     from mla_golden.checks import check
     from mla_golden.report import render_check_text
 
@@ -454,5 +457,5 @@ def _check_one(golden: Golden, path: str) -> Result:
     first = found.violations[0]
     return Result(
         golden.key, Status.VIOLATED, path, f"{first.invariant} at {first.where}: {first.message}",
-        report=render_check_text(found), notes=notes,
+        report=render_check_text(found), notes=notes, checked=(golden.call, found) if keep else None,
     )  # fmt: skip

@@ -367,6 +367,22 @@ def test_html_reports_of_diff_and_show(tree, tmp_path):
     assert code == 0 and 'class="work"' in picture.read_text() and 'class="work marked"' not in picture.read_text()
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_html_reports_are_written_with_the_users_umask(tree, tmp_path, umask):
+    other = tmp_path / "other"
+    shutil.copytree(tree, other)
+    rewrite(other, KEY_128, lambda call: call.outputs["work_info_set"].__setitem__((0, 5), 1))
+    old = os.umask(umask)
+    try:
+        assert cli("diff", other, "--against", tree, "--html", tmp_path / "diff.html")[0] == 1
+        assert cli("show", GoldenStore(tree).path_for(KEY_16), "--html", tmp_path / "show.html")[0] == 0
+        assert cli("check", tree, "--html", tmp_path / "check.html")[0] == 0
+    finally:
+        os.umask(old)
+    for name in ("diff.html", "show.html", "check.html"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask, name
+
+
 def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cleans_up(tmp_path):
     """SIGKILL a real `mla-golden record` mid-run (seeded points); every golden left loads, and a rerun finishes the tree."""
     import random

@@ -131,6 +131,7 @@ def test_check_page_marks_the_works_a_violation_names_and_groups_by_invariant():
     page = render_check_page(
         [
             CheckEntry("broken", "violated", "", call, CheckResult(call.op, violations=[violation])),
+            CheckEntry("later", "violated", "not drawn: the page draws the first 50", result=CheckResult(call.op, violations=[violation])),
             CheckEntry("fine", "passed"),
             CheckEntry("torn", "bad", "torn.safetensors: truncated"),
         ]
@@ -138,7 +139,8 @@ def test_check_page_marks_the_works_a_violation_names_and_groups_by_invariant():
     parser = _Rects()
     parser.feed(page)
     assert {row for (_, row), cls in parser.works.items() if "marked" in cls} == {work}
-    assert '<td class="l diverged">coverage</td>' in page and '<td class="l bad">bad</td>' in page
+    assert '<td class="l diverged">coverage</td><td>2</td>' in page and '<td class="l bad">bad</td>' in page
+    assert "2 violated" in page and "not drawn: the page draws the first 50" in page
     assert "1 passed call(s)" in page and "coverage: kv range overlaps work 0" in page
 
 
