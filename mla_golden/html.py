@@ -24,8 +24,8 @@ from mla_golden.schema import format_cell
 from mla_golden.svg import SIDE_WIDTH, draw
 from mla_golden.views import Marks, diff_marks, focus, moved_parts, parts_of, schedule
 
-#: Divergent work items listed in a verdict before the rest are folded away (the pictures mark all).
-VERDICT_WORKS = 4
+#: Rows of each list in a verdict (work items, moved CU parts, reduce groups, violations) before the rest fold away.
+VERDICT_ROWS = 4
 #: Calls linked from one group of the summary before the rest are folded away.
 GROUP_LINKS = 6
 
@@ -203,7 +203,7 @@ def _verdict(diff: Diff, marks: Marks, moved: int, anchor: str) -> str:
         title = f"CU parts whose work range moved ({moved} in all)"
         left.append(_folded(title, ["cu part", "works expected", "actual"], rows, "moved"))
     if diff.work_items:
-        shown, rest = diff.work_items[:VERDICT_WORKS], diff.work_items[VERDICT_WORKS:]
+        shown, rest = diff.work_items[:VERDICT_ROWS], diff.work_items[VERDICT_ROWS:]
         left.append(f"<h3>Divergent work items ({len(marks)} in all; changed cells red)</h3>{_works_table(shown)}")
         if rest:
             left.append(f"<details><summary>{len(rest)} more decoded</summary>{_works_table(rest)}</details>")
@@ -232,12 +232,10 @@ def _group_text(group: ReduceGroup | None) -> str:
 
 
 def _folded(title: str, headers: list[str], rows: list[list[str]], cls: str) -> str:
-    """A titled table of its first VERDICT_WORKS rows; the rest folded away beneath it."""
-    out = f"<h3>{_e(title)}</h3>" + _table(headers, rows[:VERDICT_WORKS], cls)
-    if len(rows) > VERDICT_WORKS:
-        out += (
-            f"<details><summary>{len(rows) - VERDICT_WORKS} more</summary>{_table(headers, rows[VERDICT_WORKS:], cls)}</details>"
-        )
+    """A titled table of its first VERDICT_ROWS rows; the rest folded away beneath it."""
+    out = f"<h3>{_e(title)}</h3>" + _table(headers, rows[:VERDICT_ROWS], cls)
+    if len(rows) > VERDICT_ROWS:
+        out += f"<details><summary>{len(rows) - VERDICT_ROWS} more</summary>{_table(headers, rows[VERDICT_ROWS:], cls)}</details>"
     return out
 
 
@@ -272,10 +270,11 @@ def _diff_section(entry: Entry, anchor: str) -> str:
         return "".join(out)
     sides = {"expected": entry.expected, "actual": entry.actual}
     marks = diff_marks(entry.expected, entry.actual)
-    marked_parts = moved_parts(entry.expected, entry.actual)
+    moved = moved_parts(entry.expected, entry.actual)
+    marked_parts = set(moved)
     for call in sides.values():
         marked_parts |= parts_of(schedule(call), marks)
-    out.append(_verdict(entry.diff, marks, len(moved_parts(entry.expected, entry.actual)), anchor))
+    out.append(_verdict(entry.diff, marks, len(moved), anchor))
     out.append(_where(sides, marks, marked_parts, "divergent work", "Where it changed", anchor))
     out.append(f"<details class='text'><summary>Plain-text report</summary><pre>{_e(render_text(entry.diff))}</pre></details>")
     out.append("</section>")
@@ -421,9 +420,9 @@ def _check_verdict(result: CheckResult) -> str:
     ]
     for name, members in by_invariant.items():
         items = "".join(
-            f"<li>{_e(result.violations[i].where)}: {_e(result.violations[i].message)}</li>" for i in members[:VERDICT_WORKS]
+            f"<li>{_e(result.violations[i].where)}: {_e(result.violations[i].message)}</li>" for i in members[:VERDICT_ROWS]
         )
-        more = f"<li>... {len(members) - VERDICT_WORKS} more</li>" if len(members) > VERDICT_WORKS else ""
+        more = f"<li>... {len(members) - VERDICT_ROWS} more</li>" if len(members) > VERDICT_ROWS else ""
         out.append(f"<li><b>{_e(name)}</b> ({_e(INVARIANTS.get(name, ''))}): {len(members)}<ul>{items}{more}</ul></li>")
     out.append("</ul>")
     out += [f'<p class="bad">hazard {_e(h.hazard)}: {_e(h.message)}</p>' for h in result.hazards]
