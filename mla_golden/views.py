@@ -15,7 +15,7 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.geometry import Work, works_by_cu, written_prefix
-from mla_golden.schema import format_cell, schema_for
+from mla_golden.schema import WORK_ROW, format_cell, schema_for
 
 #: Work index -> what to say about it, one short fact each (``"kv_end 50 -> 51"``).
 Marks = dict[int, list[str]]
@@ -42,6 +42,8 @@ def diff_marks(expected: Call, actual: Call) -> Marks:
     columns = schema_for(expected.op).work_columns
     ve, va = expected.outputs["work_info_set"], actual.outputs["work_info_set"]
     we, wa = expected.written["work_info_set"], actual.written["work_info_set"]
+    if any(t.dim() != 2 or t.shape[1] != WORK_ROW for t in (ve, va)):
+        return {}  # not rows of works (the diff reports the shape)
     rows = max(ve.shape[0], va.shape[0])
     ve, va, we, wa = (_padded_rows(t, rows) for t in (ve, va, we, wa))
     bad = (we != wa) | (we & wa & (ve != va))

@@ -88,6 +88,16 @@ def test_marks_say_what_changed_in_each_work():
     assert diff_marks(expected, copy.deepcopy(expected)) == {}
 
 
+def test_a_work_info_set_of_another_shape_marks_nothing_and_still_renders():
+    expected = _decode_call()
+    actual = copy.deepcopy(expected)
+    actual.outputs["work_info_set"] = actual.outputs["work_info_set"].reshape(-1)
+    actual.written["work_info_set"] = actual.written["work_info_set"].reshape(-1)
+    assert diff_marks(expected, actual) == {}
+    page = render_diff_page([Entry("flat", "diverged", "", mla_golden.diff(expected, actual), expected, actual)])
+    assert "work_info_set" in page and "shape" in page
+
+
 def test_focus_takes_the_first_marked_parts_with_neighbours_inside_the_schedule():
     assert focus([100, 0, 255], 256, context=2, limit=6) == ([0, 1, 2, 98, 99, 100, 101, 102, 253, 254, 255], 0)
     assert focus(range(0, 100, 10), 256, context=1, limit=3) == ([0, 1, 9, 10, 11, 19, 20, 21], 7)
