@@ -180,7 +180,7 @@ def _verdict(diff: Diff, marks: Marks, moved: int, anchor: str) -> str:
     """The answer in words: cause, what changed where, the divergent works and reduce groups decoded."""
     itemised = diff.params or diff.device or diff.env  # listed below: the detail would repeat them
     headline = (
-        f'<p class="headline"><span class="diverged">DIVERGED</span> likely cause: <b>{_e(diff.cause)}</b>'
+        f'<p class="headline"><span class="diverged">DIVERGED</span> likely cause: <b>{_e(diff.cause_label)}</b>'
         + (f" ({_e(diff.cause_detail)})" if diff.cause_detail and not itemised else "")
         + f' <a class="jump" href="#{anchor}-where">pictures</a></p>'
     )
@@ -294,8 +294,8 @@ def cause_group(diff: dict[str, Any]) -> str:
     if cause in (Cause.PARAMS, Cause.DEVICE, Cause.ENV):
         kind = {Cause.PARAMS: "params", Cause.DEVICE: "device", Cause.ENV: "env"}[cause]
         return f"{cause.value}: " + ", ".join(sorted({c["path"] for c in diff[kind]}))
-    if cause in (Cause.PLANNER_GEOMETRY, Cause.PLANNER_VALUES):
-        return f"planner behaviour change {diff['cause_detail']}".strip()
+    if cause.is_planner:
+        return str(diff["cause_label"])  # planner behaviour change OLD -> NEW
     return {Cause.GEOMETRY: "geometry", Cause.VALUES: "values only"}.get(cause, cause.value)
 
 
