@@ -46,13 +46,6 @@ td.changed{{background:#ffd6d6;font-weight:600}}
 figure.side{{margin:0;flex:0 0 auto}}
 details{{margin:8px 0}} summary{{cursor:pointer;color:#1a4f9c}}
 pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:11px}}
-svg.schedule text{{font-family:system-ui,sans-serif}}
-svg .head{{font-size:11px;fill:#444}} svg .gap{{font-size:10px;fill:#777}}
-svg .cu{{fill:#555}} svg .cu.marked{{fill:#d00000;font-weight:bold}}
-svg .stripe{{fill:#f3f3f3}} svg .split{{fill:#333;pointer-events:none}}
-svg .outline{{fill:none;stroke:#e00000;stroke-width:2;pointer-events:none}}
-svg .wi{{font-size:10px;fill:#222;pointer-events:none}}
-svg .mark-label{{font-size:11px;fill:#a00000;paint-order:stroke;stroke:#fff;stroke-width:3px}} svg .leader{{stroke:#e00000;stroke-width:1}}
 """
 
 

@@ -39,6 +39,17 @@ class _Style:
 _FULL = _Style(row=10, bar=8, gutter=30, font=8, label_line=0)
 _ENLARGED = _Style(row=26, bar=20, gutter=52, font=11, label_line=15)
 _HEADER = 18
+#: Each picture carries its own style, so it reads the same on any page (the sweep's too).
+_STYLE = (
+    "<style>svg.schedule text{font-family:system-ui,sans-serif}"
+    " svg.schedule .head{font-size:11px;fill:#444} svg.schedule .gap{font-size:10px;fill:#777}"
+    " svg.schedule .cu{fill:#555} svg.schedule .cu.marked{fill:#d00000;font-weight:bold}"
+    " svg.schedule .stripe{fill:#f3f3f3} svg.schedule .split{fill:#333;pointer-events:none}"
+    " svg.schedule .outline{fill:none;stroke:#e00000;stroke-width:2;pointer-events:none}"
+    " svg.schedule .wi{font-size:10px;fill:#222;pointer-events:none}"
+    " svg.schedule .mark-label{font-size:11px;fill:#a00000;paint-order:stroke;stroke:#fff;stroke-width:3px}"
+    " svg.schedule .leader{stroke:#e00000;stroke-width:1}</style>"
+)
 _GAP = 16
 
 
@@ -169,7 +180,7 @@ def draw(sides: dict[str, Call], marks: Marks, rows: list[int] | None = None, *,
         title += f" · full width = {longest} kv"
         out = [
             f'<svg xmlns="http://www.w3.org/2000/svg" class="schedule" width="{SIDE_WIDTH}" height="{height:.0f}" '
-            f'data-side="{side}" data-view="{"enlarged" if enlarged else "full"}">',
+            f'data-side="{side}" data-view="{"enlarged" if enlarged else "full"}">{_STYLE}',
             f'<text class="head" x="0" y="12">{html.escape(title)}</text>',
         ]
         for band in bands:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from mla_golden.html import divergent_rows, schedule_svg
 from mla_golden.report import render_text as render_diff
+from mla_golden.svg import draw
 from mla_golden.sweeper.driver import Findings, Reproducer
 from mla_golden.sweeper.evaluate import SKIPPED, UNDEFINED
 from mla_golden.sweeper.regions import NOT_APPLICABLE
+from mla_golden.views import diff_marks
 
 #: Reproducers shown in full (text report and page); the JSON lists every one.
 MAX_SHOWN = 20
@@ -135,8 +136,8 @@ def render_html(findings: Findings) -> str:
                          f"(from {rep.cases} case(s))</p>")  # fmt: skip
             if rep.calls is not None and rep.diff is not None:
                 a, b = rep.calls
-                highlight = divergent_rows(a, b)
-                parts.append("<div class='pair'>" + schedule_svg(a, "A", highlight) + schedule_svg(b, "B", highlight) + "</div>")
+                pictures = draw({"A": a, "B": b}, diff_marks(a, b))  # one scale, aligned rows, divergent works outlined
+                parts.append("<div class='pair'>" + "".join(pictures.values()) + "</div>")
                 parts.append(f"<pre>{html.escape(render_diff(rep.diff))}</pre>")
     parts.append("</body></html>")
     return "".join(parts)
