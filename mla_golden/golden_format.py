@@ -61,8 +61,12 @@ def param_kind(schema: OpSchema, name: str) -> type | None:
     return int
 
 
-def check_call(call: Call, key: str) -> list[str]:
-    """Problems that keep ``call`` under ``key`` from being a valid golden (empty when none)."""
+def check_call(call: Call, key: str, *, outputs: bool = True) -> list[str]:
+    """Problems that keep ``call`` under ``key`` from being a valid golden (empty when none).
+
+    ``outputs=False`` skips the output buffers (a v2 reader builds them from
+    runs it has already checked).
+    """
     if call.op not in SCHEMAS:
         return [f"unknown op {call.op!r}"]
     schema = schema_for(call.op)
@@ -82,7 +86,7 @@ def check_call(call: Call, key: str) -> list[str]:
         elif tensor.numel() > MAX_ELEMENTS:
             problems.append(f"input {name}: {tensor.numel()} elements (limit {MAX_ELEMENTS})")
     problems += _check_buffers(call.buffers)
-    if problems or call.error is not None:
+    if problems or call.error is not None or not outputs:
         if call.error is not None and (call.outputs or call.written):
             problems.append("a call that raised keeps no outputs")
         return problems
@@ -350,7 +354,7 @@ def decode(path: Any, raw: RawFile) -> tuple[str, Call, str]:
         provenance=fields["provenance"],
         error=error,
     )
-    problems = check_call(call, metadata["key"])
+    problems = check_call(call, metadata["key"], outputs=fmt != FORMAT)
     if problems:
         raise GoldenError(path, problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     return metadata["key"], call, fmt
@@ -384,11 +388,20 @@ def _dense(path: Any, name: str, spec: Mapping[str, Any], tensors: Mapping[str, 
     stored = int((data[:, 1] - data[:, 0]).sum()) if len(data) else 0
     if values.dtype != dtype or values.dim() != 1 or values.numel() != stored:
         raise GoldenError(path, f"values.{name}: expected {stored} values of {dtype}, got {values.dtype} {list(values.shape)}")
-    mask = torch.zeros(numel + 1, dtype=torch.int32)
-    if len(runs):
-        mask.index_add_(0, runs[:, 0], torch.ones(len(runs), dtype=torch.int32))
-        mask.index_add_(0, runs[:, 1], torch.full((len(runs),), -1, dtype=torch.int32))
     out = torch.zeros(numel, dtype=dtype)
     if stored:
         out[_positions(data)] = values
-    return out.reshape(shape), (mask.cumsum(0)[:numel] > 0).reshape(shape)
+    return out.reshape(shape), _mask(runs, numel).reshape(shape)
+
+
+def _mask(runs: torch.Tensor, numel: int) -> torch.Tensor:
+    """A flat bool mask, True inside ``runs`` (checked: sorted, apart, in range)."""
+    if len(runs) <= 64:  # the usual case: a prefix or a few stretches
+        mask = torch.zeros(numel, dtype=torch.bool)
+        for start, end in runs.tolist():
+            mask[start:end] = True
+        return mask
+    delta = torch.zeros(numel + 1, dtype=torch.int8)
+    delta[runs[:, 0]] = 1
+    delta[runs[:, 1]] = -1  # apart, so no index is both an end and a start
+    return delta.cumsum(0, dtype=torch.int8)[:numel] > 0
