@@ -486,10 +486,15 @@ def show(
 ) -> None:
     """Show one golden: header, params, device, provenance, inputs, work items by CU part, reduce groups."""
     from mla_golden.errors import GoldenError
+    from mla_golden.geometry import INDPTRS, indptr_problem
     from mla_golden.store import load
 
     try:
         loaded = load(golden)
+        for name in INDPTRS if loaded.call.error is None else ():
+            problem = indptr_problem(loaded.call, name)
+            if problem:  # show walks these ranges: a wild one is refused, `check` names it as a violation
+                raise GoldenError(golden, f"cannot show: {problem}")
     except GoldenError as exc:
         _say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
