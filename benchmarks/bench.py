@@ -11,6 +11,8 @@
   (buffers for max_num_seqs 128 x max_model_len 8192, 16 and 64 heads) in
   mla-golden/2 vs the whole-buffer mla-golden/1 encoding (goal: <= 1/10 size,
   no slower);
+- corruption fuzz: 10000 seeded corruptions of the shipped goldens, counts
+  printed (goal: all refused naming the file, 0 loaded, 0 tracebacks);
 - CLI start-up: ``mla-golden --help`` vs ``python -c pass``;
 - peak memory of ``mla-golden diff`` over the tree and over a tree four times
   larger (flat means it streams).
@@ -141,12 +143,28 @@ def bench_format() -> list[tuple[str, float, str]]:
     return rows
 
 
+def bench_fuzz(paths: list[Path], count: int = 10000) -> list[tuple[str, float, str]]:
+    """The suite's corruption fuzz (tests/corruption.py), larger."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import corruption
+
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        result = corruption.run(paths, count=count, seed=1, workdir=Path(tmp))
+        took = time.perf_counter() - start
+    print(result.summary())
+    for failure in (result.loaded + result.tracebacks + result.unnamed + result.slow)[:10]:
+        print("  FAILED:", failure)
+    bad = len(result.loaded) + len(result.tracebacks) + len(result.unnamed) + len(result.slow)
+    return [("corruption fuzz", took, f"s for {result.total} corruptions; {bad} not refused cleanly (goal 0)")]
+
+
 def main() -> None:
     tree = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "goldens"
     paths = sorted(p for p in tree.rglob("*.safetensors") if not p.name.startswith("."))
     if not paths:
         sys.exit(f"no goldens under {tree}")
-    rows = bench_diff(paths) + bench_format()
+    rows = bench_diff(paths) + bench_format() + bench_fuzz(paths)
 
     t_replay = _run([*CLI, "diff", str(tree), "--backend", "reference", "--quiet"])
     rows.append(("replay + diff, reference backend (CLI)", t_replay, f"{len(paths) / t_replay:.0f} goldens/s (goal: tree < 10 s)"))
