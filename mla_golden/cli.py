@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from mla_golden.runs import (
     EXIT_BAD,
@@ -240,7 +241,8 @@ def _record_command(command: list[str], out: Path, update: bool, fmt: Format, qu
     from mla_golden.runs import command_results
 
     results = command_results(entries, command, status)
-    if not entries:
+    entries = [e for e in entries if e.get("outcome") != "missed"]
+    if not entries and len(results) == (status != 0):
         _say(
             "warning: the command made no aiter planner calls (did it import aiter? "
             "python -S / -I skip the sitecustomize that installs the hook)"
@@ -250,7 +252,16 @@ def _record_command(command: list[str], out: Path, update: bool, fmt: Format, qu
     return _emit("record", results, fmt, quiet, {"out": str(out), "command_line": command, "command_status": status})
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
+class _RecordCommand(TyperCommand):
+    """``record``: a ``--`` with nothing after it is a usage error, not a request to record the whole matrix."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[-1] == "--" and "--" not in args[:-1]:
+            raise typer.BadParameter("'--' must be followed by a command to record (or leave '--' out to record the matrix)", ctx)
+        return super().parse_args(ctx, args)
+
+
+@app.command(cls=_RecordCommand, context_settings={"allow_interspersed_args": False})
 def record(
     command: Annotated[
         list[str] | None,

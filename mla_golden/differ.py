@@ -411,8 +411,11 @@ def diff(
 
 
 def same_content(a: Call, b: Call) -> bool:
-    """``a`` and ``b`` are the same call (see :attr:`Diff.same_content`); calls of two ops never are."""
-    return a.op == b.op and diff(a, b, max_items=1).same_content
+    """``a`` and ``b`` are the same call (see :attr:`Diff.same_content`); calls of two ops never are.
+
+    Inputs passed with other strides are another call too (aiter may reject one and not the other).
+    """
+    return a.op == b.op and a.strides == b.strides and diff(a, b, max_items=1).same_content
 
 
 def _attribute(result: Diff) -> None:

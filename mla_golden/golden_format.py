@@ -6,7 +6,8 @@ flat ``[start, end)``), ``data.<name>`` (int64 [m, 2]: runs inside the written
 ones that hold values) and ``values.<name>`` (those values, in the buffer's
 dtype); every other written element is 0. Buffer shapes and dtypes are in the
 ``buffers`` metadata, so a file's size follows what the planner wrote, not how
-big the caller's buffers were. Metadata ``digest`` is ``sha256:<hex>`` over a
+big the caller's buffers were. Optional metadata ``layout`` holds the strides
+of inputs the program passed non-contiguous. Metadata ``digest`` is ``sha256:<hex>`` over a
 canonical encoding of every other metadata entry and every tensor; a file
 whose digest does not match is refused.
 
@@ -78,6 +79,7 @@ def check_call(call: Call, key: str, *, outputs: bool = True) -> list[str]:
             problems.append(f"env: {name!r} is not a planner variable of {call.op} mapped to a string or null")
     if set(call.inputs) != set(schema.inputs):
         problems.append(f"inputs: expected {', '.join(schema.inputs)}, got {', '.join(call.inputs) or 'none'}")
+    problems += _check_strides(call)
     for name, tensor in call.inputs.items():
         # int64 is kept for a call aiter rejected, so its replay is rejected the same way.
         allowed = (torch.int32,) if call.error is None else (torch.int32, torch.int64)
@@ -93,6 +95,20 @@ def check_call(call: Call, key: str, *, outputs: bool = True) -> list[str]:
     for name in OUTPUTS:
         problems += _check_output(name, call.buffers[name], call.outputs.get(name), call.written.get(name))
     return problems
+
+
+def _check_strides(call: Call) -> list[str]:
+    """Recorded strides: for known inputs, one non-negative int per dimension, the strided span bounded."""
+    for name, strides in call.strides.items():
+        tensor = call.inputs.get(name)
+        if tensor is None or not isinstance(strides, list) or len(strides) != tensor.dim():
+            return [f"layout: strides for {name!r} do not match an input"]
+        if not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_ELEMENTS for s in strides):
+            return [f"layout: strides of {name} should be ints in 0..{MAX_ELEMENTS}, got {strides}"]
+        span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, strides) if size)
+        if span > MAX_ELEMENTS:
+            return [f"layout: strides of {name} span {span} elements (limit {MAX_ELEMENTS})"]
+    return []
 
 
 _KEY_PART = 200
@@ -291,6 +307,8 @@ def encode(call: Call, key: str) -> tuple[dict[str, torch.Tensor], dict[str, str
     }
     if call.error is not None:
         metadata["error"] = call.error
+    if call.strides:
+        metadata["layout"] = json.dumps(call.strides, sort_keys=True)
     metadata["digest"] = content_digest(metadata, {n: _raw_of(t) for n, t in tensors.items()})
     return tensors, metadata
 
@@ -322,6 +340,7 @@ def decode(path: Any, raw: RawFile) -> tuple[str, Call, str]:
     schema = schema_for(op)
     fields = {key: _json_field(path, metadata, key) for key in _JSON_KEYS}
     error = metadata.get("error")
+    strides = _json_field(path, metadata, "layout") if "layout" in metadata else {}
     problems = _check_buffers(fields["buffers"])
     if problems:
         raise GoldenError(path, problems[0])
@@ -353,6 +372,7 @@ def decode(path: Any, raw: RawFile) -> tuple[str, Call, str]:
         env=fields["env"],
         provenance=fields["provenance"],
         error=error,
+        strides=strides,
     )
     problems = check_call(call, metadata["key"], outputs=fmt != FORMAT)
     if problems:

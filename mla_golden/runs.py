@@ -43,6 +43,8 @@ class Status(enum.StrEnum):
     ONLY_ACTUAL = "only-actual"
     BAD = "bad"
     FAILED = "failed"
+    #: A call the program made that the recorder could not keep as made (it ran untouched).
+    MISSED = "missed"
 
     @property
     def exit_code(self) -> int:
@@ -69,6 +71,7 @@ STATUS_EXIT: dict[Status, int] = {
     Status.ONLY_ACTUAL: EXIT_DIVERGED,
     Status.BAD: EXIT_BAD,
     Status.FAILED: EXIT_BAD,
+    Status.MISSED: EXIT_BAD,
 }
 
 
@@ -253,9 +256,13 @@ def record_worker(cases: list[Case], backend_spec: str, out: str, update: bool, 
 
 
 def command_results(entries: list[dict[str, Any]], command: Sequence[str], status: int) -> list[Result]:
-    """One result per distinct key a recorded command's calls were written under (the worst outcome wins)."""
+    """One result per distinct key a recorded command's calls were written under (the worst outcome wins).
+
+    A call the recorder could not keep as made is a ``missed`` result of its own, with the reason: never a silent pass.
+    """
     by_key: dict[str, Result] = {}
-    for entry in entries:
+    missed = [e for e in entries if e.get("outcome") == Status.MISSED]
+    for entry in (e for e in entries if e.get("outcome") != Status.MISSED):
         key = entry.get("key") or f"<call {len(by_key)}>"
         result = Result(key, Status(entry.get("outcome", "failed")), entry.get("path"), entry.get("problem") or "")
         if entry.get("error"):
@@ -264,6 +271,7 @@ def command_results(entries: list[dict[str, Any]], command: Sequence[str], statu
         if seen is None or result.status.exit_code > seen.status.exit_code:
             by_key[key] = result
     results = list(by_key.values())
+    results += [Result(f"<missed call {i}>", Status.MISSED, message=e.get("problem", "")) for i, e in enumerate(missed)]
     if status != 0:
         results.append(Result(" ".join(command), Status.FAILED, message=f"the command exited with status {status}"))
     return results

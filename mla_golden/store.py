@@ -171,6 +171,20 @@ def to_bytes(golden: Golden) -> bytes:
     return safetensors_file.dumps(tensors, metadata)
 
 
+def content_key(call: Call) -> str:
+    """Same for two calls with the same content (everything but key and provenance): finds copies in a tree."""
+    return _digest(
+        {
+            "call": [call.op, call.params, call.device, call.env, call.buffers, call.error, call.strides],
+            "tensors": {
+                f"{kind}.{n}": _tensor_digest(t)
+                for kind, group in (("input", call.inputs), ("output", call.outputs), ("written", call.written))
+                for n, t in sorted(group.items())
+            },
+        }
+    )
+
+
 # ---------------------------------------------------------------- reading
 
 
