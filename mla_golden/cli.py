@@ -197,7 +197,12 @@ def _progress(quiet: bool, label: str, total: int | None = None) -> Iterator[Adv
 def _run_items(
     worker: Callable[..., list[Result]], items: list[Any], args: tuple[Any, ...], jobs: int, quiet: bool, label: str
 ) -> list[Result]:
-    """:func:`runs.run_items` with a progress bar on long runs."""
+    """:func:`runs.run_items` with a progress bar on long runs; ``jobs`` capped at the CPU count, with a note."""
+    from mla_golden.workers import cap_jobs
+
+    jobs, note = cap_jobs(jobs)
+    if note:
+        _say(f"note: {note}", quiet)
     with _progress(quiet, label, len(items)) as advance:
         return run_items(worker, items, args, jobs, advance)
 

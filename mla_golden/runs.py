@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -162,8 +163,12 @@ def run_items(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
+        from mla_golden.workers import die_with_parent
+
         # spawn: a forked child would inherit torch's thread pools half-initialised.
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        # Workers end when this process does, however it ends: none writes after the run is gone.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(jobs, context, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             futures = {pool.submit(worker, part, *args): i for i, part in enumerate(chunks)}
             for future in as_completed(futures):
                 results[futures[future]] = future.result()

@@ -32,8 +32,6 @@ from mla_golden.schema import MLA_OP, schema_for
 
 __all__ = ["FORMAT", "FORMAT_V1", "Golden", "GoldenStore", "WriteOutcome", "load", "write"]
 SUFFIX = ".safetensors"
-#: A temp file younger than this is never taken for a dead writer's.
-STALE_AFTER_S = 10.0
 FOREIGN_STALE_AFTER_S = 3600.0
 
 
@@ -336,12 +334,13 @@ class GoldenStore:
             found.extend(Path(folder, d) for d in dirs if d.endswith(SUFFIX) and not d.startswith("."))
         return iter(sorted(found))
 
-    def stale_temps(self, min_age: float = STALE_AFTER_S) -> list[Path]:
+    def stale_temps(self) -> list[Path]:
         """Temp files left by writers that died mid-write.
 
-        A temp file is stale when it is at least ``min_age`` seconds old and
-        its writer, on this host, no longer runs; one from another host (a
-        shared folder) only after an hour, since its pid cannot be checked.
+        One from this host is stale as soon as its writer's pid no longer
+        runs (or, should the pid have been reused, after an hour); one from
+        another host (a shared folder) after an hour, since its pid cannot be
+        checked.
         """
         if not self.root.is_dir():
             return []
@@ -354,17 +353,15 @@ class GoldenStore:
                 age = now - path.stat().st_mtime
             except FileNotFoundError:
                 continue  # its writer just finished
-            if age < min_age:
-                continue
             dead = host == HOST and (not pid.isdigit() or not _alive(int(pid)))
-            if dead or (host != HOST and age >= FOREIGN_STALE_AFTER_S):
+            if dead or age >= FOREIGN_STALE_AFTER_S:
                 stale.append(path)
         return sorted(stale)
 
-    def clean_stale_temps(self, min_age: float = STALE_AFTER_S) -> list[Path]:
+    def clean_stale_temps(self) -> list[Path]:
         """Remove what :meth:`stale_temps` finds; returns the paths removed (to be reported)."""
         removed = []
-        for path in self.stale_temps(min_age):
+        for path in self.stale_temps():
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 removed.append(path)
