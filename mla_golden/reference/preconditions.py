@@ -71,10 +71,10 @@ def problems(op: str, arguments: Mapping[str, Any], arch: str) -> list[tuple[str
     if op == _MLA:
         found += _last_page_problems(arguments, indptrs["seqlens_kv_indptr"])
     else:
-        lens = _values(arguments.get("context_lens"))
-        negative = [i for i, n in enumerate(lens or []) if n < 0]
-        if negative:
-            found.append(("context_lens", f"context_lens[{negative[0]}] = {lens[negative[0]]} is negative"))
+        lens = _values(arguments.get("context_lens")) or []
+        negative = next((i for i, n in enumerate(lens) if n < 0), None)
+        if negative is not None:
+            found.append(("context_lens", f"context_lens[{negative}] = {lens[negative]} is negative"))
     for name, dtype in ({**_BUFFERS, "work_info_set": torch.int32} if op == _MLA else {}).items():
         if name in arguments:
             found += _buffer_problems(name, arguments[name], dtype)
