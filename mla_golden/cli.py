@@ -355,6 +355,7 @@ def diff(
     """
     from mla_golden.runs import diff_trees, golden_files, replay_worker
 
+    _check_outputs(("--html", html), ("--png", png))
     roots = list(paths or [DEFAULT_GOLDENS])
     render = format is Format.text and not quiet
     keep = html is not None or png is not None
@@ -406,7 +407,8 @@ def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
             entries.append(Entry(r.key))
         else:
             entries.append(Entry(r.key, problem=f"{r.status}: {r.message}"))
-    atomic_write(path, render_html(entries, title="mla-golden diff"))
+    with _writing(path, "--html"):
+        atomic_write(path, render_html(entries, title="mla-golden diff"))
     _say(f"HTML report: {path}", quiet)
 
 
@@ -420,11 +422,43 @@ def _write_png(path: Path, results: list[Result], quiet: bool) -> None:
         return
     expected, actual = first[0].calls
     try:
-        save_png(path, expected, actual, title=first[0].key)
+        with _writing(path, "--png"):
+            save_png(path, expected, actual, title=first[0].key)
     except PlotExtraMissing as exc:
         _say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
     _say(f"PNG of {first[0].key}: {path}", quiet)
+
+
+def _output_problem(path: Path) -> str | None:
+    """Why ``path`` cannot take a report file (checked before any work), or None."""
+    if path.is_dir():
+        return "is a folder; give a file name"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot be created: {parent} is not a folder"
+    return None
+
+
+def _check_outputs(*options: tuple[str, Path | None]) -> None:
+    """Exit 2 before doing any work when an output option names a path no file can be written to."""
+    for option, path in options:
+        problem = None if path is None else _output_problem(path)
+        if problem:
+            _say(f"error: {option} {path}: {problem}")
+            raise typer.Exit(EXIT_BAD)
+
+
+@contextlib.contextmanager
+def _writing(path: Path, option: str) -> Iterator[None]:
+    """A report file that cannot be written is exit 2 with the reason (atomic_write leaves no temp file)."""
+    try:
+        yield
+    except OSError as exc:
+        _say(f"error: {option} {path}: cannot write: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_BAD) from exc
 
 
 # ---------------------------------------------------------------- check
@@ -505,6 +539,7 @@ def show(
     from mla_golden.geometry import INDPTRS, indptr_problem
     from mla_golden.store import load
 
+    _check_outputs(("--html", html), ("--png", png))
     try:
         loaded = load(golden)
         for name in INDPTRS if loaded.call.error is None else ():
@@ -518,13 +553,15 @@ def show(
         from mla_golden.files import atomic_write
         from mla_golden.html import Entry, render_html
 
-        atomic_write(html, render_html([Entry(loaded.key, expected=loaded.call)], title=f"mla-golden show {loaded.key}"))
+        with _writing(html, "--html"):
+            atomic_write(html, render_html([Entry(loaded.key, expected=loaded.call)], title=f"mla-golden show {loaded.key}"))
         _say(f"HTML picture: {html}")
     if png is not None:
         from mla_golden.plot import PlotExtraMissing, save_png
 
         try:
-            save_png(png, loaded.call, title=loaded.key)
+            with _writing(png, "--png"):
+                save_png(png, loaded.call, title=loaded.key)
         except PlotExtraMissing as exc:
             _say(f"error: {exc}")
             raise typer.Exit(EXIT_BAD) from exc
