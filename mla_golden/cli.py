@@ -478,13 +478,15 @@ def check_(
     \b
     mla-golden check goldens
     """
-    from mla_golden.runs import check_worker, golden_files
+    from mla_golden.runs import check_worker, golden_files, note_copies
 
     files, results = golden_files(list(paths or [DEFAULT_GOLDENS]))
     if not files and not results:
         _say("error: no goldens found")
         raise typer.Exit(EXIT_BAD)
     results += _run_items(check_worker, files, (), jobs, quiet, "checking")
+    for group in note_copies(results):
+        _say(f"warning: the same content under {len(group)} keys: {', '.join(r.key for r in group)}")
     raise typer.Exit(_emit("check", results, format, quiet, {}))
 
 

@@ -96,10 +96,29 @@ class Result:
     #: The diff itself and the (expected, actual) calls, kept only when asked (to draw them); never in JSON.
     found: Diff | None = field(default=None, repr=False, compare=False)
     calls: tuple[Call, Call] | None = field(default=None, repr=False, compare=False)
+    #: Digest of the golden's content (all but key and provenance), to find copies in a tree; never in JSON.
+    content: str | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the kept diff and calls left out)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("found", "calls")}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("found", "calls", "content")}
+
+
+def note_copies(results: Sequence[Result]) -> list[list[Result]]:
+    """Goldens of one tree holding the same content under different keys: each gets a note naming the others.
+
+    Returns the groups found (a copy is usually a golden saved twice by mistake, or moved without its old file).
+    """
+    groups: dict[str, list[Result]] = {}
+    for result in results:
+        if result.content is not None:
+            groups.setdefault(result.content, []).append(result)
+    copies = [group for group in groups.values() if len(group) > 1]
+    for group in copies:
+        for result in group:
+            others = ", ".join(r.key for r in group if r is not result)
+            result.notes.append(f"same content as {others} (a copy under another key)")
+    return copies
 
 
 def exit_code(results: Sequence[Result]) -> int:
@@ -196,10 +215,10 @@ def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
 def _load_or_bad(path: str, results: list[Result]) -> Golden | None:
     """The golden at ``path``, or None after recording a 'bad' result naming the problem."""
     from mla_golden.errors import GoldenError
-    from mla_golden.store import load
+    from mla_golden.store import load_placed
 
     try:
-        return load(path)
+        return load_placed(path)
     except GoldenError as exc:
         results.append(Result(path, Status.BAD, path, exc.problem))
         return None
@@ -294,7 +313,7 @@ def golden_files(paths: Sequence[Path]) -> tuple[list[str], list[Result]]:
     for path in paths:
         if path.is_dir():
             files.extend(str(p) for p in GoldenStore(path).paths())
-        elif path.is_file():
+        elif path.exists() or path.is_symlink():  # a FIFO or a dangling link too: the reader reports it
             files.append(str(path))
         else:
             bad.append(Result(str(path), Status.BAD, str(path), f"no such file or folder (goldens are *{SUFFIX} files)"))
@@ -341,7 +360,7 @@ def replay_worker(paths: list[str], backend_spec: str, max_items: int, render: b
 def pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool, keep: bool = False) -> list[Result]:
     """Diff goldens pairwise: (key, expected path, actual path); ``keep`` the calls of divergent pairs."""
     from mla_golden.errors import GoldenError
-    from mla_golden.store import load
+    from mla_golden.store import load_placed
 
     _single_threaded()
     results: list[Result] = []
@@ -349,7 +368,7 @@ def pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool,
         loaded = []
         for path in (expected_path, actual_path):
             try:
-                loaded.append(load(path))
+                loaded.append(load_placed(path))
             except GoldenError as exc:
                 results.append(Result(key, Status.BAD, path, exc.problem))
         if len(loaded) < 2:
@@ -387,7 +406,7 @@ def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[tuple[str, 
     Returns the pairs and results for goldens left on one side (and unreadable ones).
     """
     from mla_golden.errors import GoldenError
-    from mla_golden.store import SUFFIX, GoldenStore, inputs_digest, load
+    from mla_golden.store import SUFFIX, GoldenStore, inputs_digest, load_placed
 
     def index(root: Path) -> dict[str, Path]:
         return {p.relative_to(root).as_posix().removesuffix(SUFFIX): p for p in GoldenStore(root).paths()}
@@ -399,7 +418,7 @@ def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[tuple[str, 
     for side, tree, other in (("expected", expected, actual), ("actual", actual, expected)):
         for rel in sorted(tree.keys() - other.keys()):
             try:
-                lonely[side].append((rel, load(tree[rel])))
+                lonely[side].append((rel, load_placed(tree[rel])))
             except GoldenError as exc:
                 results.append(Result(rel, Status.BAD, str(tree[rel]), exc.problem))
     unmatched = {rel: golden for rel, golden in lonely["expected"]}
@@ -445,6 +464,8 @@ def diff_trees(
 
 def check_worker(paths: list[str]) -> list[Result]:
     """Check each golden's metadata against the planner's invariants."""
+    from mla_golden.store import content_key
+
     _single_threaded()
     results: list[Result] = []
     for path in paths:
@@ -453,6 +474,7 @@ def check_worker(paths: list[str]) -> list[Result]:
             continue
         with _guard(golden.key, path, results):
             results.append(_check_one(golden, path))
+            results[-1].content = content_key(golden.call)
     return results
 
 

@@ -198,6 +198,14 @@ def load(path: Path | str) -> Golden:
     return Golden(key=key, call=call, path=path, format=fmt, notes=[V1_NOTE] if fmt == FORMAT_V1 else [])
 
 
+def load_placed(path: Path | str) -> Golden:
+    """A golden found in a tree: :func:`load`, and its key must be the one its path stands for."""
+    golden = load(path)
+    if not key_matches_path(golden.key, Path(path)):
+        raise GoldenError(path, f"key {golden.key[:80]!r} does not match the file's path (moved, copied or renamed?)")
+    return golden
+
+
 # ---------------------------------------------------------------- writing
 
 
@@ -294,13 +302,6 @@ class GoldenStore:
 
     def read(self, key: str) -> Golden:
         return load(self.path_for(key))
-
-    def load(self, path: Path | str) -> Golden:
-        """A golden found in this tree: :func:`load`, and its key must be the one its path stands for."""
-        golden = load(path)
-        if not key_matches_path(golden.key, Path(path)):
-            raise GoldenError(path, f"key {golden.key[:80]!r} does not match the file's path (moved or edited?)")
-        return golden
 
     def write(self, golden: Golden, *, update: bool = False) -> WriteOutcome:
         path = self.path_for(golden.key)

@@ -10,7 +10,7 @@ import torch
 
 import mla_golden
 from mla_golden.golden_format import FORMAT_V1, V1_NOTE
-from mla_golden.store import FORMAT, Golden, GoldenStore, WriteOutcome, load, to_bytes, write
+from mla_golden.store import FORMAT, Golden, GoldenStore, WriteOutcome, load, load_placed, to_bytes, write
 
 V1_FILES = sorted((Path(__file__).parent / "data" / "v1").glob("*.safetensors"))
 
@@ -85,4 +85,4 @@ def test_shipped_goldens_are_v2_and_in_their_place():
     paths = list(store.paths())
     assert len(paths) >= 100
     for path in paths:
-        assert store.load(path).format == FORMAT, path
+        assert load_placed(path).format == FORMAT, path

@@ -80,3 +80,25 @@ def test_a_dangling_link_named_like_a_golden_is_bad(tree):
     (tree / "gone.safetensors").symlink_to(tree / "nowhere.safetensors")
     code, report = _json("check", str(tree))
     assert code == 2 and any(r["status"] == "bad" and r["path"].endswith("gone.safetensors") for r in report["results"])
+
+
+def test_a_golden_whose_key_does_not_match_its_path_is_bad_in_a_tree(tree):
+    moved = tree / "prefill" / "elsewhere.safetensors"
+    moved.write_bytes(OTHER.read_bytes())  # a valid golden, saved under another name
+    code, report = _json("check", str(tree))
+    assert code == 2
+    bad = [r for r in report["results"] if r["status"] == "bad"]
+    assert len(bad) == 1 and bad[0]["path"] == str(moved) and "does not match the file's path" in bad[0]["message"]
+
+
+def test_the_same_content_under_two_keys_is_reported(tree):
+    from mla_golden.store import Golden, GoldenStore, load
+
+    golden = load(GOOD)
+    GoldenStore(tree).write(Golden("prefill/copy/of-it", golden.call))
+    ran = CliRunner().invoke(app, ["check", str(tree), "--format", "json"])
+    report = json.loads(ran.stdout)
+    assert ran.exit_code == 0
+    notes = {r["key"]: r["notes"] for r in report["results"]}
+    assert any("same content as prefill/copy/of-it" in n for n in notes[golden.key])
+    assert "the same content under 2 keys" in ran.stderr
