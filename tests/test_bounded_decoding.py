@@ -76,3 +76,29 @@ def test_show_of_a_sane_golden_still_works():
 
 def test_store_paths_are_in_goldens():
     assert PREFILL in set(GoldenStore(SHIPPED).paths()) and DECODE in set(GoldenStore(SHIPPED).paths())
+
+
+def _edited(source: Path, *, inputs: dict | None = None, params: dict | None = None) -> mla_golden.Call:
+    call = load(source).call
+    new_inputs = dict(call.inputs)
+    for name, (index, value) in (inputs or {}).items():
+        new_inputs[name] = new_inputs[name].clone()
+        new_inputs[name][index] = value
+    return mla_golden.Call(**{**call.__dict__, "inputs": new_inputs, "params": {**call.params, **(params or {})}})
+
+
+@pytest.mark.parametrize(
+    "source, inputs, params",
+    [(PREFILL, {"seqlens_qo_indptr": (-1, 2**30)}, None), (PREFILL, None, {"num_heads_k": 2**30}),
+     (PREFILL, {"context_lens": (-1, 2**30)}, None), (DECODE, {"seqlens_qo_indptr": (-1, 2**30)}, None),
+     (DECODE, {"seqlens_kv_indptr": (-1, 2**30)}, None), (DECODE, None, {"num_heads_per_head_k": 2**30}),
+     (DECODE, None, {"uni_seqlen_qo": 2**30})],
+    ids=["ps-qo", "ps-heads", "ps-ctx", "mla-qo", "mla-kv", "mla-heads", "mla-uni"],
+)  # fmt: skip
+def test_wild_inputs_or_params_cost_check_nothing(source, inputs, params):
+    """Lengths and head counts drive the checker's loops: a wild one is a violation found at once, not a long walk."""
+    call = _edited(source, inputs=inputs, params=params)
+    start = time.perf_counter()
+    result = mla_golden.check(call)
+    assert not result.ok
+    assert time.perf_counter() - start < BOUND_S
