@@ -503,6 +503,8 @@ def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
     data: dict[str, Any] = {
         "key": golden.key,
         "path": str(golden.path),
+        "format": golden.format,
+        "notes": golden.notes,
         "op": call.op,
         "params": call.params,
         "device": call.device,
@@ -582,7 +584,7 @@ def show(
     p(f"device: {json.dumps(data['device'])}", markup=False)
     p(f"env: {json.dumps(data['env'])}", markup=False)
     p("params: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()), markup=False)
-    for note in prov.get("capture", {}).get("notes", []):
+    for note in [*data["notes"], *prov.get("capture", {}).get("notes", [])]:
         p(f"note: {note}", markup=False)
     for name, values in data["inputs"].items():
         p(f"input {name}: {_clip(values)}", markup=False)
@@ -620,7 +622,7 @@ def list_(
     """List goldens: one row per golden (op, device, shape/dtype, the planner that recorded it, error)."""
     from mla_golden.errors import GoldenError
     from mla_golden.planner_id import planner_label
-    from mla_golden.store import GoldenStore, load, shape_label
+    from mla_golden.store import GoldenStore, load_placed, shape_label
 
     if not folder.is_dir():
         _say(f"error: {folder} is not a folder")
@@ -628,7 +630,7 @@ def list_(
     rows: list[dict[str, Any]] = []
     for path in GoldenStore(folder).paths():
         try:
-            golden = load(path)
+            golden = load_placed(path)
         except GoldenError as exc:
             rows.append({"path": str(path), "problem": exc.problem})
             continue

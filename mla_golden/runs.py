@@ -212,13 +212,13 @@ def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
         results.append(Result(key, Status.FAILED, path, f"{type(exc).__name__}: {exc}"))
 
 
-def _load_or_bad(path: str, results: list[Result]) -> Golden | None:
-    """The golden at ``path``, or None after recording a 'bad' result naming the problem."""
+def _load_or_bad(path: str, results: list[Result], placed: bool = True) -> Golden | None:
+    """The golden at ``path`` (``placed``: found in a tree, key matching path), or None after a 'bad' result naming the problem."""
     from mla_golden.errors import GoldenError
-    from mla_golden.store import load_placed
+    from mla_golden.store import load, load_placed
 
     try:
-        return load_placed(path)
+        return load_placed(path) if placed else load(path)
     except GoldenError as exc:
         results.append(Result(path, Status.BAD, path, exc.problem))
         return None
@@ -304,23 +304,27 @@ def command_results(entries: list[dict[str, Any]], command: Sequence[str], statu
 # ---------------------------------------------------------------- replay and compare
 
 
-def golden_files(paths: Sequence[Path]) -> tuple[list[str], list[Result]]:
+#: A golden file to process: its path, and whether it was found in a tree (its key must then match its path).
+GoldenFile = tuple[str, bool]
+
+
+def golden_files(paths: Sequence[Path]) -> tuple[list[GoldenFile], list[Result]]:
     """Golden files under ``paths`` (files or folders), and a 'bad' result for each path that is neither."""
     from mla_golden.store import SUFFIX, GoldenStore
 
-    files: list[str] = []
+    files: list[GoldenFile] = []
     bad: list[Result] = []
     for path in paths:
         if path.is_dir():
-            files.extend(str(p) for p in GoldenStore(path).paths())
+            files.extend((str(p), True) for p in GoldenStore(path).paths())
         elif path.exists() or path.is_symlink():  # a FIFO or a dangling link too: the reader reports it
-            files.append(str(path))
+            files.append((str(path), False))
         else:
             bad.append(Result(str(path), Status.BAD, str(path), f"no such file or folder (goldens are *{SUFFIX} files)"))
     return files, bad
 
 
-def replay_worker(paths: list[str], backend_spec: str, max_items: int, render: bool, keep: bool = False) -> list[Result]:
+def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, render: bool, keep: bool = False) -> list[Result]:
     """Replay each golden's inputs on the backend and diff against the golden; ``keep`` the calls of divergent ones.
 
     An unpinned reference replays each golden on the version that recorded it (a note says which).
@@ -333,8 +337,8 @@ def replay_worker(paths: list[str], backend_spec: str, max_items: int, render: b
     backend = resolve(backend_spec)
     live = backend.live_device()
     results: list[Result] = []
-    for path in paths:
-        golden = _load_or_bad(path, results)
+    for path, placed in paths:
+        golden = _load_or_bad(path, results, placed)
         if golden is None:
             continue
         device = golden.call.device
@@ -354,6 +358,7 @@ def replay_worker(paths: list[str], backend_spec: str, max_items: int, render: b
             if note:
                 found.notes.insert(0, note)
             results.append(_diff_result(golden.key, path, found, render, (golden.call, actual) if keep else None))
+            results[-1].notes += golden.notes
     return results
 
 
@@ -462,19 +467,20 @@ def diff_trees(
 # ---------------------------------------------------------------- check
 
 
-def check_worker(paths: list[str]) -> list[Result]:
+def check_worker(paths: list[GoldenFile]) -> list[Result]:
     """Check each golden's metadata against the planner's invariants."""
     from mla_golden.store import content_key
 
     _single_threaded()
     results: list[Result] = []
-    for path in paths:
-        golden = _load_or_bad(path, results)
+    for path, placed in paths:
+        golden = _load_or_bad(path, results, placed)
         if golden is None:
             continue
         with _guard(golden.key, path, results):
             results.append(_check_one(golden, path))
             results[-1].content = content_key(golden.call)
+            results[-1].notes += golden.notes
     return results
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
 import mla_golden
+from mla_golden.cli import app
 from mla_golden.golden_format import FORMAT_V1, V1_NOTE
 from mla_golden.store import FORMAT, Golden, GoldenStore, WriteOutcome, load, load_placed, to_bytes, write
 
@@ -86,3 +89,11 @@ def test_shipped_goldens_are_v2_and_in_their_place():
     assert len(paths) >= 100
     for path in paths:
         assert load_placed(path).format == FORMAT, path
+
+
+def test_the_cli_names_a_v1_files_missing_digest():
+    ran = CliRunner().invoke(app, ["check", str(V1_FILES[0]), "--format", "json"])
+    result = json.loads(ran.stdout)["results"][0]
+    assert ran.exit_code == 0 and result["status"] == "passed" and result["notes"] == [V1_NOTE]
+    shown = CliRunner().invoke(app, ["show", str(V1_FILES[0])])
+    assert shown.exit_code == 0 and "no content digest" in shown.output
