@@ -80,16 +80,17 @@ def _bind(op: str, original: Callable[..., Any], args: tuple, kwargs: dict) -> t
     sig = signature_of(original, schema)
     try:
         return bind(op, original, args, kwargs, sig), sig
-    except TypeError:
-        if any(schema.kind(schema.canonical(n)) for n in sig.parameters):
-            raise  # aiter's names: the call itself is wrong
+    except TypeError as own:
+        sig.bind(*args, **kwargs)  # TypeError when the call does not fit the planner itself: it will say so
+        named = [n for n, p in sig.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if named and all(schema.kind(schema.canonical(n)) or n in schema.dtype_aliases for n in named):
+            raise NotRecorded(f"its arguments fit the planner but not mla-golden's reading of them ({own})") from own
     aiter = inspect.signature(getattr(reference, op))
     try:
-        sig.bind(*args, **kwargs)
         return bind(op, original, args, kwargs, aiter), aiter
     except TypeError as exc:
         raise NotRecorded(
-            f"{getattr(original, '__qualname__', original)!s} has none of aiter's parameter names and its "
+            f"{getattr(original, '__qualname__', original)!s} does not use aiter's parameter names and its "
             f"{len(args)} positional / {len(kwargs)} keyword argument(s) do not fit aiter's {op} by position ({exc})"
         ) from exc
 

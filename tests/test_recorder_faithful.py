@@ -140,3 +140,21 @@ def test_without_takers_the_wrapper_costs_nothing_and_warns_nothing():
         warnings.simplefilter("error")
         with ref.device("gfx942", 304):
             _plan(ref.get_mla_metadata_v1)
+
+
+def test_a_wrapper_with_some_of_aiters_names_is_bound_by_position_too(monkeypatch):
+    def planner(seqlens_qo_indptr, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr, r_final, r_partial, **rest):
+        return ref.get_mla_metadata_v1(seqlens_qo_indptr, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr,
+                                       r_final, r_partial, **rest)  # fmt: skip
+
+    module = _planner_module(planner)
+    monkeypatch.setitem(sys.modules, "my_planners", module)
+    with ref.device("gfx942", 304), mla_golden.spy(module) as spy:
+        _plan(module.get_mla_metadata_v1)
+    assert spy.missed == [] and spy.calls.one().inputs["seqlens_kv_indptr"].tolist() == KV.tolist()
+
+
+def test_a_call_that_does_not_fit_the_planner_is_its_own_error_not_a_miss():
+    with ref.device("gfx942", 304), mla_golden.spy(ref) as spy, pytest.raises(TypeError):
+        ref.get_mla_metadata_v1(QO, KV)
+    assert spy.missed == [] and len(spy.calls) == 0
