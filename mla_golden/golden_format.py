@@ -196,6 +196,10 @@ def _check_buffers(buffers: Mapping[str, Any]) -> list[str]:
             problems.append(f"buffers: entry for {name} missing or malformed (want shape of rank 1 or 2, <= {MAX_ELEMENTS} elements)")
         elif spec["dtype"] != want:
             problems.append(f"buffers: {name} is {spec['dtype']}, aiter's planner takes {want}")
+    if not problems:
+        total = sum(math.prod(buffers[name]["shape"]) for name in OUTPUTS)
+        if total > MAX_ELEMENTS:  # loading builds every buffer: their sum, not each, bounds a load's memory
+            problems.append(f"buffers: {total} elements in all (limit {MAX_ELEMENTS})")
     return problems
 
 

@@ -270,11 +270,13 @@ def _drop_data(t, m, name):
                                 "values.work_metadata_ptrs": torch.tensor([5], dtype=torch.uint64)}), "pointer"),
         (lambda t, m: m.update(buffers=json.dumps({"work_indptr": {"shape": [10**12], "dtype": "torch.int32"}})), "buffers"),
         (lambda t, m: m.update(buffers=m["buffers"].replace('"torch.int32"', '"torch.int64"', 1)), "aiter's planner takes"),
+        (lambda t, m: m.update(buffers=json.dumps({n: {**s, "shape": [2**24] if s["dtype"] == "torch.int32" else s["shape"]}
+                                                    for n, s in json.loads(m["buffers"]).items()})), "elements in all"),
         (lambda t, m: m.update(key="other/name"), None),  # a renamed key is still a valid golden; the tree checks paths
     ],
     ids=["format", "op", "no-params", "extra-meta", "bad-json", "wrong-json-type", "missing-tensor", "extra-tensor",
          "wrong-dtype", "input-rank", "input-int64", "runs-dtype", "runs-unsorted", "runs-out-of-range",
-         "data-outside-written", "pointer-values", "absurd-buffers", "int64-buffer", "renamed-key"],  # fmt: skip
+         "data-outside-written", "pointer-values", "absurd-buffers", "int64-buffer", "buffers-total", "renamed-key"],  # fmt: skip
 )
 def test_bad_content_is_named(tmp_path, golden_bytes, edit, match):
     if match is None:
