@@ -97,3 +97,18 @@ def test_the_cli_names_a_v1_files_missing_digest():
     assert ran.exit_code == 0 and result["status"] == "passed" and result["notes"] == [V1_NOTE]
     shown = CliRunner().invoke(app, ["show", str(V1_FILES[0])])
     assert shown.exit_code == 0 and "no content digest" in shown.output
+
+
+def test_record_update_rewrites_a_shipped_v1_golden_as_v2(tmp_path):
+    """`mla-golden record --update` over a tree holding a v1 golden of a matrix case leaves it v2, same content."""
+    source = next(p for p in V1_FILES if p.name.startswith("h16-b4"))
+    old = load(source)
+    target = GoldenStore(tmp_path).path_for(old.key)
+    target.parent.mkdir(parents=True)
+    shutil.copy(source, target)
+    ran = CliRunner().invoke(app, ["record", "--backend", "reference", "--out", str(tmp_path), "--update", "--quiet",
+                                   "--device", "gfx950:256"])  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    new = load_placed(target)
+    assert new.format == FORMAT and new.call.provenance == old.call.provenance
+    assert mla_golden.diff(old.call, new.call).equal
