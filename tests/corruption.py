@@ -181,3 +181,71 @@ def run(goldens: Sequence[Path], count: int, seed: int, workdir: Path) -> FuzzRe
         if took > TIME_BOUND_S:
             result.slow.append(f"{what}: {took:.2f}s")
     return result
+
+
+#: Values a forged or buggy golden may hold where lengths, indices and counts are expected.
+WILD_VALUES = (2**31 - 1, -(2**31), -1, 0, 1, 2**16, 2**30, 7)
+
+
+@dataclass
+class ForgeResult:
+    """Counts of a run over goldens whose content was edited with a valid digest (a forger, or a planner bug)."""
+
+    tried: int = 0
+    tracebacks: list[str] = field(default_factory=list)
+    slow: list[str] = field(default_factory=list)
+    slowest_s: float = 0.0
+
+
+def forge_run(goldens: Sequence[Path], count: int, seed: int, bound_s: float) -> ForgeResult:
+    """Edit one value (an output element, an input element or an int param) to a wild one, then check, diff and draw.
+
+    The digest cannot catch these: the bound on the work must come from the
+    decoding itself (every index checked against its buffer, every walk sized
+    by the file).
+    """
+    import mla_golden
+    from mla_golden.geometry import INDPTRS, describe_schedule, geometry, indptr_problem
+    from mla_golden.html import Entry, render_html
+
+    rng = random.Random(seed)
+    result = ForgeResult()
+    for i in range(count):
+        source = goldens[i % len(goldens)]
+        good = load(source).call
+        outputs, inputs, params = dict(good.outputs), dict(good.inputs), dict(good.params)
+        kind = rng.choice(("output", "input", "param") if outputs else ("input", "param"))
+        if kind == "output":
+            name = rng.choice([n for n in outputs if n != "work_metadata_ptrs"])
+            flat, written = outputs[name].clone().reshape(-1), good.written[name].reshape(-1).nonzero().reshape(-1)
+            if len(written):
+                flat[int(written[rng.randrange(len(written))])] = rng.choice(WILD_VALUES)
+            outputs[name] = flat.reshape(good.outputs[name].shape)
+        elif kind == "input":
+            name = rng.choice(sorted(inputs))
+            inputs[name] = inputs[name].clone()
+            if len(inputs[name]):
+                inputs[name][rng.randrange(len(inputs[name]))] = rng.choice(WILD_VALUES)
+        else:
+            name = rng.choice(sorted(n for n, v in params.items() if isinstance(v, int) and not isinstance(v, bool)))
+            params[name] = rng.choice(WILD_VALUES)
+        forged = mla_golden.Call(**{**good.__dict__, "outputs": outputs, "inputs": inputs, "params": params})
+        what = f"{kind} {name} of {source.name}"
+        start = time.perf_counter()
+        try:
+            mla_golden.check(forged)
+            found = mla_golden.diff(good, forged)
+            mla_golden.render_text(found)
+            if forged.error is None:
+                geometry(forged)
+                if not any(indptr_problem(forged, n) for n in INDPTRS):  # show refuses the others
+                    describe_schedule(forged)
+                render_html([Entry("forged", found, good, forged)], title="forged")
+        except Exception as exc:  # noqa: BLE001 - counting them is the point
+            result.tracebacks.append(f"{what}: {type(exc).__name__}: {exc}")
+        took = time.perf_counter() - start
+        result.tried += 1
+        result.slowest_s = max(result.slowest_s, took)
+        if took > bound_s:
+            result.slow.append(f"{what}: {took:.2f}s")
+    return result

@@ -51,3 +51,11 @@ def test_a_sample_through_the_real_cli(tmp_path):
         assert "Traceback" not in output
         for path in bad if args[0] != "show" else bad[:1]:
             assert str(path) in output.replace("\n", ""), (args, path)
+
+
+def test_forged_content_costs_check_diff_and_pictures_no_more_than_the_file():
+    """Goldens edited with a valid digest (wild lengths, indices, head counts): no traceback, each bounded."""
+    result = corruption.forge_run(SHIPPED, count=300, seed=20261201, bound_s=5.0)
+    assert result.tried == 300
+    assert result.tracebacks == [], result.tracebacks[:5]
+    assert result.slow == [], result.slow[:5]

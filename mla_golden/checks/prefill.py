@@ -75,9 +75,15 @@ def _fits_its_buffer(c: Checker, qo: list[int]) -> bool:
     costs nothing: the per-tile checks below run only on a plan that could exist.
     """
     p = c.call.params
+    sizes = {name: p.get(name) for name in ("kvlen_granularity", "block_size")}
+    odd = [name for name, value in sizes.items() if not (isinstance(value, int) and value > 0)]
+    for name in odd:  # the per-tile checks divide by each (as aiter does: its plan is undefined then)
+        c.flag("call.precondition", name, f"must be a positive int, got {sizes[name]!r}")
+    if odd:
+        return False
     q_gran, heads = p.get("qlen_granularity"), p.get("num_heads_k")
     if not (isinstance(q_gran, int) and isinstance(heads, int) and q_gran > 0 and heads > 0):
-        return True  # the preconditions name these
+        return True  # no tiles, or no head planes: nothing to walk
     tiles = sum(-(-(b - a) // q_gran) for a, b in zip(qo, qo[1:]) if b > a)
     rows = c.call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
     if tiles * heads <= rows:
