@@ -7,6 +7,14 @@
   files + torch.equal per field;
 - replay + diff on the reference backend: goldens per second;
 - record throughput (goldens written per second) and the tree's size;
+- golden format: size and load + diff time of vLLM-sized prefill goldens
+  (buffers for max_num_seqs 128 x max_model_len 8192, 16 and 64 heads) in
+  mla-golden/2 vs the whole-buffer mla-golden/1 encoding (goal: <= 1/10 size,
+  no slower);
+- corruption fuzz: 10000 seeded corruptions of the shipped goldens, counts
+  printed (goal: all refused naming the file, 0 loaded, 0 tracebacks), and
+  1500 forged goldens (content edited with a valid digest) through check,
+  diff and the pictures (goal: 0 tracebacks, each under 1 s);
 - CLI start-up: ``mla-golden --help`` vs ``python -c pass``;
 - peak memory of ``mla-golden diff`` over the tree and over a tree four times
   larger (flat means it streams).
@@ -14,6 +22,7 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import statistics
 import subprocess
@@ -86,12 +95,88 @@ def bench_diff(paths: list[Path]) -> list[tuple[str, float, str]]:
     ]
 
 
+def _v1_bytes(golden: object) -> bytes:
+    """The mla-golden/1 encoding of a golden (whole buffers plus bool masks): the baseline v2 is measured against."""
+    import json
+
+    from safetensors.torch import save
+
+    call = golden.call  # type: ignore[attr-defined]
+    tensors = {f"input.{n}": t.contiguous() for n, t in call.inputs.items()}
+    for name in call.outputs:
+        tensors[f"output.{name}"] = call.outputs[name].contiguous()
+        tensors[f"written.{name}"] = call.written[name].contiguous()
+    meta = {"format": "mla-golden/1", "op": call.op, "key": golden.key}  # type: ignore[attr-defined]
+    for field in ("params", "device", "env", "buffers", "provenance"):
+        meta[field] = json.dumps(getattr(call, field), sort_keys=True)
+    return save(tensors, metadata=meta)
+
+
+def _load_diff(path: Path) -> None:
+    import mla_golden
+
+    mla_golden.diff(mla_golden.load(path).call, mla_golden.load(path).call)
+
+
+def bench_format() -> list[tuple[str, float, str]]:
+    """vLLM-sized prefill goldens: mla-golden/2 vs /1 size, and load + diff time."""
+    from mla_golden.backends import resolve
+    from mla_golden.matrix import Case, capture
+    from mla_golden.store import Golden, to_bytes
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for heads in (16, 64):
+            case = Case(name=f"vllm-prefill-h{heads}", op="get_ps_metadata_v1", group="bench", model="vLLM prefill",
+                        arch="gfx950", cu_num=256, env={}, heads=heads, seq_lens=(8192, 3000, 1000, 517),
+                        sizing_batch=128, sizing_qlen=8192)  # fmt: skip
+            [(_, call)] = list(capture([case], resolve("reference")))
+            golden = Golden(case.name, call)
+            v1, v2 = Path(tmp, "v1.safetensors"), Path(tmp, "v2.safetensors")
+            v1.write_bytes(_v1_bytes(golden))
+            v2.write_bytes(to_bytes(golden))
+
+            t1, t2 = (_best(functools.partial(_load_diff, path), 10) for path in (v1, v2))
+            s1, s2 = v1.stat().st_size, v2.stat().st_size
+            rows.append((f"vLLM prefill golden h{heads}, size v2", s2 / 2**20,
+                         f"MB; v1 {s1 / 2**20:.2f} MB; v2/v1 = {s2 / s1:.3f} (goal <= 0.1)"))  # fmt: skip
+            rows.append((f"vLLM prefill golden h{heads}, load+diff v2", t2,
+                         f"v1 {t1 * 1e3:.1f} ms; v2/v1 = {t2 / t1:.2f} (goal <= 1)"))  # fmt: skip
+    return rows
+
+
+def bench_fuzz(paths: list[Path], count: int = 10000) -> list[tuple[str, float, str]]:
+    """The suite's corruption fuzz (tests/corruption.py), larger."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import corruption
+
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        result = corruption.run(paths, count=count, seed=1, workdir=Path(tmp))
+        took = time.perf_counter() - start
+    print(result.summary())
+    for failure in (result.loaded + result.tracebacks + result.unnamed + result.slow)[:10]:
+        print("  FAILED:", failure)
+    bad = len(result.loaded) + len(result.tracebacks) + len(result.unnamed) + len(result.slow)
+    start = time.perf_counter()
+    forged = corruption.forge_run(paths, count=1500, seed=1, bound_s=1.0)
+    forge_took = time.perf_counter() - start
+    print(f"{forged.tried} forged goldens (valid digest, wild values): tracebacks {len(forged.tracebacks)}, "
+          f"over 1 s {len(forged.slow)}; slowest {forged.slowest_s * 1e3:.0f} ms")  # fmt: skip
+    for failure in (forged.tracebacks + forged.slow)[:10]:
+        print("  FAILED:", failure)
+    return [
+        ("corruption fuzz", took, f"s for {result.total} corruptions; {bad} not refused cleanly (goal 0)"),
+        ("forged-content fuzz", forge_took, f"s for {forged.tried}; {len(forged.tracebacks) + len(forged.slow)} failed (goal 0)"),
+    ]
+
+
 def main() -> None:
     tree = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "goldens"
     paths = sorted(p for p in tree.rglob("*.safetensors") if not p.name.startswith("."))
     if not paths:
         sys.exit(f"no goldens under {tree}")
-    rows = bench_diff(paths)
+    rows = bench_diff(paths) + bench_format() + bench_fuzz(paths)
 
     t_replay = _run([*CLI, "diff", str(tree), "--backend", "reference", "--quiet"])
     rows.append(("replay + diff, reference backend (CLI)", t_replay, f"{len(paths) / t_replay:.0f} goldens/s (goal: tree < 10 s)"))

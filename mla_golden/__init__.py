@@ -43,6 +43,7 @@ _EXPORTS = {
     "SweepError": "mla_golden.errors",
     "JournalError": "mla_golden.errors",
     "ExecutorError": "mla_golden.errors",
+    "PreconditionError": "mla_golden.errors",
     "diff": "mla_golden.differ",
     "diff_trees": "mla_golden.runs",
     "Result": "mla_golden.runs",

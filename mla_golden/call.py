@@ -38,6 +38,8 @@ class Call:
     provenance: dict[str, Any] = field(default_factory=dict)
     #: The message of the exception the planner raised, if it raised.
     error: str | None = None
+    #: Strides of inputs the program passed non-contiguous (values are kept contiguous), so a replay passes them alike.
+    strides: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def facts(self) -> dict[str, Any]:
@@ -51,6 +53,8 @@ class Calls:
     def __init__(self) -> None:
         self._items: list[Call] = []
         self._lock = threading.Lock()
+        #: Calls passed to the planner untouched but not recorded, each with the reason.
+        self.missed: list[str] = []
 
     def append(self, call: Call) -> None:
         with self._lock:
@@ -62,12 +66,13 @@ class Calls:
             return [c for c in self._items if op is None or c.op == op]
 
     def one(self, op: str | None = None) -> Call:
-        """The single call (of ``op``); CallNotFound when there are none or several."""
+        """The single call (of ``op``); CallNotFound when there are none or several, or when a call was missed."""
         found = self.all(op)
-        if len(found) != 1:
+        missed = f"; {len(self.missed)} call(s) made but not recorded: {'; '.join(self.missed)}" if self.missed else ""
+        if len(found) != 1 or missed:
             what = f"calls of {op}" if op else "calls"
             seen = ", ".join(c.op for c in self.all()) or "none"
-            raise CallNotFound(f"expected exactly one of the {what}, captured {len(found)} (all captured: {seen})")
+            raise CallNotFound(f"expected exactly one of the {what}, captured {len(found)} (all captured: {seen}){missed}")
         return found[0]
 
     def __iter__(self) -> Iterator[Call]:

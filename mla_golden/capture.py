@@ -9,6 +9,7 @@ buffers are never touched by that probing.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -90,7 +91,8 @@ def _pointers_ok(buffers: Mapping[str, torch.Tensor], values: torch.Tensor, mask
     want = torch.tensor(
         [buffers["work_indptr"].data_ptr(), buffers["work_info_set"].data_ptr()], dtype=torch.uint64
     )
-    return bool(mask.all()) and torch.equal(values.cpu().to(torch.uint64), want)
+    # aiter writes the first two; a longer buffer keeps the rest as the caller left it
+    return values.numel() >= 2 and bool(mask[:2].all()) and torch.equal(values.cpu()[:2].to(torch.uint64), want)
 
 
 def _buffer_specs(buffers: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
@@ -119,26 +121,78 @@ def _base_call(op: str, fn: Callable[..., Any], bound: BoundCall, inputs: dict[s
     )
 
 
+class NotRecorded(Exception):
+    """A call that cannot be recorded faithfully: ``reason``, and whether the planner already ran.
+
+    When it ran, ``result`` / ``error`` are what it gave the program.
+    """
+
+    def __init__(self, reason: str, *, ran: bool = False, result: Any = None, error: Exception | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.ran, self.result, self.error = reason, ran, result, error
+
+
+def unrecordable(bound: BoundCall) -> str | None:
+    """Why a bound call cannot be recorded as the program made it (None when it can).
+
+    Such a call is passed to the planner untouched: recording it would need
+    a conversion that changes what the planner sees.
+    """
+    for name, tensor in bound.buffers.items():
+        want = torch.uint64 if name == POINTER_OUTPUT else torch.int32
+        if not isinstance(tensor, torch.Tensor):
+            return f"output {name} is a {type(tensor).__name__}, not a tensor"
+        if tensor.device.type == "meta":
+            return f"output buffer {name} is on the meta device: it holds no values"
+        if tensor.dtype != want:
+            return f"output buffer {name} is {tensor.dtype}; aiter's planner fills {want} buffers"
+    for name, tensor in bound.inputs.items():
+        if not isinstance(tensor, torch.Tensor):
+            return f"input {name} is a {type(tensor).__name__}, not a tensor"
+        if tensor.device.type == "meta":
+            return f"input {name} is on the meta device: it holds no values"
+        if tensor.dtype not in (torch.int32, torch.int64) or tensor.dim() != 1:
+            return f"input {name} is {tensor.dtype} of rank {tensor.dim()}; a golden keeps 1-D int32 (or int64) inputs"
+    return None
+
+
 def capture_live(
-    op: str, fn: Callable[..., Any], bound: BoundCall, args: tuple, kwargs: dict
+    op: str, fn: Callable[..., Any], bound: BoundCall, args: tuple, kwargs: dict, sig: inspect.Signature | None = None
 ) -> tuple[Call, Any, Exception | None]:
     """Call ``fn(*args, **kwargs)`` exactly as the caller did and capture it.
 
+    ``sig`` is the signature that bound the call (default ``fn``'s own).
     Returns (Call, result, the planner's exception or None); the caller
-    re-raises the exception so its own code sees it unchanged.
+    re-raises the exception so its own code sees it unchanged. Raises
+    :class:`NotRecorded` when recording fails (saying whether the planner ran).
     """
-    inputs = {n: _cpu(t) for n, t in bound.inputs.items()}
-    call = _base_call(op, fn, bound, inputs, list(bound.notes))
+    try:
+        inputs = {n: _cpu(t) for n, t in bound.inputs.items()}
+        call = _base_call(op, fn, bound, inputs, list(bound.notes))
+        call.strides = {n: list(t.stride()) for n, t in bound.inputs.items() if not t.is_contiguous()}
+    except Exception as exc:
+        raise NotRecorded(f"its inputs could not be copied ({type(exc).__name__}: {exc})") from exc
     try:
         result = fn(*args, **kwargs)
     except Exception as exc:
         call.error = _message(exc)
         return call, None, exc
+    try:
+        _outputs(call, op, fn, bound, args, kwargs, sig)
+    except Exception as exc:  # the recorder's failure, never the program's
+        raise NotRecorded(f"recording failed after the call ({type(exc).__name__}: {exc})", ran=True, result=result) from exc
+    return call, result, None
+
+
+def _outputs(
+    call: Call, op: str, fn: Callable[..., Any], bound: BoundCall, args: tuple, kwargs: dict, sig: inspect.Signature | None
+) -> None:
+    """Fill ``call``'s outputs and written masks from the caller's buffers and two probe runs."""
     caller = bound.buffers
     _sync(list(caller.values()))
     live = {n: _cpu(t) for n, t in caller.items()}
     schema = schema_for(op)
-    sig = signature_of(fn, schema)
+    sig = sig or signature_of(fn, schema)
     original = sig.bind(*args, **kwargs)
 
     def invoke(scratch: dict[str, torch.Tensor]) -> None:
@@ -163,7 +217,6 @@ def capture_live(
     facts["ptrs_ok"] = _pointers_ok(caller, live[POINTER_OUTPUT], masks[POINTER_OUTPUT])
     call.written = masks
     call.outputs = {n: _kept(live[n], masks[n], n == POINTER_OUTPUT) for n in live}
-    return call, result, None
 
 
 def _message(exc: BaseException) -> str:
@@ -201,7 +254,7 @@ def replay(call: Call, fn: Callable[..., Any], *, on: str | torch.device = "cpu"
     to be adapted to ``fn``'s signature is listed in the notes.
     """
     op = call.op
-    inputs = {n: t.to(on) for n, t in call.inputs.items()}
+    inputs = {n: _laid_out(t.to(on), call.strides.get(n)) for n, t in call.inputs.items()}
     shapes = {n: torch.empty(spec["shape"], dtype=to_dtype(spec["dtype"]), device=on) for n, spec in call.buffers.items()}
     kwargs, notes = build_arguments(op, fn, call.params, inputs, shapes)
     schema = schema_for(op)
@@ -228,6 +281,15 @@ def replay(call: Call, fn: Callable[..., Any], *, on: str | torch.device = "cpu"
     result.written = masks
     result.outputs = {n: _kept(run_a[n], masks[n], n == POINTER_OUTPUT) for n in run_a}
     return result
+
+
+def _laid_out(tensor: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
+    """``tensor``'s values with the strides the program passed (a non-contiguous input replays as one)."""
+    if strides is None:
+        return tensor
+    out = torch.empty_strided(tensor.shape, strides, dtype=tensor.dtype, device=tensor.device)
+    out.copy_(tensor)
+    return out
 
 
 def _device_context(fn: Callable[..., Any], device: Mapping[str, Any]) -> contextlib.AbstractContextManager:

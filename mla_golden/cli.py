@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from mla_golden.runs import (
     EXIT_BAD,
@@ -196,7 +197,12 @@ def _progress(quiet: bool, label: str, total: int | None = None) -> Iterator[Adv
 def _run_items(
     worker: Callable[..., list[Result]], items: list[Any], args: tuple[Any, ...], jobs: int, quiet: bool, label: str
 ) -> list[Result]:
-    """:func:`runs.run_items` with a progress bar on long runs."""
+    """:func:`runs.run_items` with a progress bar on long runs; ``jobs`` capped at the CPU count, with a note."""
+    from mla_golden.workers import cap_jobs
+
+    jobs, note = cap_jobs(jobs)
+    if note:
+        _say(f"note: {note}", quiet)
     with _progress(quiet, label, len(items)) as advance:
         return run_items(worker, items, args, jobs, advance)
 
@@ -240,7 +246,8 @@ def _record_command(command: list[str], out: Path, update: bool, fmt: Format, qu
     from mla_golden.runs import command_results
 
     results = command_results(entries, command, status)
-    if not entries:
+    entries = [e for e in entries if e.get("outcome") != "missed"]
+    if not entries and len(results) == (status != 0):
         _say(
             "warning: the command made no aiter planner calls (did it import aiter? "
             "python -S / -I skip the sitecustomize that installs the hook)"
@@ -250,7 +257,16 @@ def _record_command(command: list[str], out: Path, update: bool, fmt: Format, qu
     return _emit("record", results, fmt, quiet, {"out": str(out), "command_line": command, "command_status": status})
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
+class _RecordCommand(TyperCommand):
+    """``record``: a ``--`` with nothing after it is a usage error, not a request to record the whole matrix."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[-1] == "--" and "--" not in args[:-1]:
+            raise typer.BadParameter("'--' must be followed by a command to record (or leave '--' out to record the matrix)", ctx)
+        return super().parse_args(ctx, args)
+
+
+@app.command(cls=_RecordCommand, context_settings={"allow_interspersed_args": False})
 def record(
     command: Annotated[
         list[str] | None,
@@ -339,6 +355,7 @@ def diff(
     """
     from mla_golden.runs import diff_trees, golden_files, replay_worker
 
+    _check_outputs(("--html", html), ("--png", png))
     roots = list(paths or [DEFAULT_GOLDENS])
     render = format is Format.text and not quiet
     keep = html is not None or png is not None
@@ -391,7 +408,8 @@ def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
             entries.append(Entry(r.key, r.status, not_drawn, group=cause_group(r.diff)))
         else:
             entries.append(Entry(r.key, r.status, r.message))
-    atomic_write(path, render_diff_page(entries))
+    with _writing(path, "--html"):
+        atomic_write(path, render_diff_page(entries))
     _say(f"HTML report: {path}", quiet)
 
 
@@ -405,11 +423,43 @@ def _write_png(path: Path, results: list[Result], quiet: bool) -> None:
         return
     expected, actual = first[0].calls
     try:
-        save_png(path, expected, actual, title=first[0].key)
+        with _writing(path, "--png"):
+            save_png(path, expected, actual, title=first[0].key)
     except PlotExtraMissing as exc:
         _say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
     _say(f"PNG of {first[0].key}: {path}", quiet)
+
+
+def _output_problem(path: Path) -> str | None:
+    """Why ``path`` cannot take a report file (checked before any work), or None."""
+    if path.is_dir():
+        return "is a folder; give a file name"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot be created: {parent} is not a folder"
+    return None
+
+
+def _check_outputs(*options: tuple[str, Path | None]) -> None:
+    """Exit 2 before doing any work when an output option names a path no file can be written to."""
+    for option, path in options:
+        problem = None if path is None else _output_problem(path)
+        if problem:
+            _say(f"error: {option} {path}: {problem}")
+            raise typer.Exit(EXIT_BAD)
+
+
+@contextlib.contextmanager
+def _writing(path: Path, option: str) -> Iterator[None]:
+    """A report file that cannot be written is exit 2 with the reason (atomic_write leaves no temp file)."""
+    try:
+        yield
+    except OSError as exc:
+        _say(f"error: {option} {path}: cannot write: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_BAD) from exc
 
 
 # ---------------------------------------------------------------- check
@@ -432,13 +482,16 @@ def check_(
     \b
     mla-golden check goldens
     """
-    from mla_golden.runs import check_worker, golden_files
+    from mla_golden.runs import check_worker, golden_files, note_copies
 
+    _check_outputs(("--html", html))
     files, results = golden_files(list(paths or [DEFAULT_GOLDENS]))
     if not files and not results:
         _say("error: no goldens found")
         raise typer.Exit(EXIT_BAD)
     results += _run_items(check_worker, files, (html is not None,), jobs, quiet, "checking")
+    for group in note_copies(results):
+        _say(f"warning: the same content under {len(group)} keys: {', '.join(r.key for r in group)}")
     if html is not None:
         _write_check_html(html, results, quiet)
     raise typer.Exit(_emit("check", results, format, quiet, {}))
@@ -459,7 +512,8 @@ def _write_check_html(path: Path, results: list[Result], quiet: bool) -> None:
             entries.append(CheckEntry(r.key, r.status, not_drawn, result=r.checked[1]))
         else:
             entries.append(CheckEntry(r.key, r.status, r.message))
-    atomic_write(path, render_check_page(entries))
+    with _writing(path, "--html"):
+        atomic_write(path, render_check_page(entries))
     _say(f"HTML report: {path}", quiet)
 
 
@@ -476,6 +530,8 @@ def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
     data: dict[str, Any] = {
         "key": golden.key,
         "path": str(golden.path),
+        "format": golden.format,
+        "notes": golden.notes,
         "op": call.op,
         "params": call.params,
         "device": call.device,
@@ -511,10 +567,16 @@ def show(
 ) -> None:
     """Show one golden: header, params, device, provenance, inputs, work items by CU part, reduce groups."""
     from mla_golden.errors import GoldenError
+    from mla_golden.geometry import INDPTRS, indptr_problem
     from mla_golden.store import load
 
+    _check_outputs(("--html", html), ("--png", png))
     try:
         loaded = load(golden)
+        for name in INDPTRS if loaded.call.error is None else ():
+            problem = indptr_problem(loaded.call, name)
+            if problem:  # show walks these ranges: a wild one is refused, `check` names it as a violation
+                raise GoldenError(golden, f"cannot show: {problem}")
     except GoldenError as exc:
         _say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
@@ -522,13 +584,15 @@ def show(
         from mla_golden.files import atomic_write
         from mla_golden.html import render_show_page
 
-        atomic_write(html, render_show_page(loaded.key, loaded.call, cu=cu, work=work))
+        with _writing(html, "--html"):
+            atomic_write(html, render_show_page(loaded.key, loaded.call, cu=cu, work=work))
         _say(f"HTML picture: {html}")
     if png is not None:
         from mla_golden.plot import PlotExtraMissing, save_png
 
         try:
-            save_png(png, loaded.call, title=loaded.key)
+            with _writing(png, "--png"):
+                save_png(png, loaded.call, title=loaded.key)
         except PlotExtraMissing as exc:
             _say(f"error: {exc}")
             raise typer.Exit(EXIT_BAD) from exc
@@ -547,7 +611,7 @@ def show(
     p(f"device: {json.dumps(data['device'])}", markup=False)
     p(f"env: {json.dumps(data['env'])}", markup=False)
     p("params: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()), markup=False)
-    for note in prov.get("capture", {}).get("notes", []):
+    for note in [*data["notes"], *prov.get("capture", {}).get("notes", [])]:
         p(f"note: {note}", markup=False)
     for name, values in data["inputs"].items():
         p(f"input {name}: {_clip(values)}", markup=False)
@@ -585,7 +649,7 @@ def list_(
     """List goldens: one row per golden (op, device, shape/dtype, the planner that recorded it, error)."""
     from mla_golden.errors import GoldenError
     from mla_golden.planner_id import planner_label
-    from mla_golden.store import GoldenStore, load, shape_label
+    from mla_golden.store import GoldenStore, load_placed, shape_label
 
     if not folder.is_dir():
         _say(f"error: {folder} is not a folder")
@@ -593,7 +657,7 @@ def list_(
     rows: list[dict[str, Any]] = []
     for path in GoldenStore(folder).paths():
         try:
-            golden = load(path)
+            golden = load_placed(path)
         except GoldenError as exc:
             rows.append({"path": str(path), "problem": exc.problem})
             continue

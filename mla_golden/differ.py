@@ -9,6 +9,7 @@ their CU part, reduce map entries into reduce groups.
 
 from __future__ import annotations
 
+import bisect
 import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from mla_golden.call import Call
 from mla_golden.geometry import (
     Geometry,
     ReduceGroup,
+    bounded_indptr,
     geometry,
     reduce_group,
     work_at,
@@ -349,13 +351,12 @@ def _groups_of(call: Call, name: str, flat: list[int]) -> set[int]:
         return {i // 2 for i in flat}
     if name == "reduce_indptr":
         return {g for i in flat for g in (i - 1, i) if g >= 0}
-    indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+    indptr = bounded_indptr(call, "reduce_indptr")
     groups = set()
     for i in flat:
-        for g in range(len(indptr) - 1):
-            if indptr[g] <= i < indptr[g + 1]:
-                groups.add(g)
-                break
+        g = bisect.bisect_right(indptr, i) - 1
+        if 0 <= g < len(indptr) - 1 and i < indptr[g + 1]:
+            groups.add(g)
     return groups
 
 
@@ -410,8 +411,11 @@ def diff(
 
 
 def same_content(a: Call, b: Call) -> bool:
-    """``a`` and ``b`` are the same call (see :attr:`Diff.same_content`); calls of two ops never are."""
-    return a.op == b.op and diff(a, b, max_items=1).same_content
+    """``a`` and ``b`` are the same call (see :attr:`Diff.same_content`); calls of two ops never are.
+
+    Inputs passed with other strides are another call too (aiter may reject one and not the other).
+    """
+    return a.op == b.op and a.strides == b.strides and diff(a, b, max_items=1).same_content
 
 
 def _attribute(result: Diff) -> None:
@@ -477,6 +481,7 @@ def _decode_work(
 ) -> None:
     indptr_e = written_prefix(expected.outputs["work_indptr"], expected.written["work_indptr"])
     indptr_a = written_prefix(actual.outputs["work_indptr"], actual.written["work_indptr"])
+    bounded_e, bounded_a = bounded_indptr(expected, "work_indptr"), bounded_indptr(actual, "work_indptr")
     for i in divergent["work_indptr"][:max_items]:
         part = i - 1 if i > 0 else 0
         result.cu_parts.append(
@@ -494,8 +499,8 @@ def _decode_work(
         result.work_items.append(
             WorkItemDiff(
                 index=row,
-                expected=_work_item(expected, row, indptr_e),
-                actual=_work_item(actual, row, indptr_a),
+                expected=_work_item(expected, row, bounded_e),
+                actual=_work_item(actual, row, bounded_a),
                 changed=[c for c in columns if c in rows[row]],
             )
         )

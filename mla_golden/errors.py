@@ -124,3 +124,16 @@ class JournalError(SweepError):
 
 class ExecutorError(MlaGoldenError, RuntimeError):
     """A sweep executor that cannot start here (Ray missing, a cluster that cannot be reached)."""
+
+
+class PreconditionError(MlaGoldenError, ValueError):
+    """An argument that breaks a precondition aiter's planner relies on but does not check.
+
+    aiter would plan garbage (or crash) on it; the reference names the
+    argument and what is wrong instead.
+    """
+
+    def __init__(self, argument: str, problem: str) -> None:
+        super().__init__(f"{argument}: {problem}")
+        self.argument = argument
+        self.problem = problem

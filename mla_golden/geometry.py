@@ -116,6 +116,48 @@ def written_prefix(values: torch.Tensor, mask: torch.Tensor) -> list[int]:
     return values.reshape(-1)[:end].tolist()
 
 
+#: Each CSR index buffer and the buffer whose first dimension it indexes.
+INDPTRS = {"work_indptr": "work_info_set", "reduce_indptr": "reduce_partial_map"}
+
+
+def indptr_problem(call: Call, name: str) -> str | None:
+    """What is wrong with CSR index ``name`` of ``call`` (negative, decreasing, past its buffer), or None.
+
+    Every index read from a golden is checked against the buffer it points
+    into before anything iterates over it: one wild value must not cost work.
+    """
+    values = torch.tensor(written_prefix(call.outputs[name], call.written[name]), dtype=torch.int64)
+    limit = call.outputs[INDPTRS[name]].shape[0]
+    bad = ((values < 0) | (values > limit)).nonzero()
+    if bad.numel():
+        i = int(bad[0])
+        return f"{name}[{i}] = {int(values[i])} points outside {INDPTRS[name]}'s {limit} rows"
+    falls = (values[1:] < values[:-1]).nonzero()
+    if falls.numel():
+        i = int(falls[0]) + 1
+        return f"{name}[{i}] = {int(values[i])} is below {name}[{i - 1}] = {int(values[i - 1])} (must not decrease)"
+    return None
+
+
+def clamped(indptr: list[int], limit: int) -> list[int]:
+    """``indptr`` made non-decreasing and clamped to ``[0, limit]``: equal to it when it is a sane CSR.
+
+    For a corrupt or wrong plan the ranges it gives never overlap, so walking
+    them costs at most the buffer's size.
+    """
+    out, floor = [], 0
+    for value in indptr:
+        floor = min(max(value, floor), limit)
+        out.append(floor)
+    return out
+
+
+def bounded_indptr(call: Call, name: str) -> list[int]:
+    """The written prefix of CSR index ``name``, :func:`clamped` to the buffer it indexes."""
+    limit = call.outputs[INDPTRS[name]].shape[0]
+    return clamped(written_prefix(call.outputs[name], call.written[name]), limit)
+
+
 @dataclass
 class ReduceGroup:
     """One reduce group: where its merged result goes and which partials it merges."""
@@ -127,7 +169,7 @@ class ReduceGroup:
 def reduce_group(call: Call, group: int, indptr: list[int] | None = None) -> ReduceGroup | None:
     """Reduce group ``group`` of ``call`` (None past the written reduce_indptr); pass ``indptr`` to reuse it."""
     if indptr is None:
-        indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+        indptr = bounded_indptr(call, "reduce_indptr")
     if group + 1 >= len(indptr):
         return None
     final, fmask = call.outputs["reduce_final_map"], call.written["reduce_final_map"]
@@ -166,7 +208,7 @@ def work_at(call: Call, row: int, indptr: list[int] | None = None) -> Work | Non
     if info.dim() != 2 or row >= info.shape[0] or not bool(mask[row].any()):
         return None
     if indptr is None:
-        indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+        indptr = bounded_indptr(call, "work_indptr")
     return Work(row, cu_part_of(indptr, row), info[row].tolist(), mask[row].tolist())
 
 
@@ -179,10 +221,11 @@ def works_by_cu(call: Call, indptr: list[int] | None = None, *, whole_only: bool
     if indptr is None:
         indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
     values, written = _rows(call)
+    indptr = clamped(indptr, len(values))  # each row walked at most once, whatever the indptr holds
     per_cu: list[list[Work]] = []
     for cu in range(len(indptr) - 1):
         works = []
-        for row in range(max(indptr[cu], 0), min(indptr[cu + 1], len(values))):
+        for row in range(indptr[cu], indptr[cu + 1]):
             if not whole_only or all(written[row]):
                 works.append(Work(row, cu, values[row], written[row]))
         per_cu.append(works)
@@ -195,7 +238,7 @@ def describe_schedule(call: Call, cu: int | None = None, work: int | None = None
     ``cu`` / ``work`` narrow it to one CU part / one work item (reduce groups
     are then left out). Rows not written in full show as ``columns: None``.
     """
-    indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+    indptr = bounded_indptr(call, "work_indptr")
     parts = []
     for part in range(max(len(indptr) - 1, 0)):
         lo, hi = indptr[part], indptr[part + 1]
@@ -210,7 +253,7 @@ def describe_schedule(call: Call, cu: int | None = None, work: int | None = None
         parts.append({"cu_part": part, "works": [lo, hi], "items": items})
     groups = []
     if cu is None and work is None:
-        reduce_indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+        reduce_indptr = bounded_indptr(call, "reduce_indptr")
         for group in range(max(len(reduce_indptr) - 1, 0)):
             found_group = reduce_group(call, group, reduce_indptr)
             if found_group is not None and found_group.partials:  # tiles that were split

@@ -68,6 +68,7 @@ class _GoldenWriter:
 
     def __init__(self, out: str, update: bool, log: str | None) -> None:
         self.out, self.update, self.log = out, update, log
+        self.missed = _MissedLog(self)
 
     def append(self, call: Any) -> None:
         # Runs inside the program's planner call: it must never raise into the program.
@@ -84,6 +85,9 @@ class _GoldenWriter:
         except Exception as exc:
             entry["outcome"] = "failed"
             entry["problem"] = f"{type(exc).__name__}: {exc}"
+        self.write_log(entry)
+
+    def write_log(self, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, default=str) + "\n"
         try:
             fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if self.log else 2
@@ -94,6 +98,16 @@ class _GoldenWriter:
                     os.close(fd)
         except OSError:
             pass  # the golden is on disk (or its failure is); only the parent's tally misses it
+
+
+class _MissedLog:
+    """Stands in for ``Calls.missed``: each call made but not recorded becomes a log entry the parent reports."""
+
+    def __init__(self, writer: _GoldenWriter) -> None:
+        self.writer = writer
+
+    def append(self, reason: str) -> None:
+        self.writer.write_log({"outcome": "missed", "problem": reason, "pid": os.getpid()})
 
 
 def _wrap(module: ModuleType) -> None:

@@ -8,6 +8,7 @@ workers writing the same golden end with one valid file.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,11 +51,19 @@ class MlaGoldenFixture:
         self.update = update
         self._written = written
         self._counter = 0
+        self._spies: list[Spy] = []
 
     def spy(self, *targets: Any) -> Spy:
+        """A spy whose calls made but not recorded fail the test at teardown (they were warned about)."""
         from mla_golden.recorder import spy
 
-        return spy(*targets)
+        made = spy(*targets)
+        self._spies.append(made)
+        return made
+
+    def missed(self) -> list[str]:
+        """Calls this test's spies saw but could not record, with the reasons."""
+        return [reason for s in self._spies for reason in s.missed]
 
     def key(self, name: str | None = None) -> str:
         """The golden key of this test's next check: ``<test id>/<name or counter>``."""
@@ -76,14 +85,18 @@ class MlaGoldenFixture:
 
 
 @pytest.fixture
-def mla_golden(request: pytest.FixtureRequest) -> MlaGoldenFixture:
+def mla_golden(request: pytest.FixtureRequest) -> Iterator[MlaGoldenFixture]:
     """Check planner calls against goldens named after this test."""
     config = request.config
     option = config.getoption("mla_golden_dir")
     golden_dir = Path(option) if option else Path(config.rootpath) / "goldens" / "tests"
-    return MlaGoldenFixture(
+    fixture = MlaGoldenFixture(
         request.node.nodeid, golden_dir, bool(config.getoption("mla_golden_update")), config.stash[_WRITTEN]
     )
+    yield fixture
+    missed = fixture.missed()
+    if missed:
+        pytest.fail(f"mla-golden: {len(missed)} planner call(s) made but not recorded: " + "; ".join(missed), pytrace=False)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

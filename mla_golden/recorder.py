@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import sys
 import threading
 import warnings
@@ -22,10 +23,12 @@ from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
 from typing import Any
 
+from mla_golden import reference
 from mla_golden.call import Calls
-from mla_golden.capture import capture_live
+from mla_golden.capture import NotRecorded, capture_live, unrecordable
 from mla_golden.errors import NothingToIntercept
-from mla_golden.schema import SCHEMAS, bind
+from mla_golden.golden_format import check_call
+from mla_golden.schema import SCHEMAS, BoundCall, bind, signature_of
 
 _WRAPPED = "__mla_golden_original__"
 _lock = threading.RLock()
@@ -59,26 +62,65 @@ def _takers(original: Callable[..., Any]) -> list["Spy"]:
         return list({id(spy): spy for spy, _, wanted in _entries if id(original) in wanted}.values())
 
 
+def _miss(takers: list["Spy"], op: str, reason: str) -> None:
+    """A call passed to the planner untouched but not recorded: listed in every taker's ``missed``, and warned."""
+    message = f"a {op} call was not recorded: {reason}"
+    warnings.warn(f"mla-golden: {message}", stacklevel=3)
+    for spy in takers:
+        spy.calls.missed.append(message)
+
+
+def _bind(op: str, original: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[BoundCall, inspect.Signature]:
+    """Bind by the planner's own parameter names, or by position on aiter's signature when it has none of them.
+
+    TypeError: the arguments do not fit (the planner will say so itself).
+    NotRecorded: they may fit the planner but cannot be read as aiter's.
+    """
+    schema = SCHEMAS[op]
+    sig = signature_of(original, schema)
+    try:
+        return bind(op, original, args, kwargs, sig), sig
+    except TypeError as own:
+        sig.bind(*args, **kwargs)  # TypeError when the call does not fit the planner itself: it will say so
+        named = [n for n, p in sig.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if named and all(schema.kind(schema.canonical(n)) or n in schema.dtype_aliases for n in named):
+            raise NotRecorded(f"its arguments fit the planner but not mla-golden's reading of them ({own})") from own
+    aiter = inspect.signature(getattr(reference, op))
+    try:
+        return bind(op, original, args, kwargs, aiter), aiter
+    except TypeError as exc:
+        raise NotRecorded(
+            f"{getattr(original, '__qualname__', original)!s} does not use aiter's parameter names and its "
+            f"{len(args)} positional / {len(kwargs)} keyword argument(s) do not fit aiter's {op} by position ({exc})"
+        ) from exc
+
+
 def _make_wrapper(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         takers = _takers(original)
         if not takers:  # an alias kept outside any module outlived its spy: no capture cost
             return original(*args, **kwargs)
         try:
-            bound = bind(op, original, args, kwargs)
+            bound, sig = _bind(op, original, args, kwargs)
+            reason = unrecordable(bound)
+            if reason:
+                raise NotRecorded(reason)
+            call, result, exc = capture_live(op, original, bound, args, kwargs, sig)
         except TypeError:
             return original(*args, **kwargs)  # the arguments do not fit: let the planner say so
-        except ValueError as exc:  # fits, but an argument mla-golden cannot record: never silently
-            message = f"a {op} call was not captured: {exc}"
-            warnings.warn(f"mla-golden: {message}", stacklevel=2)
+        except (ValueError, NotRecorded) as missed:  # fits, but cannot be recorded as made: never silently
+            _miss(takers, op, str(missed))
+            if not isinstance(missed, NotRecorded) or not missed.ran:
+                return original(*args, **kwargs)
+            return missed.result
+        problems = check_call(call, "call")
+        if problems:  # a golden could not hold it as made
+            _miss(takers, op, "; ".join(problems))
+        else:
             for spy in takers:
-                spy.missed.append(message)
-            return original(*args, **kwargs)
-        call, result, raised = capture_live(op, original, bound, args, kwargs)
-        for spy in takers:
-            spy.calls.append(call)
-        if raised is not None:
-            raise raised
+                spy.calls.append(call)
+        if exc is not None:
+            raise exc
         return result
 
     for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
@@ -114,16 +156,21 @@ class Spy(contextlib.ContextDecorator):
     ``targets``: modules (or module names) whose planner functions to
     intercept, with every alias of them; default ``aiter``. Finding no
     planner there raises :class:`NothingToIntercept` (a spy that sees nothing
-    would pass every test). Calls whose arguments cannot be recorded are
-    listed in ``self.missed`` and warned about.
+    would pass every test). A call that cannot be recorded as the program
+    made it is passed to the planner untouched, listed with the reason in
+    ``self.missed`` (also ``self.calls.missed``) and warned about.
     """
 
     def __init__(self, *targets: ModuleType | str) -> None:
         self.targets = targets or ("aiter",)
         self.calls = Calls()
-        self.missed: list[str] = []
         #: one entry per __enter__ not yet exited: (token, originals, modules)
         self._stack: list[tuple[object, dict[Callable[..., Any], str], list[ModuleType]]] = []
+
+    @property
+    def missed(self) -> list[str]:
+        """Calls made but not recorded, each with the reason."""
+        return self.calls.missed
 
     def __enter__(self) -> "Spy":
         with _lock:

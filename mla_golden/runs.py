@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -44,6 +45,8 @@ class Status(enum.StrEnum):
     ONLY_ACTUAL = "only-actual"
     BAD = "bad"
     FAILED = "failed"
+    #: A call the program made that the recorder could not keep as made (it ran untouched).
+    MISSED = "missed"
 
     @property
     def exit_code(self) -> int:
@@ -70,6 +73,7 @@ STATUS_EXIT: dict[Status, int] = {
     Status.ONLY_ACTUAL: EXIT_DIVERGED,
     Status.BAD: EXIT_BAD,
     Status.FAILED: EXIT_BAD,
+    Status.MISSED: EXIT_BAD,
 }
 
 
@@ -95,10 +99,29 @@ class Result:
     calls: tuple[Call, Call] | None = field(default=None, repr=False, compare=False)
     #: The call a check broke and what the check found, kept only when asked (to draw them); never in JSON.
     checked: tuple[Call, CheckResult] | None = field(default=None, repr=False, compare=False)
+    #: Digest of the golden's content (all but key and provenance), to find copies in a tree; never in JSON.
+    content: str | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (the kept diff, calls and check left out)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("found", "calls", "checked")}
+        """JSON-ready (the kept diff, calls, check and content digest left out)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("found", "calls", "checked", "content")}
+
+
+def note_copies(results: Sequence[Result]) -> list[list[Result]]:
+    """Goldens of one tree holding the same content under different keys: each gets a note naming the others.
+
+    Returns the groups found (a copy is usually a golden saved twice by mistake, or moved without its old file).
+    """
+    groups: dict[str, list[Result]] = {}
+    for result in results:
+        if result.content is not None:
+            groups.setdefault(result.content, []).append(result)
+    copies = [group for group in groups.values() if len(group) > 1]
+    for group in copies:
+        for result in group:
+            others = ", ".join(r.key for r in group if r is not result)
+            result.notes.append(f"same content as {others} (a copy under another key)")
+    return copies
 
 
 def exit_code(results: Sequence[Result]) -> int:
@@ -162,8 +185,12 @@ def run_items(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
+        from mla_golden.workers import die_with_parent
+
         # spawn: a forked child would inherit torch's thread pools half-initialised.
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        # Workers end when this process does, however it ends: none writes after the run is gone.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(jobs, context, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             futures = {pool.submit(worker, part, *args): i for i, part in enumerate(chunks)}
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
@@ -188,13 +215,13 @@ def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
         results.append(Result(key, Status.FAILED, path, f"{type(exc).__name__}: {exc}"))
 
 
-def _load_or_bad(path: str, results: list[Result]) -> Golden | None:
-    """The golden at ``path``, or None after recording a 'bad' result naming the problem."""
+def _load_or_bad(path: str, results: list[Result], placed: bool = True) -> Golden | None:
+    """The golden at ``path`` (``placed``: found in a tree, key matching path), or None after a 'bad' result naming the problem."""
     from mla_golden.errors import GoldenError
-    from mla_golden.store import load
+    from mla_golden.store import load, load_placed
 
     try:
-        return load(path)
+        return load_placed(path) if placed else load(path)
     except GoldenError as exc:
         results.append(Result(path, Status.BAD, path, exc.problem))
         return None
@@ -256,9 +283,13 @@ def record_worker(cases: list[Case], backend_spec: str, out: str, update: bool, 
 
 
 def command_results(entries: list[dict[str, Any]], command: Sequence[str], status: int) -> list[Result]:
-    """One result per distinct key a recorded command's calls were written under (the worst outcome wins)."""
+    """One result per distinct key a recorded command's calls were written under (the worst outcome wins).
+
+    A call the recorder could not keep as made is a ``missed`` result of its own, with the reason: never a silent pass.
+    """
     by_key: dict[str, Result] = {}
-    for entry in entries:
+    missed = [e for e in entries if e.get("outcome") == Status.MISSED]
+    for entry in (e for e in entries if e.get("outcome") != Status.MISSED):
         key = entry.get("key") or f"<call {len(by_key)}>"
         result = Result(key, Status(entry.get("outcome", "failed")), entry.get("path"), entry.get("problem") or "")
         if entry.get("error"):
@@ -267,6 +298,7 @@ def command_results(entries: list[dict[str, Any]], command: Sequence[str], statu
         if seen is None or result.status.exit_code > seen.status.exit_code:
             by_key[key] = result
     results = list(by_key.values())
+    results += [Result(f"<missed call {i}>", Status.MISSED, message=e.get("problem", "")) for i, e in enumerate(missed)]
     if status != 0:
         results.append(Result(" ".join(command), Status.FAILED, message=f"the command exited with status {status}"))
     return results
@@ -275,23 +307,27 @@ def command_results(entries: list[dict[str, Any]], command: Sequence[str], statu
 # ---------------------------------------------------------------- replay and compare
 
 
-def golden_files(paths: Sequence[Path]) -> tuple[list[str], list[Result]]:
+#: A golden file to process: its path, and whether it was found in a tree (its key must then match its path).
+GoldenFile = tuple[str, bool]
+
+
+def golden_files(paths: Sequence[Path]) -> tuple[list[GoldenFile], list[Result]]:
     """Golden files under ``paths`` (files or folders), and a 'bad' result for each path that is neither."""
     from mla_golden.store import SUFFIX, GoldenStore
 
-    files: list[str] = []
+    files: list[GoldenFile] = []
     bad: list[Result] = []
     for path in paths:
         if path.is_dir():
-            files.extend(str(p) for p in GoldenStore(path).paths())
-        elif path.is_file():
-            files.append(str(path))
+            files.extend((str(p), True) for p in GoldenStore(path).paths())
+        elif path.exists() or path.is_symlink():  # a FIFO or a dangling link too: the reader reports it
+            files.append((str(path), False))
         else:
             bad.append(Result(str(path), Status.BAD, str(path), f"no such file or folder (goldens are *{SUFFIX} files)"))
     return files, bad
 
 
-def replay_worker(paths: list[str], backend_spec: str, max_items: int, render: bool, keep: bool = False) -> list[Result]:
+def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, render: bool, keep: bool = False) -> list[Result]:
     """Replay each golden's inputs on the backend and diff against the golden; ``keep`` the calls of divergent ones.
 
     An unpinned reference replays each golden on the version that recorded it (a note says which).
@@ -304,8 +340,8 @@ def replay_worker(paths: list[str], backend_spec: str, max_items: int, render: b
     backend = resolve(backend_spec)
     live = backend.live_device()
     results: list[Result] = []
-    for path in paths:
-        golden = _load_or_bad(path, results)
+    for path, placed in paths:
+        golden = _load_or_bad(path, results, placed)
         if golden is None:
             continue
         device = golden.call.device
@@ -325,13 +361,14 @@ def replay_worker(paths: list[str], backend_spec: str, max_items: int, render: b
             if note:
                 found.notes.insert(0, note)
             results.append(_diff_result(golden.key, path, found, render, (golden.call, actual) if keep else None))
+            results[-1].notes += golden.notes
     return results
 
 
 def pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool, keep: bool = False) -> list[Result]:
     """Diff goldens pairwise: (key, expected path, actual path); ``keep`` the calls of divergent pairs."""
     from mla_golden.errors import GoldenError
-    from mla_golden.store import load
+    from mla_golden.store import load_placed
 
     _single_threaded()
     results: list[Result] = []
@@ -339,7 +376,7 @@ def pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool,
         loaded = []
         for path in (expected_path, actual_path):
             try:
-                loaded.append(load(path))
+                loaded.append(load_placed(path))
             except GoldenError as exc:
                 results.append(Result(key, Status.BAD, path, exc.problem))
         if len(loaded) < 2:
@@ -377,7 +414,7 @@ def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[tuple[str, 
     Returns the pairs and results for goldens left on one side (and unreadable ones).
     """
     from mla_golden.errors import GoldenError
-    from mla_golden.store import SUFFIX, GoldenStore, inputs_digest, load
+    from mla_golden.store import SUFFIX, GoldenStore, inputs_digest, load_placed
 
     def index(root: Path) -> dict[str, Path]:
         return {p.relative_to(root).as_posix().removesuffix(SUFFIX): p for p in GoldenStore(root).paths()}
@@ -389,7 +426,7 @@ def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[tuple[str, 
     for side, tree, other in (("expected", expected, actual), ("actual", actual, expected)):
         for rel in sorted(tree.keys() - other.keys()):
             try:
-                lonely[side].append((rel, load(tree[rel])))
+                lonely[side].append((rel, load_placed(tree[rel])))
             except GoldenError as exc:
                 results.append(Result(rel, Status.BAD, str(tree[rel]), exc.problem))
     unmatched = {rel: golden for rel, golden in lonely["expected"]}
@@ -433,16 +470,20 @@ def diff_trees(
 # ---------------------------------------------------------------- check
 
 
-def check_worker(paths: list[str], keep: bool = False) -> list[Result]:
+def check_worker(paths: list[GoldenFile], keep: bool = False) -> list[Result]:
     """Check each golden's metadata against the planner's invariants; ``keep`` the call and findings of violated ones."""
+    from mla_golden.store import content_key
+
     _single_threaded()
     results: list[Result] = []
-    for path in paths:
-        golden = _load_or_bad(path, results)
+    for path, placed in paths:
+        golden = _load_or_bad(path, results, placed)
         if golden is None:
             continue
         with _guard(golden.key, path, results):
             results.append(_check_one(golden, path, keep))
+            results[-1].content = content_key(golden.call)
+            results[-1].notes += golden.notes
     return results
 
 

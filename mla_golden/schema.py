@@ -298,14 +298,15 @@ def canonical_params(op: str, arguments: Mapping[str, Any]) -> tuple[dict[str, A
     return params, notes
 
 
-def bind(op: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> BoundCall:
+def bind(op: str, fn: Callable[..., Any], args: tuple, kwargs: dict, sig: inspect.Signature | None = None) -> BoundCall:
     """Normalise a call ``fn(*args, **kwargs)`` of ``op`` to canonical names.
 
-    Raises TypeError when the arguments do not fit ``fn``'s signature (the
-    real call would fail the same way).
+    ``sig`` binds the arguments (default: ``fn``'s own signature). Raises
+    TypeError when the arguments do not fit it (the real call would fail the
+    same way).
     """
     schema = schema_for(op)
-    sig = signature_of(fn, schema)
+    sig = sig or signature_of(fn, schema)
     bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
     inputs: dict[str, torch.Tensor] = {}

@@ -1,47 +1,38 @@
 """The golden store: one call per safetensors file, written atomically.
 
-Format (README, "Golden format"): tensors ``input.<name>``, ``output.<name>``,
-``written.<name>``; string metadata ``format``, ``op``, ``key``, ``params``,
-``device``, ``env``, ``buffers``, ``provenance`` and, for a call that raised,
-``error``. Paths come only from keys the caller gives, sanitised; nothing
-read from a file ever becomes a path.
+Format (README, "Golden format"; encoded and checked in :mod:`mla_golden.golden_format`).
+Paths come only from keys the caller gives, sanitised; nothing read from a
+file ever becomes a path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
-import math
 import os
 import re
-import struct
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from mla_golden import safetensors_file
 from mla_golden.call import Call
 from mla_golden.differ import same_content
 from mla_golden.errors import GoldenError
 from mla_golden.files import HOST, TEMP_SUFFIX, fsync_dir, write_temp
-from mla_golden.schema import MLA_OP, OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for, to_dtype
+from mla_golden.golden_format import FORMAT, FORMAT_V1, V1_NOTE, check_call, check_key, decode, encode
+from mla_golden.schema import MLA_OP, schema_for
 
-FORMAT = "mla-golden/1"
+__all__ = ["FORMAT", "FORMAT_V1", "Golden", "GoldenStore", "WriteOutcome", "load", "write"]
 SUFFIX = ".safetensors"
-#: A temp file younger than this is never taken for a dead writer's.
-STALE_AFTER_S = 10.0
 FOREIGN_STALE_AFTER_S = 3600.0
-#: Larger headers are refused before parsing (a golden's header is a few KiB).
-MAX_HEADER_BYTES = 16 * 1024 * 1024
-#: Larger buffers are refused as absurd (aiter's largest are a few million elements).
-MAX_ELEMENTS = 1 << 25
-_JSON_KEYS = ("params", "device", "env", "buffers", "provenance")
-_SAFETENSORS_DTYPES = {"I32": torch.int32, "U64": torch.uint64, "BOOL": torch.bool, "I64": torch.int64}
 
 
 @dataclass
@@ -51,6 +42,10 @@ class Golden:
     key: str
     call: Call
     path: Path | None = None
+    #: The format it was read in (or will be written in).
+    format: str = FORMAT
+    #: What a reader should know, e.g. that an mla-golden/1 file carries no digest.
+    notes: list[str] = field(default_factory=list)
 
 
 class WriteOutcome(str, Enum):
@@ -125,7 +120,15 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def key_path(root: Path, key: str) -> Path:
-    """Where ``key`` lives under ``root``: each '/'-part sanitised, never escaping root."""
+    """Where ``key`` lives under ``root``: each '/'-part sanitised; GoldenError for a key that is no name.
+
+    A NUL, an absolute path, an empty, '.' or '..' part, or an absurd length
+    is refused; other characters are replaced, with a hash so distinct keys
+    stay distinct.
+    """
+    problems = check_key(key)
+    if problems:
+        raise GoldenError(root, f"bad golden name {str(key)[:80]!r}: {problems[0].removeprefix('key: ')}")
     parts = []
     for part in key.split("/"):
         clean = _UNSAFE.sub("_", part).strip("_") or "_"
@@ -138,39 +141,46 @@ def key_path(root: Path, key: str) -> Path:
     return root.joinpath(*parts).with_name(parts[-1] + SUFFIX)
 
 
+#: A failed comparison's actual call may sit next to its golden as ``<name>.obtained.safetensors``.
+OBTAINED = ".obtained"
+
+
+def key_matches_path(key: str, path: Path) -> bool:
+    """Whether ``path`` (as given or resolved) ends with where ``key`` is stored."""
+    want = key_path(Path(), key).parts
+    for candidate in (path.absolute(), path.resolve()):
+        parts = list(candidate.parts)
+        if parts[-1].endswith(OBTAINED + SUFFIX):
+            parts[-1] = parts[-1].removesuffix(OBTAINED + SUFFIX) + SUFFIX
+        if tuple(parts[-len(want):]) == want:
+            return True
+    return False
+
+
 # ---------------------------------------------------------------- encoding
 
 
-def _encode(golden: Golden) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    call = golden.call
-    tensors: dict[str, torch.Tensor] = {}
-    for name, tensor in call.inputs.items():
-        tensors[f"input.{name}"] = tensor.detach().cpu().contiguous()
-    if call.error is None:
-        for name in OUTPUTS:
-            tensors[f"output.{name}"] = call.outputs[name].detach().cpu().contiguous()
-            tensors[f"written.{name}"] = call.written[name].detach().cpu().to(torch.bool).contiguous()
-    metadata = {
-        "format": FORMAT,
-        "op": call.op,
-        "key": golden.key,
-        "params": json.dumps(call.params, sort_keys=True),
-        "device": json.dumps(call.device, sort_keys=True),
-        "env": json.dumps(call.env, sort_keys=True),
-        "buffers": json.dumps(call.buffers, sort_keys=True),
-        "provenance": json.dumps(call.provenance, sort_keys=True, default=str),
-    }
-    if call.error is not None:
-        metadata["error"] = call.error
-    return tensors, metadata
-
-
 def to_bytes(golden: Golden) -> bytes:
-    """The safetensors bytes of a golden."""
-    from safetensors.torch import save
+    """The safetensors bytes of a golden; GoldenError when the reader would refuse them."""
+    problems = check_call(golden.call, golden.key)
+    if problems:
+        raise GoldenError(golden.path or golden.key, "cannot be stored as a golden: " + "; ".join(problems))
+    tensors, metadata = encode(golden.call, golden.key)
+    return safetensors_file.dumps(tensors, metadata)
 
-    tensors, metadata = _encode(golden)
-    return save(tensors, metadata=metadata)
+
+def content_key(call: Call) -> str:
+    """Same for two calls with the same content (everything but key and provenance): finds copies in a tree."""
+    return _digest(
+        {
+            "call": [call.op, call.params, call.device, call.env, call.buffers, call.error, call.strides],
+            "tensors": {
+                f"{kind}.{n}": _tensor_digest(t)
+                for kind, group in (("input", call.inputs), ("output", call.outputs), ("written", call.written))
+                for n, t in sorted(group.items())
+            },
+        }
+    )
 
 
 # ---------------------------------------------------------------- reading
@@ -179,195 +189,21 @@ def to_bytes(golden: Golden) -> bytes:
 def load(path: Path | str) -> Golden:
     """Read and validate one golden; GoldenError naming the file and problem otherwise.
 
-    The header is checked before any tensor data is read, and only the bytes
-    the header declares are read: a huge foreign file costs no memory.
+    Only a regular file is opened; the header is checked before any tensor
+    data is read, and only the bytes the header declares are read. A v2
+    file's content digest is checked before its tensors are decoded.
     """
     path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(8)
-            if len(data) < 8:
-                raise GoldenError(path, f"not a safetensors file: only {len(data)} bytes")
-            (header_len,) = struct.unpack("<Q", data)
-            size = os.fstat(fh.fileno()).st_size
-            if header_len > MAX_HEADER_BYTES:
-                raise GoldenError(path, f"not a golden: header claims {header_len} bytes (limit {MAX_HEADER_BYTES})")
-            if 8 + header_len > size:
-                raise GoldenError(path, f"truncated: header claims {header_len} bytes, file has {size - 8} after the length")
-            header = _parse_header(path, fh.read(header_len))
-            metadata = header.pop("__metadata__", None)
-            if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-                raise GoldenError(path, "not a golden: no string __metadata__ in the safetensors header")
-            _check_format(path, metadata)
-            specs = {name: _tensor_spec(path, name, spec) for name, spec in header.items()}
-            end = max((spec[3] for spec in specs.values()), default=0)
-            if 8 + header_len + end > size:
-                raise GoldenError(path, f"truncated: tensor data ends at byte {8 + header_len + end}, file has {size}")
-            body = bytearray(end)  # writable, so tensors view it without a copy each
-            fh.readinto(body)
-    except OSError as exc:
-        raise GoldenError(path, f"cannot read: {exc.strerror or exc}") from exc
-    tensors = {name: _tensor(path, name, spec, body) for name, spec in specs.items()}
-    return _decode(path, metadata, tensors)
+    key, call, fmt = decode(path, safetensors_file.read(path))
+    return Golden(key=key, call=call, path=path, format=fmt, notes=[V1_NOTE] if fmt == FORMAT_V1 else [])
 
 
-def _parse_header(path: Path, raw: bytes) -> dict[str, Any]:
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, absurd nesting or numbers
-        raise GoldenError(path, f"not a safetensors file: header is not JSON ({type(exc).__name__}: {str(exc)[:200]})") from exc
-    if not isinstance(header, dict):
-        raise GoldenError(path, "not a safetensors file: header is not a JSON object")
-    return header
-
-
-def _check_format(path: Path, metadata: dict[str, str]) -> None:
-    fmt = metadata.get("format")
-    if fmt is None:
-        raise GoldenError(path, "not an mla-golden file: metadata 'format' missing")
-    if fmt != FORMAT:
-        raise GoldenError(path, f"unknown format {fmt!r} (this mla-golden reads {FORMAT!r})")
-
-
-def _tensor_spec(path: Path, name: str, spec: Any) -> tuple[torch.dtype, list[int], int, int]:
-    """(dtype, shape, start, end) of a header entry, checked for sanity."""
-    if not (
-        isinstance(spec, dict)
-        and spec.get("dtype") in _SAFETENSORS_DTYPES
-        and isinstance(spec.get("shape"), list)
-        and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_ELEMENTS for d in spec["shape"])
-        and isinstance(spec.get("data_offsets"), list)
-        and len(spec["data_offsets"]) == 2
-        and all(isinstance(o, int) and not isinstance(o, bool) for o in spec["data_offsets"])
-    ):
-        raise GoldenError(path, f"tensor {name!r}: unsupported dtype or malformed shape/offsets in header")
-    numel = math.prod(spec["shape"])
-    if numel > MAX_ELEMENTS:
-        raise GoldenError(path, f"tensor {name!r}: absurd shape {spec['shape']}")
-    start, end = spec["data_offsets"]
-    dtype = _SAFETENSORS_DTYPES[spec["dtype"]]
-    if not 0 <= start <= end or end - start != numel * dtype.itemsize:
-        raise GoldenError(path, f"tensor {name!r}: data offsets {start}..{end} do not fit its shape (corrupt)")
-    return dtype, spec["shape"], start, end
-
-
-def _tensor(path: Path, name: str, spec: tuple[torch.dtype, list[int], int, int], body: bytearray) -> torch.Tensor:
-    """One tensor, viewing the data read for it."""
-    dtype, shape, start, end = spec
-    numel = math.prod(shape)
-    if end == start:
-        return torch.empty(shape, dtype=dtype)
-    if start % dtype.itemsize:
-        # safetensors aligns data, but a hand-made file need not be: copy to an aligned buffer
-        body, start = bytearray(body[start:end]), 0
-    if dtype == torch.bool:
-        values = torch.frombuffer(body, dtype=torch.uint8, count=numel, offset=start)
-        if bool((values > 1).any()):
-            raise GoldenError(path, f"tensor {name!r}: bool tensor holds values other than 0/1")
-        return values.view(torch.bool).reshape(shape)
-    return torch.frombuffer(body, dtype=dtype, count=numel, offset=start).reshape(shape)
-
-
-def _json_field(path: Path, metadata: dict[str, str], key: str, kind: type) -> Any:
-    if key not in metadata:
-        raise GoldenError(path, f"metadata {key!r} missing")
-    try:
-        value = json.loads(metadata[key])
-    except (ValueError, RecursionError) as exc:
-        raise GoldenError(path, f"metadata {key!r} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]})") from exc
-    if not isinstance(value, kind):
-        raise GoldenError(path, f"metadata {key!r} should be a JSON {kind.__name__}")
-    return value
-
-
-def _decode(path: Path, metadata: dict[str, str], tensors: dict[str, torch.Tensor]) -> Golden:
-    op = metadata.get("op")
-    if op not in SCHEMAS:
-        raise GoldenError(path, f"unknown op {op!r}")
-    if "key" not in metadata:
-        raise GoldenError(path, "metadata 'key' missing")
-    schema = schema_for(op)
-    fields = {key: _json_field(path, metadata, key, dict) for key in _JSON_KEYS}
-    error = metadata.get("error")
-    _check_buffers(path, fields["buffers"])
-    _check_context(path, schema, fields)
-    expected = {f"input.{n}" for n in schema.inputs}
-    if error is None:
-        expected |= {f"{kind}.{n}" for kind in ("output", "written") for n in OUTPUTS}
-    missing, extra = sorted(expected - tensors.keys()), sorted(tensors.keys() - expected)
-    if missing:
-        raise GoldenError(path, f"missing tensors: {', '.join(missing)}")
-    if extra:
-        raise GoldenError(path, f"unexpected tensors: {', '.join(extra)}")
-    for name in schema.inputs:
-        tensor = tensors[f"input.{name}"]
-        # int32 is what planners take; int64 is kept so a call rejected for its dtype replays as rejected.
-        if tensor.dtype not in (torch.int32, torch.int64) or tensor.dim() != 1:
-            raise GoldenError(path, f"input.{name}: expected a 1-D int32 tensor, got {tensor.dtype} {list(tensor.shape)}")
-    if error is None:
-        for name in OUTPUTS:
-            spec = fields["buffers"][name]
-            out, mask = tensors[f"output.{name}"], tensors[f"written.{name}"]
-            want_dtype = torch.uint64 if name == POINTER_OUTPUT else torch.int32
-            if str(out.dtype) != spec["dtype"] or out.dtype != want_dtype or list(out.shape) != spec["shape"]:
-                raise GoldenError(
-                    path,
-                    f"output.{name}: {out.dtype} {list(out.shape)} does not match buffers entry "
-                    f"{spec['dtype']} {spec['shape']} (expected {want_dtype})",
-                )
-            if mask.dtype != torch.bool or mask.shape != out.shape:
-                raise GoldenError(path, f"written.{name}: expected a bool mask shaped {list(out.shape)}")
-    call = Call(
-        op=op,
-        params=fields["params"],
-        inputs={n: tensors[f"input.{n}"] for n in schema.inputs},
-        outputs={n: tensors[f"output.{n}"] for n in OUTPUTS} if error is None else {},
-        written={n: tensors[f"written.{n}"] for n in OUTPUTS} if error is None else {},
-        buffers=fields["buffers"],
-        device=fields["device"],
-        env=fields["env"],
-        provenance=fields["provenance"],
-        error=error,
-    )
-    return Golden(key=metadata["key"], call=call, path=path)
-
-
-def _check_buffers(path: Path, buffers: dict[str, Any]) -> None:
-    for name in OUTPUTS:
-        spec = buffers.get(name)
-        if not (
-            isinstance(spec, dict)
-            and isinstance(spec.get("shape"), list)
-            and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_ELEMENTS for d in spec["shape"])
-            and spec.get("dtype") in ("torch.int32", "torch.uint64")
-        ):
-            raise GoldenError(path, f"metadata 'buffers': entry for {name!r} missing or malformed")
-        if math.prod(spec["shape"]) > MAX_ELEMENTS:
-            raise GoldenError(path, f"metadata 'buffers': absurd shape {spec['shape']} for {name!r}")
-
-
-def _check_context(path: Path, schema: Any, fields: dict[str, Any]) -> None:
-    """params, device and env hold what a replay will feed the planner: known names, plain values."""
-    for name, value in fields["params"].items():
-        if name not in schema.scalars:
-            raise GoldenError(path, f"metadata 'params': unknown parameter {name!r} for {schema.name}")
-        if name in schema.dtype_params:
-            try:
-                to_dtype(value)
-            except ValueError as exc:
-                raise GoldenError(path, f"metadata 'params': {name}: {exc}") from exc
-        elif not (value is None or isinstance(value, (bool, int, float, str))):
-            raise GoldenError(path, f"metadata 'params': {name} should be a scalar, got {type(value).__name__}")
-    device = fields["device"]
-    if not isinstance(device.get("arch"), str):
-        raise GoldenError(path, "metadata 'device': 'arch' should be a string like 'gfx942'")
-    for key in ("cu_num", "warp_size", "lds_bytes"):
-        value = device.get(key)
-        if (key == "cu_num" or value is not None) and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-            raise GoldenError(path, f"metadata 'device': {key!r} should be a positive int, got {value!r}")
-    for key, value in fields["env"].items():
-        if not (isinstance(key, str) and (value is None or isinstance(value, str))):
-            raise GoldenError(path, f"metadata 'env': {key!r} should map to a string or null")
+def load_placed(path: Path | str) -> Golden:
+    """A golden found in a tree: :func:`load`, and its key must be the one its path stands for."""
+    golden = load(path)
+    if not key_matches_path(golden.key, Path(path)):
+        raise GoldenError(path, f"key {golden.key[:80]!r} does not match the file's path (moved, copied or renamed?)")
+    return golden
 
 
 # ---------------------------------------------------------------- writing
@@ -391,7 +227,11 @@ def write(path: Path, golden: Golden, *, update: bool = False) -> WriteOutcome:
     existed = path.exists()
     if existed:
         outcome = _compare_existing(path, golden)
-        if outcome is WriteOutcome.UNCHANGED or (outcome is WriteOutcome.REFUSED and not update):
+        older = _older_format(path) if outcome is WriteOutcome.UNCHANGED and update else None
+        if older is not None:
+            # Same content in an older format: rewritten in this one, keeping when and how it was recorded.
+            data = to_bytes(Golden(golden.key, dataclasses.replace(golden.call, provenance=older.call.provenance)))
+        elif outcome is WriteOutcome.UNCHANGED or (outcome is WriteOutcome.REFUSED and not update):
             return outcome
     tmp = _write_temp(path, data)
     try:
@@ -423,6 +263,15 @@ def _compare_existing(path: Path, golden: Golden) -> WriteOutcome:
     return WriteOutcome.REFUSED
 
 
+def _older_format(path: Path) -> Golden | None:
+    """The golden at ``path`` when it is stored in an older format than :data:`FORMAT`."""
+    with contextlib.suppress(GoldenError):
+        existing = load(path)
+        if existing.format != FORMAT:
+            return existing
+    return None
+
+
 def _write_temp(path: Path, data: bytes) -> Path:
     try:
         return write_temp(path, data)
@@ -440,7 +289,13 @@ class GoldenStore:
         self.root = Path(root)
 
     def path_for(self, key: str) -> Path:
-        return key_path(self.root, key)
+        """Where ``key`` is stored; GoldenError for a bad name or one that leads outside the root (a symlink)."""
+        path = key_path(self.root, key)
+        root = self.root.resolve()
+        # resolve() follows every symlink that exists so far: a linked folder that leads out is refused.
+        if not path.resolve().is_relative_to(root):
+            raise GoldenError(path, f"refused: {key[:80]!r} would be written outside the golden folder {self.root} (a symlink leads out)")
+        return path
 
     def exists(self, key: str) -> bool:
         return self.path_for(key).is_file()
@@ -455,17 +310,38 @@ class GoldenStore:
         return outcome
 
     def paths(self) -> Iterator[Path]:
-        """Every golden file under the root, in a stable order (temp files skipped)."""
+        """Every golden name under the root, in a stable order (temp files skipped).
+
+        Symlinked folders are followed, each real folder once (a link cycle
+        ends there). Entries that are not regular files are listed too, never
+        opened here, so the reader reports them as bad.
+        """
         if not self.root.is_dir():
             return iter(())
-        return iter(sorted(p for p in self.root.rglob(f"*{SUFFIX}") if not p.name.startswith(".")))
+        found: list[Path] = []
+        seen: set[tuple[int, int]] = set()
+        for folder, dirs, files in os.walk(self.root, followlinks=True):
+            try:
+                st = os.stat(folder)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                dirs[:] = []
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            dirs.sort()
+            found.extend(Path(folder, f) for f in files if f.endswith(SUFFIX) and not f.startswith("."))
+            # os.walk lists a FIFO/socket under files, and a dangling link too; a link to a folder under dirs
+            found.extend(Path(folder, d) for d in dirs if d.endswith(SUFFIX) and not d.startswith("."))
+        return iter(sorted(found))
 
-    def stale_temps(self, min_age: float = STALE_AFTER_S) -> list[Path]:
+    def stale_temps(self) -> list[Path]:
         """Temp files left by writers that died mid-write.
 
-        A temp file is stale when it is at least ``min_age`` seconds old and
-        its writer, on this host, no longer runs; one from another host (a
-        shared folder) only after an hour, since its pid cannot be checked.
+        One from this host is stale as soon as its writer's pid no longer
+        runs (or, should the pid have been reused, after an hour); one from
+        another host (a shared folder) after an hour, since its pid cannot be
+        checked.
         """
         if not self.root.is_dir():
             return []
@@ -478,17 +354,15 @@ class GoldenStore:
                 age = now - path.stat().st_mtime
             except FileNotFoundError:
                 continue  # its writer just finished
-            if age < min_age:
-                continue
             dead = host == HOST and (not pid.isdigit() or not _alive(int(pid)))
-            if dead or (host != HOST and age >= FOREIGN_STALE_AFTER_S):
+            if dead or age >= FOREIGN_STALE_AFTER_S:
                 stale.append(path)
         return sorted(stale)
 
-    def clean_stale_temps(self, min_age: float = STALE_AFTER_S) -> list[Path]:
+    def clean_stale_temps(self) -> list[Path]:
         """Remove what :meth:`stale_temps` finds; returns the paths removed (to be reported)."""
         removed = []
-        for path in self.stale_temps(min_age):
+        for path in self.stale_temps():
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 removed.append(path)

@@ -318,6 +318,11 @@ def _break_seqlen_qo(call: Call) -> Call:
     return replay(declared, get_mla_metadata_v1)
 
 
+def _break_precondition(call: Call) -> None:
+    """A gqa ratio of -1: aiter's prefill planner takes it without a word (and ignores it)."""
+    call.params["gqa_ratio"] = -1
+
+
 BREAKS: list[tuple[str, str, Callable[[Call], Call | None]]] = [
     ("work_indptr", "decode", _break_work_indptr),
     ("work_indptr", "prefill", _break_work_indptr),
@@ -342,6 +347,7 @@ BREAKS: list[tuple[str, str, Callable[[Call], Call | None]]] = [
     ("call.kv_pages", "decode", _break_kv_pages),
     ("call.seqlen_qo", "decode", _break_seqlen_qo),
     ("buffer.undersized", "decode", _break_undersized),
+    ("call.precondition", "prefill", _break_precondition),
 ]
 
 

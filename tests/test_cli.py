@@ -449,3 +449,25 @@ def test_an_unexpected_failure_on_one_golden_is_reported_and_the_rest_still_chec
     assert code == 2 and report["summary"] == {"equal": 2, "failed": 1}
     failed = next(r for r in report["results"] if r["status"] == "failed")
     assert failed["key"] == KEY_16 and "KeyError" in failed["message"]
+
+
+def test_record_command_with_a_missed_call_exits_2_naming_it(tmp_path):
+    """A call the recorder cannot keep as made (float32 buffer) is reported, never a silent 'no calls'."""
+    site = tmp_path / "site" / "aiter"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(STANDIN_AITER)
+    script = tmp_path / "builder.py"
+    script.write_text(SCRIPT.replace('bufs["work_info_set"], bufs["work_indptr"]', 'bufs["work_info_set"].float(), bufs["work_indptr"]'))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(TESTS)]))
+    cmd = [sys.executable, "-m", "mla_golden.cli", "record", "--out", str(tmp_path / "g"), "--format", "json", "--", sys.executable, str(script)]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    report = json.loads(run.stdout)
+    assert run.returncode == 2, run.stderr
+    assert report["summary"] == {"missed": 3}
+    assert all("work_info_set is torch.float32" in r["message"] for r in report["results"])
+
+
+def test_record_dashdash_without_a_command_is_a_usage_error(tmp_path):
+    run = CliRunner().invoke(app, ["record", "--out", str(tmp_path / "o"), "--"])
+    assert run.exit_code == 2 and "must be followed by a command" in run.output
+    assert not (tmp_path / "o").exists()  # the matrix was not recorded

@@ -62,8 +62,8 @@ def test_degenerate_batches_are_planned_and_replay_equal(qo, kv, last):
 
 def test_a_change_in_error_status_is_flagged():
     good = _plan(i32([0, 1]), i32([0, 5]), i32([1]))
-    bad = _plan(i32([0, 1]), i32([0, 5]), i32([1]), page_size=0)  # aiter divides by it: undefined
+    bad = _plan(i32([0, 1]), i32([0, 5]), i32([1]), page_size=0)  # aiter would divide by it: a precondition
     result = mla_golden.diff(good, bad)
-    assert not result.equal and result.error.expected is None and "page_size=0" in result.error.actual
+    assert not result.equal and result.error.expected is None and "page_size: must be positive" in result.error.actual
     assert result.cause == "params changed"  # the caller's change leads; the error status follows
     assert "error status changed" in mla_golden.render_text(result)

@@ -80,12 +80,12 @@ def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path):
         store = GoldenStore(root)
         for path in store.paths():
             assert mla_golden.load(path).key.startswith("k/")  # never partial
-        store.clean_stale_temps(min_age=0)  # the writer is dead: no need to wait
-        assert not store.stale_temps(min_age=0) and not list(root.rglob("*.tmp"))
+        store.clean_stale_temps()  # the writer is dead: removed at once
+        assert not store.stale_temps() and not list(root.rglob("*.tmp"))
     assert 1 <= len(list(GoldenStore(root).paths())) <= 16
 
 
-def test_only_a_dead_local_writers_old_temp_file_is_stale(tmp_path):
+def test_a_dead_local_writers_temp_file_is_stale_at_once(tmp_path):
     from mla_golden.files import HOST as _HOST
 
     store = GoldenStore(tmp_path)
@@ -94,12 +94,15 @@ def test_only_a_dead_local_writers_old_temp_file_is_stale(tmp_path):
     dead = tmp_path / f".x.safetensors.{_HOST}.999999999.abc.tmp"
     fresh_dead = tmp_path / f".y.safetensors.{_HOST}.999999999.abc.tmp"
     foreign = tmp_path / ".x.safetensors.otherhost.1.abc.tmp"
-    for path in (live, dead, fresh_dead, foreign):
+    ancient_foreign = tmp_path / ".z.safetensors.otherhost.1.abc.tmp"
+    for path in (live, dead, fresh_dead, foreign, ancient_foreign):
         path.write_bytes(b"partial")
     for path in (live, dead, foreign):
         os.utime(path, (old, old))
-    assert store.stale_temps() == [dead]  # live writer, too young, or another host's (not yet an hour old)
-    assert store.clean_stale_temps() == [dead] and live.exists() and fresh_dead.exists() and foreign.exists()
+    os.utime(ancient_foreign, (old - 3600, old - 3600))
+    # a dead writer's, however young; another host's only after an hour; a live writer's never
+    assert store.stale_temps() == sorted([dead, fresh_dead, ancient_foreign])
+    assert store.clean_stale_temps() == sorted([dead, fresh_dead, ancient_foreign]) and live.exists() and foreign.exists()
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])

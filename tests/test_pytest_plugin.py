@@ -105,3 +105,26 @@ def test_update_summary_is_printed_under_xdist(project):
     result = project.runpytest("-n", "2", "--mla-golden-update")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*mla-golden: goldens 2 written*"])
+
+
+def test_a_call_the_spy_could_not_record_fails_the_test(pytester):
+    pytester.makepyfile(
+        standins=STANDINS,
+        test_missed=textwrap.dedent(
+            """
+            import torch, standins
+
+            def test_float_buffer(mla_golden):
+                aiter = standins.fake_aiter()
+                bufs = standins.toy_buffers(3, 200)
+                bufs["reduce_final_map"] = bufs["reduce_final_map"].float()
+                with mla_golden.spy(aiter):
+                    aiter.get_mla_metadata_v1(
+                        torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor([0, 50, 200, 210], dtype=torch.int32),
+                        torch.ones(3, dtype=torch.int32), 16, 1, True, *bufs.values())
+            """
+        ),
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*1 planner call(s) made but not recorded*reduce_final_map is torch.float32*"])

@@ -225,7 +225,7 @@ def test_numpy_and_tensor_scalars_are_recorded_as_plain_values(fake_aiter):
 def test_a_call_that_cannot_be_recorded_is_warned_about_not_dropped_silently(fake_aiter):
     aiter, _ = fake_aiter
     bufs = standins.toy_buffers(3, 200)
-    with mla_golden.spy() as spy, pytest.warns(UserWarning, match="not captured"):
+    with mla_golden.spy() as spy, pytest.warns(UserWarning, match="not recorded"):
         aiter.get_mla_metadata_v1(QO, KV, torch.ones(3, dtype=torch.int32), torch.tensor([16, 16]), 1, True, *bufs.values())
     assert len(spy.calls) == 0 and spy.missed == [spy.missed[0]] and "expected a scalar argument" in spy.missed[0]
 

@@ -55,8 +55,9 @@ def test_file_holds_exactly_the_documented_format(tmp_path, call):
         meta = fh.metadata()
     names = ("work_metadata_ptrs", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
     assert keys == {f"input.{n}" for n in ("seqlens_qo_indptr", "seqlens_kv_indptr", "kv_last_page_lens")} | {
-        f"{k}.{n}" for k in ("output", "written") for n in names
+        f"{k}.{n}" for k in ("written", "data", "values") for n in names
     }
+    assert meta["format"] == FORMAT == "mla-golden/2" and meta["digest"].startswith("sha256:")
     assert meta["format"] == FORMAT and meta["op"] == "get_mla_metadata_v1" and meta["key"] == "case/one"
     assert json.loads(meta["params"])["dtype_kv_nope"] == "torch.bfloat16"
     assert json.loads(meta["device"])["arch"] == "gfx942"
@@ -142,10 +143,33 @@ def test_missing_folders_are_created(tmp_path, call):
 
 
 def test_keys_never_escape_the_root(tmp_path):
-    for key in ("../../etc/passwd", "/abs/path", "a/./../b", "tests/test_x.py::test_y[a-b]", "..", ""):
+    for key in ("tests/test_x.py::test_y[a-b]", "a b/c", "_x", "x" * 150):
         path = key_path(tmp_path, key).resolve()
         assert tmp_path.resolve() in path.parents, key
     assert key_path(tmp_path, "a:b") != key_path(tmp_path, "a;b")  # sanitising keeps keys apart
+
+
+@pytest.mark.parametrize(
+    "key, match",
+    [("../../etc/passwd", "'..' part"), ("/abs/path", "absolute"), ("a/./b", "empty, '\\.'"), ("..", "'..'"),
+     ("", "non-empty"), ("a\x00b", "NUL"), ("a/" * 600, "characters"), ("x" * 201, "longer than"), ("a//b", "empty")],
+    ids=["dotdot", "absolute", "dot", "bare-dotdot", "empty", "nul", "too-long", "long-part", "empty-part"],
+)  # fmt: skip
+def test_bad_names_are_golden_errors(tmp_path, call, key, match):
+    with pytest.raises(mla_golden.GoldenError, match=match):
+        GoldenStore(tmp_path).write(Golden(key, call))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_never_leaves_the_golden_folder_through_a_symlink(tmp_path, call):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "goldens"
+    root.mkdir()
+    (root / "sub").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(mla_golden.GoldenError, match="outside the golden folder"):
+        GoldenStore(root).write(Golden("sub/x", call))
+    assert list(outside.iterdir()) == []
 
 
 def test_derived_key_is_stable_and_separates_calls(call):
@@ -180,7 +204,7 @@ def test_not_a_safetensors_file(tmp_path):
 
 
 def test_huge_header_claim_is_refused_without_reading(tmp_path):
-    _expect_golden_error(tmp_path, struct.pack("<Q", 100 * 1024 * 1024) + b"{}", "header claims")
+    _expect_golden_error(tmp_path, struct.pack("<Q", 100 * 1024 * 1024) + b"{}", "header size")
 
 
 def test_foreign_safetensors_file(tmp_path):
@@ -188,15 +212,38 @@ def test_foreign_safetensors_file(tmp_path):
     _expect_golden_error(tmp_path, save({"x": torch.zeros(3, dtype=torch.int32)}, metadata={"a": "b"}), "format")
 
 
-def _rewrite(golden_bytes: bytes, edit) -> bytes:
-    """Re-encode a golden after ``edit(tensors, metadata)``."""
+def _rewrite(golden_bytes: bytes, edit, *, redigest: bool = True) -> bytes:
+    """Re-encode a golden after ``edit(tensors, metadata)``; with ``redigest`` a forger who also fixed the digest."""
     from safetensors.torch import load as st_load
+
+    from mla_golden.golden_format import content_digest
 
     n = struct.unpack("<Q", golden_bytes[:8])[0]
     metadata = json.loads(golden_bytes[8 : 8 + n])["__metadata__"]
     tensors = st_load(golden_bytes)
     edit(tensors, metadata)
+    if redigest and "digest" in metadata:
+        codes = {torch.int32: "I32", torch.int64: "I64", torch.uint64: "U64", torch.bool: "BOOL"}
+        raw = {k: (codes[t.dtype], list(t.shape), t.contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+               for k, t in tensors.items()}  # fmt: skip
+        metadata["digest"] = content_digest(metadata, raw)
     return save(tensors, metadata=metadata)
+
+
+def test_any_edit_without_a_new_digest_is_a_digest_mismatch(tmp_path, golden_bytes):
+    edits = [
+        lambda t, m: m.update(key="case/two"),
+        lambda t, m: m.update(provenance=m["provenance"].replace("standins", "standinz")),
+        lambda t, m: t["values.work_indptr"].add_(1),
+        lambda t, m: t["input.seqlens_kv_indptr"].add_(1),
+    ]
+    for edit in edits:
+        _expect_golden_error(tmp_path, _rewrite(golden_bytes, edit, redigest=False), "content digest mismatch")
+
+
+def _drop_data(t, m, name):
+    t[f"data.{name}"] = t[f"data.{name}"][:0]
+    t[f"values.{name}"] = t[f"values.{name}"][:0]
 
 
 @pytest.mark.parametrize(
@@ -204,21 +251,54 @@ def _rewrite(golden_bytes: bytes, edit) -> bytes:
     [
         (lambda t, m: m.update(format="mla-golden/99"), "unknown format"),
         (lambda t, m: m.update(op="get_foo"), "unknown op"),
-        (lambda t, m: m.pop("params"), "'params' missing"),
+        (lambda t, m: m.pop("params"), "missing params"),
+        (lambda t, m: m.update(extra="1"), "unexpected extra"),
         (lambda t, m: m.update(device="{not json"), "'device' is not valid JSON"),
-        (lambda t, m: m.update(env="[]"), "'env' should be a JSON dict"),
-        (lambda t, m: t.pop("output.work_indptr"), "missing tensors: output.work_indptr"),
+        (lambda t, m: m.update(env="[]"), "'env' should be a JSON object"),
+        (lambda t, m: t.pop("values.work_indptr"), "missing tensors: values.work_indptr"),
         (lambda t, m: t.update(extra=torch.zeros(1, dtype=torch.int32)), "unexpected tensors: extra"),
-        (lambda t, m: t.update({"output.work_indptr": t["output.work_indptr"].long()}), "output.work_indptr"),
+        (lambda t, m: t.update({"values.work_indptr": t["values.work_indptr"].long()}), "values.work_indptr"),
         (lambda t, m: t.update({"input.seqlens_qo_indptr": t["input.seqlens_qo_indptr"].reshape(1, -1)}), "1-D int32"),
-        (lambda t, m: t.update({"written.work_indptr": t["written.work_indptr"][:-1]}), "written.work_indptr"),
+        (lambda t, m: t.update({"input.seqlens_qo_indptr": t["input.seqlens_qo_indptr"].long()}), "1-D int32"),
+        (lambda t, m: t.update({"written.work_indptr": t["written.work_indptr"].int()}), "int64 runs"),
+        (lambda t, m: t.update({"written.work_indptr": torch.tensor([[5, 10], [0, 3]])}), "sorted"),
+        (lambda t, m: t.update({"written.work_indptr": t["written.work_indptr"] + 10**6}), "outside the buffer"),
+        (lambda t, m: t.update({"written.work_info_set": torch.tensor([[0, 8]]), "data.work_info_set": torch.tensor([[4, 12]]),
+                                "values.work_info_set": torch.ones(8, dtype=torch.int32)}), "outside the written runs"),
+        (lambda t, m: t.update({"written.work_metadata_ptrs": torch.tensor([[0, 2]]),
+                                "data.work_metadata_ptrs": torch.tensor([[0, 1]]),
+                                "values.work_metadata_ptrs": torch.tensor([5], dtype=torch.uint64)}), "pointer"),
         (lambda t, m: m.update(buffers=json.dumps({"work_indptr": {"shape": [10**12], "dtype": "torch.int32"}})), "buffers"),
+        (lambda t, m: m.update(buffers=m["buffers"].replace('"torch.int32"', '"torch.int64"', 1)), "aiter's planner takes"),
+        (lambda t, m: m.update(buffers=json.dumps({n: {**s, "shape": [2**24] if s["dtype"] == "torch.int32" else s["shape"]}
+                                                    for n, s in json.loads(m["buffers"]).items()})), "elements in all"),
+        (lambda t, m: m.update(key="other/name"), None),  # a renamed key is still a valid golden; the tree checks paths
     ],
-    ids=["format", "op", "no-params", "bad-json", "wrong-json-type", "missing-tensor", "extra-tensor",
-         "wrong-dtype", "wrong-shape", "mask-shape", "absurd-buffers"],  # fmt: skip
+    ids=["format", "op", "no-params", "extra-meta", "bad-json", "wrong-json-type", "missing-tensor", "extra-tensor",
+         "wrong-dtype", "input-rank", "input-int64", "runs-dtype", "runs-unsorted", "runs-out-of-range",
+         "data-outside-written", "pointer-values", "absurd-buffers", "int64-buffer", "buffers-total", "renamed-key"],  # fmt: skip
 )
 def test_bad_content_is_named(tmp_path, golden_bytes, edit, match):
+    if match is None:
+        path = tmp_path / "k.safetensors"
+        path.write_bytes(_rewrite(golden_bytes, edit))
+        assert load(path).key == "other/name"
+        return
     _expect_golden_error(tmp_path, _rewrite(golden_bytes, edit), match)
+
+
+def test_safetensors_layout_rules(tmp_path, golden_bytes):
+    _expect_golden_error(tmp_path, golden_bytes + b"\x00", "trailing bytes")
+    n = struct.unpack("<Q", golden_bytes[:8])[0]
+    header = json.loads(golden_bytes[8 : 8 + n])
+    name = next(k for k in header if k != "__metadata__" and header[k]["data_offsets"][0] > 0)
+    start, end = header[name]["data_offsets"]
+    header[name]["data_offsets"] = [start - 4, end - 4]  # overlaps the tensor before it
+    raw = json.dumps(header).encode()
+    _expect_golden_error(tmp_path, struct.pack("<Q", len(raw)) + raw + golden_bytes[8 + n :], "overlaps")
+    dup = golden_bytes[8 : 8 + n].replace(b'"__metadata__"', b'"__metadata__":{},"__metadata__"', 1)
+    _expect_golden_error(tmp_path, struct.pack("<Q", len(dup)) + dup + golden_bytes[8 + n :], "repeats the key")
+    _expect_golden_error(tmp_path, struct.pack("<Q", 1) + b"{", "header size")
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -238,7 +318,7 @@ def test_random_byte_flips_only_ever_raise_golden_error(tmp_path, golden_bytes, 
 @pytest.mark.parametrize(
     "header, match",
     [
-        (b"[" * 200_000, "RecursionError"),
+        (b'{"a":' + b"[" * 200_000, "RecursionError"),
         (b'{"a": ' + b"9" * 5000 + b"}", "not JSON"),
     ],
     ids=["deep-nesting", "huge-number"],
@@ -247,27 +327,46 @@ def test_hostile_headers_are_golden_errors(tmp_path, header, match):
     _expect_golden_error(tmp_path, struct.pack("<Q", len(header)) + header, match)
 
 
+def _params(m, **changes):
+    m["params"] = json.dumps({**json.loads(m["params"]), **changes})
+
+
+def _device(m, **changes):
+    m["device"] = json.dumps({**json.loads(m["device"]), **changes})
+
+
 @pytest.mark.parametrize(
     "edit, match",
     [
-        (lambda t, m: m.update(params=json.dumps({"dtype_q_nope": "torch.notadtype"})), "unknown torch dtype"),
-        (lambda t, m: m.update(params=json.dumps({"no_such_param": 1})), "unknown parameter 'no_such_param'"),
-        (lambda t, m: m.update(params=json.dumps({"topk": [1, 2]})), "topk should be a scalar"),
-        (lambda t, m: m.update(device=json.dumps({"arch": "gfx942"})), "'cu_num' should be a positive int"),
-        (lambda t, m: m.update(device=json.dumps({"arch": 7, "cu_num": 304})), "'arch' should be a string"),
-        (lambda t, m: m.update(env=json.dumps({"AITER_ENABLE_EXPERIMENTAL": 1})), "should map to a string or null"),
+        (lambda t, m: _params(m, dtype_q_nope="torch.notadtype"), "unknown torch dtype"),
+        (lambda t, m: _params(m, no_such_param=1), "unknown parameter(s) 'no_such_param'"),
+        (lambda t, m: _params(m, topk=[1, 2]), "topk should be int"),
+        (lambda t, m: _params(m, num_heads_per_head_k=16.0), "num_heads_per_head_k should be int, got 16.0"),
+        (lambda t, m: _params(m, is_causal=1), "is_causal should be bool"),
+        (lambda t, m: m.update(params=json.dumps({k: v for k, v in json.loads(m["params"]).items() if k != "page_size"})),
+         "params: missing page_size"),
+        (lambda t, m: m.update(device=json.dumps({"arch": "gfx942"})), "cu_num should be an int"),
+        (lambda t, m: _device(m, arch=7), "arch should look like"),
+        (lambda t, m: _device(m, arch="gfx000"), "arch should look like"),
+        (lambda t, m: _device(m, warp_size=7), "warp_size"),
+        (lambda t, m: _device(m, lds_bytes=1), "lds_bytes"),
+        (lambda t, m: _device(m, cu_num=10**9), "cu_num"),
+        (lambda t, m: m.update(env=json.dumps({"AITER_ENABLE_EXPERIMENTAL": 1})), "mapped to a string or null"),
+        (lambda t, m: m.update(env=json.dumps({"PATH": "/bin"})), "not a planner variable"),
     ],
-    ids=["bad-dtype", "unknown-param", "list-param", "no-cu-num", "arch-type", "env-type"],
+    ids=["bad-dtype", "unknown-param", "list-param", "float-heads", "int-bool", "missing-param", "no-cu-num",
+         "arch-type", "arch-zero", "warp-size", "lds-bytes", "cu-num-range", "env-type", "env-unknown"],  # fmt: skip
 )
 def test_loadable_but_unusable_context_is_named(tmp_path, golden_bytes, edit, match):
     _expect_golden_error(tmp_path, _rewrite(golden_bytes, edit), match)
 
 
-def test_error_golden_with_absurd_buffers_is_refused(tmp_path, call):
+def test_error_golden_with_absurd_buffers_is_refused_at_write(call):
     failed = mla_golden.Call(op=call.op, params=call.params, inputs=call.inputs, device=call.device, env=call.env,
                              buffers={**call.buffers, "work_info_set": {"shape": [2**20, 2**10], "dtype": "torch.int32"}},
                              provenance={}, error="boom")  # fmt: skip
-    _expect_golden_error(tmp_path, to_bytes(Golden("e", failed)), "absurd shape")
+    with pytest.raises(mla_golden.GoldenError, match="cannot be stored as a golden: buffers"):
+        to_bytes(Golden("e", failed))
 
 
 def test_a_huge_foreign_file_is_refused_without_reading_it(tmp_path):
@@ -280,11 +379,22 @@ def test_a_huge_foreign_file_is_refused_without_reading_it(tmp_path):
         load(path)
 
 
-def test_true_and_1_are_different_content(tmp_path, call):
+def test_the_writer_refuses_what_the_reader_would_reject(tmp_path, call):
     store = GoldenStore(tmp_path)
     store.write(Golden("k", call))
     as_int = mla_golden.Call(**{**call.__dict__, "params": {**call.params, "is_causal": 1}})
-    assert store.write(Golden("k", as_int)) is WriteOutcome.REFUSED
+    with pytest.raises(mla_golden.GoldenError, match="is_causal should be bool"):
+        store.write(Golden("k2", as_int))
+    for name, bad in (("seqlens_qo_indptr", torch.tensor([0.0, 1.0])), ("seqlens_kv_indptr", torch.zeros(2, 2, dtype=torch.int32)),
+                      ("kv_last_page_lens", torch.tensor(1, dtype=torch.int32))):  # fmt: skip
+        wrong = mla_golden.Call(**{**call.__dict__, "inputs": {**call.inputs, name: bad}})
+        with pytest.raises(mla_golden.GoldenError, match=f"input {name}: expected a 1-D int32"):
+            store.write(Golden("k3", wrong))
+    wide = mla_golden.Call(**{**call.__dict__, "outputs": {**call.outputs, "work_indptr": call.outputs["work_indptr"].long()},
+                              "buffers": {**call.buffers, "work_indptr": {**call.buffers["work_indptr"], "dtype": "torch.int64"}}})  # fmt: skip
+    with pytest.raises(mla_golden.GoldenError, match="work_indptr is torch.int64"):
+        store.write(Golden("k4", wide))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.safetensors"]
 
 
 def test_same_golden_means_what_the_differ_calls_the_same(tmp_path, call):

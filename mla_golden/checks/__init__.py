@@ -54,4 +54,16 @@ def check(call: Call) -> CheckResult:
         check_prefill(checker)
     else:
         raise ValueError(f"check: unknown op {call.op!r}")
+    _check_preconditions(checker)
     return checker.result
+
+
+def _check_preconditions(c: Checker) -> None:
+    """The planner's preconditions (reference.preconditions) on the recorded arguments, unless already flagged."""
+    from mla_golden.reference.preconditions import problems
+
+    arguments = {**c.call.params, **c.call.inputs}
+    flagged = " ".join(v.where for v in c.result.violations)
+    for argument, problem in problems(c.call.op, arguments, str(c.call.device.get("arch"))):
+        if argument not in flagged:
+            c.flag("call.precondition", argument, problem)

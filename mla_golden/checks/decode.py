@@ -269,6 +269,28 @@ def _check_decode_work(c: Checker, layout: DecodeLayout, unit: DecodeBatch, w: W
         )
 
 
+def _fits_its_buffer(c: Checker, layout: DecodeLayout, qo: list[int], tiles: int | None = None) -> bool:
+    """Batches (or query tiles) aiter would plan, against what work_info_set could hold; a wild count is one violation.
+
+    The walks below cost one step per planned batch and per query tile: a wild
+    head count, query length or ``uni_seqlen_qo`` in a golden must not make
+    them walk billions. A real plan has at most a few per row (empty batches
+    get no work).
+    """
+    p, t = layout.dispatch.params, layout.dispatch.traits
+    what = "query tiles" if tiles is not None else "batches"
+    count = tiles if tiles is not None else p.num_batches * (qo[1] - qo[0] if t.is_sparse and len(qo) > 1 else 1)
+    rows = c.call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
+    if count <= 16 * (rows + len(qo)):
+        return True
+    c.flag(
+        "coverage",
+        "work_info_set",
+        f"aiter would plan {count} {what} for these inputs and params, more than work_info_set's {rows} rows could cover",
+    )
+    return False
+
+
 def check_decode(c: Checker) -> None:
     call = c.call
     qo, kv = ints(call.inputs.get("seqlens_qo_indptr")), ints(call.inputs.get("seqlens_kv_indptr"))
@@ -312,12 +334,20 @@ def check_decode(c: Checker) -> None:
             f"holds {call.outputs['work_indptr'].numel()} entries; aiter fills {layout.num_cu + 1}",
         )
     layout = _observed_folding(c, layout, works, len(qo) - 1)
+    if not _fits_its_buffer(c, layout, qo):
+        return
     try:
         units = layout.batches(qo, kv, last)
     except (UndefinedResultError, IndexError) as error:
         c.hazard("undefined", f"{HAZARDS['undefined']}: {error}")
         return
-    tiles = _decode_tiles(c, layout, units, works)
+    if not _fits_its_buffer(c, layout, qo, sum(max(unit.num_tiles, 0) for unit in units)):
+        return
+    try:
+        tiles = _decode_tiles(c, layout, units, works)
+    except UndefinedResultError as error:  # aiter's per-tile arithmetic divides by a zero the params gave it
+        c.hazard("undefined", f"{HAZARDS['undefined']}: {error}")
+        return
     check_coverage(c, tiles)
     owner = check_splits(c, tiles)
     check_reduce(c, owner, sum(call.written["reduce_partial_map"].reshape(-1).tolist()))

@@ -68,6 +68,35 @@ def _ps_tiles(c: Checker, qo: list[int], kv: list[int], ctx: list[int], plane: s
     return tiles
 
 
+def _fits_its_buffer(c: Checker, qo: list[int]) -> bool:
+    """Every (query tile, KV head) needs a work: inputs asking for more than work_info_set has rows cannot be covered.
+
+    Checked first, in O(batches), so a wild length or head count in a golden
+    costs nothing: the per-tile checks below run only on a plan that could exist.
+    """
+    p = c.call.params
+    sizes = {name: p.get(name) for name in ("kvlen_granularity", "block_size")}
+    odd = [name for name, value in sizes.items() if not (isinstance(value, int) and value > 0)]
+    for name in odd:  # the per-tile checks divide by each (as aiter does: its plan is undefined then)
+        c.flag("call.precondition", name, f"must be a positive int, got {sizes[name]!r}")
+    if odd:
+        return False
+    q_gran, heads = p.get("qlen_granularity"), p.get("num_heads_k")
+    if not (isinstance(q_gran, int) and isinstance(heads, int) and q_gran > 0 and heads > 0):
+        return True  # no tiles, or no head planes: nothing to walk
+    tiles = sum(-(-(b - a) // q_gran) for a, b in zip(qo, qo[1:]) if b > a)
+    rows = c.call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
+    if tiles * heads <= rows:
+        return True
+    c.flag(
+        "coverage",
+        "work_info_set",
+        f"the inputs ask for {tiles} query tile(s) x {heads} KV head(s) = {tiles * heads} works, but work_info_set "
+        f"holds {rows} rows: they cannot all be covered",
+    )
+    return False
+
+
 def check_prefill(c: Checker) -> None:
     call, p = c.call, c.call.params
     qo, kv = ints(call.inputs.get("seqlens_qo_indptr")), ints(call.inputs.get("pages_kv_indptr"))
@@ -77,6 +106,8 @@ def check_prefill(c: Checker) -> None:
         c.result.skipped.append("the call raised: no metadata" if call.error is not None else "no outputs recorded")
         return
     check_pointers(c)
+    if not _fits_its_buffer(c, qo):
+        return
     cu_num = call.device.get("cu_num")
     indptr = c.prefix("work_indptr")
     if cu_num is not None:

@@ -29,6 +29,7 @@ from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, allow_undefin
 from mla_golden.reference.errors import (
     AiterCheckError,
     BufferTooSmallError,
+    PreconditionError,
     UndefinedResultError,
     UnknownVersionError,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "MlaVersion",
     "PlannerVersion",
     "ReferenceVersion",
+    "PreconditionError",
     "UNDEFINED_PLACEHOLDER",
     "UndefinedResultError",
     "UnknownVersionError",

@@ -9,8 +9,9 @@ from __future__ import annotations
 from mla_golden.errors import (
     AiterCheckError,
     BufferTooSmallError,
+    PreconditionError,
     UndefinedResultError,
     UnknownVersionError,
 )
 
-__all__ = ["AiterCheckError", "BufferTooSmallError", "UndefinedResultError", "UnknownVersionError"]
+__all__ = ["AiterCheckError", "BufferTooSmallError", "PreconditionError", "UndefinedResultError", "UnknownVersionError"]

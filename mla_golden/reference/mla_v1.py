@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from mla_golden.reference import preconditions
 from mla_golden.reference._device import current_device
 from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, undefined_allowed
 from mla_golden.reference.errors import (
@@ -526,6 +527,7 @@ def fill_mla_metadata_v1(
     ``kv_last_page_lens`` is None for versions whose signature lacks it
     (then ``page_size`` is 1 and the planner never reads it).
     """
+    preconditions.require("get_mla_metadata_v1", locals())
     dtype_ids = [
         None if dtype is None else _aiter_dtype_id(dtype)
         for dtype in (dtype_q_nope, dtype_q_rope, dtype_kv_nope, dtype_kv_rope)

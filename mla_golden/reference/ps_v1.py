@@ -30,6 +30,7 @@ import math
 
 import torch
 
+from mla_golden.reference import preconditions
 from mla_golden.reference._cint import c_div, c_mod, integer_divide_ceil
 from mla_golden.reference._device import current_device
 from mla_golden.reference.errors import (
@@ -393,6 +394,7 @@ def get_ps_metadata_v1(
     leaves ``work_metadata_ptrs`` untouched, as aiter does at this commit.
     ``gqa_ratio`` is accepted and unused, as in aiter.
     """
+    preconditions.require("get_ps_metadata_v1", locals())
     for name, value in (
         ("gqa_ratio", gqa_ratio),
         ("num_heads_k", num_heads_k),

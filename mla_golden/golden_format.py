@@ -1,0 +1,431 @@
+"""The golden format: a Call <-> safetensors tensors and string metadata, and the rules both sides keep.
+
+``mla-golden/2`` (written): tensors ``input.<name>``; for a call that returned,
+per output buffer ``written.<name>`` (int64 [n, 2]: the written element runs,
+flat ``[start, end)``), ``data.<name>`` (int64 [m, 2]: runs inside the written
+ones that hold values) and ``values.<name>`` (those values, in the buffer's
+dtype); every other written element is 0. Buffer shapes and dtypes are in the
+``buffers`` metadata, so a file's size follows what the planner wrote, not how
+big the caller's buffers were. Optional metadata ``layout`` holds the strides
+of inputs the program passed non-contiguous. Metadata ``digest`` is ``sha256:<hex>`` over a
+canonical encoding of every other metadata entry and every tensor; a file
+whose digest does not match is refused.
+
+``mla-golden/1`` (read only): whole ``output.<name>`` buffers with bool
+``written.<name>`` masks and no digest; such files load with a note.
+
+:func:`check_call` holds the format's rules on a call; the writer runs it
+before writing and the reader after decoding, so nothing is written that
+would not load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from mla_golden.call import Call
+from mla_golden.errors import GoldenError
+from mla_golden.safetensors_file import MAX_ELEMENTS, RawFile
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, OpSchema, schema_for, to_dtype
+
+FORMAT = "mla-golden/2"
+FORMAT_V1 = "mla-golden/1"
+V1_NOTE = f"{FORMAT_V1} file: carries no content digest (`mla-golden record --update` rewrites it as {FORMAT})"
+_JSON_KEYS = ("params", "device", "env", "buffers", "provenance")
+_REQUIRED = {"format", "op", "key", *_JSON_KEYS}
+_OPTIONAL = {FORMAT: {"error", "digest", "layout"}, FORMAT_V1: {"error"}}
+#: Zero gaps up to this long inside a written run are stored, not split into two data runs (a run costs 16 bytes).
+_GAP = 4
+_ST_CODES = {torch.int32: "I32", torch.int64: "I64", torch.uint64: "U64", torch.bool: "BOOL"}
+_ARCH = re.compile(r"gfx[1-9][0-9a-f]{2,3}")
+#: Plausible ranges of what aiter reads from the GPU (LDS: 64 KiB on gfx942, 160 KiB on gfx950).
+_DEVICE_RANGES = {"cu_num": (1, 4096), "warp_size": (32, 64), "lds_bytes": (16 * 1024, 4 * 1024 * 1024)}
+
+
+# ---------------------------------------------------------------- the rules
+
+
+def param_kind(schema: OpSchema, name: str) -> type | None:
+    """The JSON type a param holds: bool, int, or None for a dtype name (a string or null)."""
+    if name in schema.dtype_params:
+        return None
+    default = schema.scalars[name]
+    if isinstance(default, bool) or name == "is_causal":
+        return bool
+    return int
+
+
+def check_call(call: Call, key: str, *, outputs: bool = True) -> list[str]:
+    """Problems that keep ``call`` under ``key`` from being a valid golden (empty when none).
+
+    ``outputs=False`` skips the output buffers (a v2 reader builds them from
+    runs it has already checked).
+    """
+    if call.op not in SCHEMAS:
+        return [f"unknown op {call.op!r}"]
+    schema = schema_for(call.op)
+    problems = check_key(key)
+    problems += _check_params(schema, call.params, errored=call.error is not None)
+    problems += _check_device(call.device)
+    for name, value in call.env.items():
+        if name not in schema.env_vars or not (value is None or isinstance(value, str)):
+            problems.append(f"env: {name!r} is not a planner variable of {call.op} mapped to a string or null")
+    if set(call.inputs) != set(schema.inputs):
+        problems.append(f"inputs: expected {', '.join(schema.inputs)}, got {', '.join(call.inputs) or 'none'}")
+    problems += _check_strides(call)
+    for name, tensor in call.inputs.items():
+        # int64 is kept for a call aiter rejected, so its replay is rejected the same way.
+        allowed = (torch.int32,) if call.error is None else (torch.int32, torch.int64)
+        if tensor.dtype not in allowed or tensor.dim() != 1:
+            problems.append(f"input {name}: expected a 1-D int32 tensor, got {tensor.dtype} of rank {tensor.dim()}")
+        elif tensor.numel() > MAX_ELEMENTS:
+            problems.append(f"input {name}: {tensor.numel()} elements (limit {MAX_ELEMENTS})")
+    problems += _check_buffers(call.buffers)
+    if problems or call.error is not None or not outputs:
+        if call.error is not None and (call.outputs or call.written):
+            problems.append("a call that raised keeps no outputs")
+        return problems
+    for name in OUTPUTS:
+        problems += _check_output(name, call.buffers[name], call.outputs.get(name), call.written.get(name))
+    return problems
+
+
+def _check_strides(call: Call) -> list[str]:
+    """Recorded strides: for known inputs, one non-negative int per dimension, the strided span bounded."""
+    for name, strides in call.strides.items():
+        tensor = call.inputs.get(name)
+        if tensor is None or not isinstance(strides, list) or len(strides) != tensor.dim():
+            return [f"layout: strides for {name!r} do not match an input"]
+        if not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_ELEMENTS for s in strides):
+            return [f"layout: strides of {name} should be ints in 0..{MAX_ELEMENTS}, got {strides}"]
+        span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, strides) if size)
+        if span > MAX_ELEMENTS:
+            return [f"layout: strides of {name} span {span} elements (limit {MAX_ELEMENTS})"]
+    return []
+
+
+_KEY_PART = 200
+_KEY_LEN = 1024
+
+
+def check_key(key: Any) -> list[str]:
+    """A key is a relative '/'-path of plain parts: no NUL, no absolute path, no '.' or '..', bounded length."""
+    if not isinstance(key, str) or not key:
+        return ["key: must be a non-empty string"]
+    if "\x00" in key:
+        return ["key: contains a NUL character"]
+    if len(key) > _KEY_LEN:
+        return [f"key: {len(key)} characters (limit {_KEY_LEN})"]
+    if key.startswith("/") or re.match(r"[A-Za-z]:[\\/]", key):
+        return [f"key: {key[:80]!r} is an absolute path"]
+    parts = key.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return [f"key: {key[:80]!r} has an empty, '.' or '..' part"]
+    if any(len(part) > _KEY_PART for part in parts):
+        return [f"key: a part longer than {_KEY_PART} characters"]
+    return []
+
+
+def _check_params(schema: OpSchema, params: Mapping[str, Any], *, errored: bool) -> list[str]:
+    problems = []
+    missing = [name for name in schema.scalars if name not in params]
+    unknown = [name for name in params if name not in schema.scalars]
+    if missing:
+        problems.append(f"params: missing {', '.join(missing)}")
+    if unknown:
+        problems.append(f"params: unknown parameter(s) {', '.join(map(repr, unknown))} for {schema.name}")
+    for name, value in params.items():
+        if name not in schema.scalars:
+            continue
+        kind = param_kind(schema, name)
+        if kind is None:
+            try:
+                to_dtype(value)
+            except ValueError as exc:
+                problems.append(f"params: {name}: {exc}")
+        elif errored:
+            # A call aiter rejected may hold any scalar: it is kept as the program passed it.
+            if not (value is None or isinstance(value, (bool, int, float, str))):
+                problems.append(f"params: {name} should be a scalar, got {type(value).__name__}")
+        elif not (isinstance(value, kind) and (kind is bool or not isinstance(value, bool))):
+            problems.append(f"params: {name} should be {kind.__name__}, got {value!r}")
+    return problems
+
+
+def _check_device(device: Mapping[str, Any]) -> list[str]:
+    problems = []
+    arch = device.get("arch")
+    if not (isinstance(arch, str) and _ARCH.fullmatch(arch)):
+        problems.append(f"device: arch should look like 'gfx942', got {arch!r}")
+    for key, (low, high) in _DEVICE_RANGES.items():
+        value = device.get(key)
+        if value is None and key != "cu_num":
+            continue
+        if not (isinstance(value, int) and not isinstance(value, bool) and low <= value <= high):
+            problems.append(f"device: {key} should be an int in {low}..{high}, got {value!r}")
+    if device.get("warp_size") not in (None, 32, 64):
+        problems.append(f"device: warp_size should be 32 or 64, got {device.get('warp_size')!r}")
+    unknown = sorted(set(device) - {"arch", *_DEVICE_RANGES})
+    if unknown:
+        problems.append(f"device: unknown field(s) {', '.join(map(repr, unknown))}")
+    return problems
+
+
+def _check_buffers(buffers: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if set(buffers) != set(OUTPUTS):
+        problems.append(f"buffers: expected entries for {', '.join(OUTPUTS)}")
+    for name in OUTPUTS:
+        spec = buffers.get(name)
+        want = "torch.uint64" if name == POINTER_OUTPUT else "torch.int32"
+        if not (
+            isinstance(spec, dict)
+            and set(spec) == {"shape", "dtype"}
+            and isinstance(spec["shape"], list)
+            and 1 <= len(spec["shape"]) <= 2
+            and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_ELEMENTS for d in spec["shape"])
+            and math.prod(spec["shape"]) <= MAX_ELEMENTS
+        ):
+            problems.append(f"buffers: entry for {name} missing or malformed (want shape of rank 1 or 2, <= {MAX_ELEMENTS} elements)")
+        elif spec["dtype"] != want:
+            problems.append(f"buffers: {name} is {spec['dtype']}, aiter's planner takes {want}")
+    if not problems:
+        total = sum(math.prod(buffers[name]["shape"]) for name in OUTPUTS)
+        if total > MAX_ELEMENTS:  # loading builds every buffer: their sum, not each, bounds a load's memory
+            problems.append(f"buffers: {total} elements in all (limit {MAX_ELEMENTS})")
+    return problems
+
+
+def _check_output(name: str, spec: Mapping[str, Any], out: torch.Tensor | None, mask: torch.Tensor | None) -> list[str]:
+    if out is None or mask is None:
+        return [f"output {name}: missing values or written mask"]
+    want = to_dtype(spec["dtype"])
+    if out.dtype != want or list(out.shape) != spec["shape"]:
+        return [f"output {name}: {out.dtype} {list(out.shape)} does not match its buffer {spec['dtype']} {spec['shape']}"]
+    if mask.dtype != torch.bool or mask.shape != out.shape:
+        return [f"output {name}: written mask should be bool shaped {spec['shape']}"]
+    nonzero = out != 0
+    if name == POINTER_OUTPUT and bool(nonzero.any()):
+        return [f"output {name}: pointer values are not kept (all must be 0)"]
+    if bool((nonzero & ~mask).any()):
+        return [f"output {name}: nonzero values outside the written elements"]
+    return []
+
+
+# ---------------------------------------------------------------- runs
+
+
+def _runs(flags: torch.Tensor) -> torch.Tensor:
+    """[n, 2] int64 ``[start, end)`` of the True stretches of a flat bool tensor."""
+    edges = torch.diff(torch.nn.functional.pad(flags.to(torch.int8), (1, 1)))
+    return torch.stack(((edges == 1).nonzero().reshape(-1), (edges == -1).nonzero().reshape(-1)), dim=1)
+
+
+def _data_runs(values: torch.Tensor, written: torch.Tensor, runs: torch.Tensor) -> torch.Tensor:
+    """Runs of nonzero written values, short zero gaps inside one written run bridged."""
+    nonzero = _runs((values != 0) & written)
+    if len(nonzero) < 2:
+        return nonzero
+    run_id = torch.zeros(values.numel() + 1, dtype=torch.int64)
+    run_id[runs[:, 0]] = 1
+    run_id = run_id.cumsum(0)
+    starts, ends = nonzero[1:, 0], nonzero[:-1, 1]
+    bridge = (starts - ends <= _GAP) & (run_id[ends - 1] == run_id[starts])
+    keep_start = torch.cat((torch.tensor([True]), ~bridge))
+    keep_end = torch.cat((~bridge, torch.tensor([True])))
+    return torch.stack((nonzero[keep_start, 0], nonzero[keep_end, 1]), dim=1)
+
+
+def _positions(runs: torch.Tensor) -> torch.Tensor:
+    """Every flat index covered by ``runs``, in order."""
+    lengths = runs[:, 1] - runs[:, 0]
+    total = int(lengths.sum())
+    offsets = lengths.cumsum(0) - lengths
+    return torch.arange(total, dtype=torch.int64) + torch.repeat_interleave(runs[:, 0] - offsets, lengths)
+
+
+def _check_runs(what: str, runs: torch.Tensor, numel: int) -> str | None:
+    if runs.dtype != torch.int64 or runs.dim() != 2 or runs.shape[1] != 2:
+        return f"{what}: expected int64 runs shaped [n, 2], got {runs.dtype} {list(runs.shape)}"
+    if not len(runs):
+        return None
+    starts, ends = runs[:, 0], runs[:, 1]
+    if bool((starts >= ends).any()) or bool((starts[1:] <= ends[:-1]).any()):
+        return f"{what}: runs must be non-empty, sorted and apart"
+    if int(starts[0]) < 0 or int(ends[-1]) > numel:
+        return f"{what}: runs reach outside the buffer's {numel} elements"
+    return None
+
+
+# ---------------------------------------------------------------- digest
+
+
+def content_digest(metadata: Mapping[str, str], raw: Mapping[str, tuple[str, list[int], Any]]) -> str:
+    """sha256 over every metadata entry but ``digest`` and every tensor (name, dtype, shape, bytes)."""
+    h = hashlib.sha256(b"mla-golden content digest 1\n")
+    plain = {k: v for k, v in metadata.items() if k != "digest"}
+    h.update(json.dumps(plain, sort_keys=True, separators=(",", ":")).encode())
+    for name in sorted(raw):
+        code, shape, data = raw[name]
+        h.update(b"\n" + json.dumps([name, code, list(shape), len(data)]).encode() + b"\n")
+        h.update(data)
+    return "sha256:" + h.hexdigest()
+
+
+def _raw_of(tensor: torch.Tensor) -> tuple[str, list[int], bytes]:
+    data = tensor.contiguous().view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+    return _ST_CODES[tensor.dtype], list(tensor.shape), data
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def encode(call: Call, key: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """``call`` as mla-golden/2 tensors and metadata; GoldenError-free only for a valid call (see check_call)."""
+    tensors: dict[str, torch.Tensor] = {f"input.{n}": t.detach().cpu().contiguous() for n, t in call.inputs.items()}
+    if call.error is None:
+        for name in OUTPUTS:
+            values = call.outputs[name].detach().cpu().reshape(-1)
+            written = call.written[name].detach().cpu().to(torch.bool).reshape(-1)
+            runs = _runs(written)
+            data = _data_runs(values, written, runs) if name != POINTER_OUTPUT else runs[:0]
+            tensors[f"written.{name}"] = runs
+            tensors[f"data.{name}"] = data
+            tensors[f"values.{name}"] = values[_positions(data)] if len(data) else values[:0].clone()
+    metadata = {
+        "format": FORMAT,
+        "op": call.op,
+        "key": key,
+        "params": json.dumps(call.params, sort_keys=True),
+        "device": json.dumps(call.device, sort_keys=True),
+        "env": json.dumps(call.env, sort_keys=True),
+        "buffers": json.dumps(call.buffers, sort_keys=True),
+        "provenance": json.dumps(call.provenance, sort_keys=True, default=str),
+    }
+    if call.error is not None:
+        metadata["error"] = call.error
+    if call.strides:
+        metadata["layout"] = json.dumps(call.strides, sort_keys=True)
+    metadata["digest"] = content_digest(metadata, {n: _raw_of(t) for n, t in tensors.items()})
+    return tensors, metadata
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def decode(path: Any, raw: RawFile) -> tuple[str, Call, str]:
+    """(key, call, format) from a checked safetensors file; GoldenError naming ``path`` otherwise."""
+    metadata, tensors = raw.metadata, raw.tensors
+    fmt = metadata.get("format")
+    if fmt is None:
+        raise GoldenError(path, "not an mla-golden file: metadata 'format' missing")
+    if fmt not in _OPTIONAL:
+        raise GoldenError(path, f"unknown format {str(fmt)[:80]!r} (this mla-golden reads {FORMAT!r} and {FORMAT_V1!r})")
+    missing = sorted(_REQUIRED - metadata.keys())
+    extra = sorted(metadata.keys() - _REQUIRED - _OPTIONAL[fmt])
+    if missing or extra:
+        what = f"missing {', '.join(missing)}" if missing else f"unexpected {', '.join(k[:40] for k in extra)}"
+        raise GoldenError(path, f"metadata: {what}")
+    if fmt == FORMAT:
+        if "digest" not in metadata:
+            raise GoldenError(path, "metadata 'digest' missing")
+        if content_digest(metadata, raw.raw) != metadata["digest"]:
+            raise GoldenError(path, "content digest mismatch: the file was changed after it was written")
+    op = metadata["op"]
+    if op not in SCHEMAS:
+        raise GoldenError(path, f"unknown op {op[:80]!r}")
+    schema = schema_for(op)
+    fields = {key: _json_field(path, metadata, key) for key in _JSON_KEYS}
+    error = metadata.get("error")
+    strides = _json_field(path, metadata, "layout") if "layout" in metadata else {}
+    problems = _check_buffers(fields["buffers"])
+    if problems:
+        raise GoldenError(path, problems[0])
+    outputs: dict[str, torch.Tensor] = {}
+    written: dict[str, torch.Tensor] = {}
+    expected = {f"input.{n}" for n in schema.inputs}
+    if error is None:
+        kinds = ("written", "data", "values") if fmt == FORMAT else ("output", "written")
+        expected |= {f"{kind}.{n}" for kind in kinds for n in OUTPUTS}
+    missing_t, extra_t = sorted(expected - tensors.keys()), sorted(tensors.keys() - expected)
+    if missing_t or extra_t:
+        what = f"missing tensors: {', '.join(missing_t)}" if missing_t else f"unexpected tensors: {', '.join(t[:40] for t in extra_t)}"
+        raise GoldenError(path, what)
+    if error is None:
+        for name in OUTPUTS:
+            spec = fields["buffers"][name]
+            if fmt == FORMAT:
+                outputs[name], written[name] = _dense(path, name, spec, tensors)
+            else:
+                outputs[name], written[name] = tensors[f"output.{name}"], tensors[f"written.{name}"]
+    call = Call(
+        op=op,
+        params=fields["params"],
+        inputs={n: tensors[f"input.{n}"] for n in schema.inputs},
+        outputs=outputs,
+        written=written,
+        buffers=fields["buffers"],
+        device=fields["device"],
+        env=fields["env"],
+        provenance=fields["provenance"],
+        error=error,
+        strides=strides,
+    )
+    problems = check_call(call, metadata["key"], outputs=fmt != FORMAT)
+    if problems:
+        raise GoldenError(path, problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    return metadata["key"], call, fmt
+
+
+def _json_field(path: Any, metadata: Mapping[str, str], key: str) -> dict[str, Any]:
+    try:
+        value = json.loads(metadata[key])
+    except (ValueError, RecursionError) as exc:
+        raise GoldenError(path, f"metadata {key!r} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]})") from exc
+    if not isinstance(value, dict):
+        raise GoldenError(path, f"metadata {key!r} should be a JSON object")
+    return value
+
+
+def _dense(path: Any, name: str, spec: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole buffer and its written mask from stored runs, every run checked against the buffer first."""
+    shape, dtype = spec["shape"], to_dtype(spec["dtype"])
+    numel = math.prod(shape)
+    runs, data, values = tensors[f"written.{name}"], tensors[f"data.{name}"], tensors[f"values.{name}"]
+    for what, r in ((f"written.{name}", runs), (f"data.{name}", data)):
+        problem = _check_runs(what, r, numel)
+        if problem:
+            raise GoldenError(path, problem)
+    if len(data):
+        if name == POINTER_OUTPUT:
+            raise GoldenError(path, f"data.{name}: pointer values are not kept (all must be 0)")
+        home = torch.searchsorted(runs[:, 0].contiguous(), data[:, 0].contiguous(), right=True) - 1
+        if not len(runs) or bool((home < 0).any()) or bool((data[:, 1] > runs[home.clamp(min=0), 1]).any()):
+            raise GoldenError(path, f"data.{name}: values stored outside the written runs")
+    stored = int((data[:, 1] - data[:, 0]).sum()) if len(data) else 0
+    if values.dtype != dtype or values.dim() != 1 or values.numel() != stored:
+        raise GoldenError(path, f"values.{name}: expected {stored} values of {dtype}, got {values.dtype} {list(values.shape)}")
+    out = torch.zeros(numel, dtype=dtype)
+    if stored:
+        out[_positions(data)] = values
+    return out.reshape(shape), _mask(runs, numel).reshape(shape)
+
+
+def _mask(runs: torch.Tensor, numel: int) -> torch.Tensor:
+    """A flat bool mask, True inside ``runs`` (checked: sorted, apart, in range)."""
+    if len(runs) <= 64:  # the usual case: a prefix or a few stretches
+        mask = torch.zeros(numel, dtype=torch.bool)
+        for start, end in runs.tolist():
+            mask[start:end] = True
+        return mask
+    delta = torch.zeros(numel + 1, dtype=torch.int8)
+    delta[runs[:, 0]] = 1
+    delta[runs[:, 1]] = -1  # apart, so no index is both an end and a start
+    return delta.cumsum(0, dtype=torch.int8)[:numel] > 0

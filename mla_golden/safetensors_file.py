@@ -1,0 +1,182 @@
+"""Strict reading of one safetensors file: exactly the bytes the format allows.
+
+The safetensors library itself rejects trailing bytes, overlapping or gapped
+tensor data and duplicate header keys; so does this reader, before any tensor
+is built. It never opens anything but a regular file (a FIFO would block), and
+reads only what the header declares, after checking the declaration against
+the file's size: a hostile file costs at most its own size in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mla_golden.errors import GoldenError
+
+#: A golden's header is a few KiB; a larger claim is refused before it is read.
+MAX_HEADER_BYTES = 1 << 20
+#: Larger tensors are refused as absurd (aiter's largest buffers hold a few million elements).
+MAX_ELEMENTS = 1 << 25
+DTYPES = {"I32": torch.int32, "I64": torch.int64, "U64": torch.uint64, "BOOL": torch.bool}
+
+
+@dataclass
+class RawFile:
+    """A checked safetensors file: string metadata, tensors, and each tensor's stored bytes."""
+
+    metadata: dict[str, str]
+    tensors: dict[str, torch.Tensor]
+    #: name -> (safetensors dtype, shape, bytes): what the content digest covers.
+    raw: dict[str, tuple[str, list[int], memoryview]]
+
+
+def _no_duplicates(path: Path, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise GoldenError(path, f"not a safetensors file: header repeats the key {key[:80]!r}")
+        out[key] = value
+    return out
+
+
+def open_regular(path: Path) -> int:
+    """A read-only fd on ``path``; GoldenError when it is not a regular file.
+
+    The type is checked with ``stat`` before opening, and the open itself is
+    non-blocking, so a FIFO or device named like a golden never hangs a run.
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise GoldenError(path, f"cannot read: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise GoldenError(path, f"not a regular file ({_kind(st.st_mode)}); not opened")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise GoldenError(path, f"cannot read: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped between stat and open
+        os.close(fd)
+        raise GoldenError(path, "not a regular file; not read")
+    return fd
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def read(path: Path) -> RawFile:
+    """Read and check ``path``; GoldenError naming the file and the rule broken."""
+    fd = open_regular(path)
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            prefix = fh.read(8)
+            if len(prefix) < 8:
+                raise GoldenError(path, f"not a safetensors file: only {len(prefix)} bytes")
+            (header_len,) = struct.unpack("<Q", prefix)
+            if not 2 <= header_len <= MAX_HEADER_BYTES:
+                raise GoldenError(path, f"not a golden: header size {header_len} bytes (allowed 2..{MAX_HEADER_BYTES})")
+            if 8 + header_len > size:
+                raise GoldenError(path, f"truncated: header claims {header_len} bytes, file has {size - 8} after the length")
+            header = _parse_header(path, fh.read(header_len))
+            metadata = header.pop("__metadata__", None)
+            if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+                raise GoldenError(path, "not a golden: no string __metadata__ in the safetensors header")
+            specs = {name: _spec(path, name, spec) for name, spec in header.items()}
+            body_len = _check_layout(path, specs)
+            if 8 + header_len + body_len != size:
+                what = "truncated" if 8 + header_len + body_len > size else "trailing bytes"
+                raise GoldenError(path, f"{what}: tensor data ends at byte {8 + header_len + body_len}, file has {size}")
+            body = bytearray(body_len)  # writable, so tensors view it without a copy each
+            if fh.readinto(body) != body_len:
+                raise GoldenError(path, "truncated while reading (the file shrank)")
+    except OSError as exc:
+        raise GoldenError(path, f"cannot read: {exc.strerror or exc}") from exc
+    view = memoryview(body)
+    tensors, raw = {}, {}
+    for name, (code, shape, start, end) in specs.items():
+        raw[name] = (code, shape, view[start:end])
+        tensors[name] = _tensor(path, name, DTYPES[code], shape, body, start, end)
+    return RawFile(metadata=metadata, tensors=tensors, raw=raw)
+
+
+def _parse_header(path: Path, raw: bytes) -> dict[str, Any]:
+    if not raw.startswith(b"{"):
+        raise GoldenError(path, "not a safetensors file: header does not start with '{'")
+    try:
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=lambda pairs: _no_duplicates(path, pairs))
+    except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, absurd nesting or numbers
+        raise GoldenError(path, f"not a safetensors file: header is not JSON ({type(exc).__name__}: {str(exc)[:200]})") from exc
+    if not isinstance(header, dict):
+        raise GoldenError(path, "not a safetensors file: header is not a JSON object")
+    return header
+
+
+def _spec(path: Path, name: str, spec: Any) -> tuple[str, list[int], int, int]:
+    """(dtype code, shape, start, end) of one header entry, checked."""
+    if not (
+        isinstance(spec, dict)
+        and set(spec) == {"dtype", "shape", "data_offsets"}
+        and spec["dtype"] in DTYPES
+        and isinstance(spec["shape"], list)
+        and len(spec["shape"]) <= 4
+        and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_ELEMENTS for d in spec["shape"])
+        and isinstance(spec["data_offsets"], list)
+        and len(spec["data_offsets"]) == 2
+        and all(isinstance(o, int) and not isinstance(o, bool) for o in spec["data_offsets"])
+    ):
+        raise GoldenError(path, f"tensor {name[:80]!r}: unsupported dtype or malformed shape/offsets in header")
+    numel = math.prod(spec["shape"])
+    if numel > MAX_ELEMENTS:
+        raise GoldenError(path, f"tensor {name[:80]!r}: absurd shape {spec['shape']}")
+    start, end = spec["data_offsets"]
+    if not 0 <= start <= end or end - start != numel * DTYPES[spec["dtype"]].itemsize:
+        raise GoldenError(path, f"tensor {name[:80]!r}: data offsets {start}..{end} do not fit its shape (corrupt)")
+    return spec["dtype"], spec["shape"], start, end
+
+
+def _check_layout(path: Path, specs: dict[str, tuple[str, list[int], int, int]]) -> int:
+    """Tensor data must tile the body exactly, in order: no overlap, no gap. Returns the body length."""
+    at = 0
+    for name, (_, _, start, end) in sorted(specs.items(), key=lambda item: (item[1][2], item[1][3])):
+        if start != at:
+            problem = "overlaps the tensor before it" if start < at else f"leaves a gap of {start - at} bytes"
+            raise GoldenError(path, f"tensor {name[:80]!r}: data at {start}..{end} {problem} (corrupt)")
+        at = end
+    return at
+
+
+def _tensor(path: Path, name: str, dtype: torch.dtype, shape: list[int], body: bytearray, start: int, end: int) -> torch.Tensor:
+    numel = math.prod(shape)
+    if end == start:
+        return torch.empty(shape, dtype=dtype)
+    if start % dtype.itemsize:
+        # safetensors aligns data, but a hand-made file need not be: copy to an aligned buffer
+        body, start = bytearray(body[start:end]), 0
+    if dtype == torch.bool:
+        values = torch.frombuffer(body, dtype=torch.uint8, count=numel, offset=start)
+        if bool((values > 1).any()):
+            raise GoldenError(path, f"tensor {name[:80]!r}: bool tensor holds values other than 0/1")
+        return values.view(torch.bool).reshape(shape)
+    return torch.frombuffer(body, dtype=dtype, count=numel, offset=start).reshape(shape)
+
+
+def dumps(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """The safetensors bytes of ``tensors`` with ``metadata``."""
+    from safetensors.torch import save
+
+    return save({name: t.detach().cpu().contiguous() for name, t in tensors.items()}, metadata=metadata)

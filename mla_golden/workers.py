@@ -1,0 +1,60 @@
+"""Worker processes that never outlive the run that started them.
+
+A ``--jobs`` worker writes goldens; if the parent is killed (SIGKILL,
+SIGTERM, Ctrl-C) a surviving worker would go on writing into a tree nobody
+is watching. Each worker therefore asks the kernel to kill it when its parent
+dies (``PR_SET_PDEATHSIG`` on Linux) and also watches its parent's pid from a
+thread (any platform, and the case where the kernel's signal is not
+delivered), exiting at once when the parent is gone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+import threading
+import time
+
+_PR_SET_PDEATHSIG = 1
+#: How often the watchdog thread looks at its parent.
+WATCH_INTERVAL_S = 0.2
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def cap_jobs(jobs: int) -> tuple[int, str | None]:
+    """``jobs`` capped at the usable CPU count, and a note when it was."""
+    cpus = usable_cpus()
+    if jobs <= cpus:
+        return jobs, None
+    return cpus, f"--jobs {jobs} capped at {cpus}: this machine runs {cpus} processes at once"
+
+
+def parent_alive(parent: int) -> bool:
+    """Whether ``parent`` is still this process's parent (an orphan is re-parented)."""
+    return os.getppid() == parent
+
+
+def die_with_parent(parent: int) -> None:
+    """Worker initializer: end this process the moment ``parent`` is gone."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if not parent_alive(parent):  # died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while parent_alive(parent):
+            time.sleep(WATCH_INTERVAL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="mla-golden-parent-watch", daemon=True).start()

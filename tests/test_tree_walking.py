@@ -1,0 +1,104 @@
+"""Walking a golden tree: odd entries are reported bad without being opened, linked folders are walked once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mla_golden.cli import app
+from mla_golden.store import GoldenStore
+
+SHIPPED = Path(__file__).resolve().parent.parent / "goldens"
+GOOD = SHIPPED / "prefill/dsv3-fp8-prefill/gfx950-cu256/h16-b4-t3117-115ed9cb.safetensors"
+OTHER = SHIPPED / "prefill/dsv3-fp8-prefill/gfx950-cu256/h16-b1-t2048-dd66962e.safetensors"
+
+
+def _place(root: Path, source: Path) -> Path:
+    """Copy a shipped golden to where its key says it lives under ``root``."""
+    target = root / source.relative_to(SHIPPED)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, target)
+    return target
+
+
+def _json(*args: str) -> tuple[int, dict]:
+    ran = CliRunner().invoke(app, [*args, "--format", "json"])
+    return ran.exit_code, json.loads(ran.stdout)
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    root = tmp_path / "tree"
+    _place(root, GOOD)
+    return root
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("command", [["check"], ["diff", "--backend", "reference"], ["list"]])
+def test_a_fifo_is_reported_bad_and_never_opened(tree, command):
+    fifo = tree / "prefill" / "x.safetensors"
+    os.mkfifo(fifo)  # opening it for reading would block forever
+    ran = CliRunner().invoke(app, [command[0], str(tree), *command[1:]])
+    assert ran.exit_code == 2, ran.output
+    assert "not a regular file (a FIFO)" in ran.output.replace("\n", "")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_show_of_a_fifo_is_an_error(tmp_path):
+    fifo = tmp_path / "x.safetensors"
+    os.mkfifo(fifo)
+    ran = CliRunner().invoke(app, ["show", str(fifo)])
+    assert ran.exit_code == 2 and "not a regular file" in ran.output
+
+
+def test_a_symlinked_folder_is_walked_and_its_bad_golden_reported(tree, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "trunc.safetensors").write_bytes(OTHER.read_bytes()[:300])
+    (tree / "linked").symlink_to(elsewhere, target_is_directory=True)
+    code, report = _json("check", str(tree))
+    assert code == 2
+    statuses = {Path(r["path"]).name: r["status"] for r in report["results"]}
+    assert statuses["trunc.safetensors"] == "bad" and statuses[GOOD.name] == "passed"
+
+
+def test_a_symlink_cycle_is_walked_once(tree):
+    (tree / "prefill" / "loop").symlink_to(tree, target_is_directory=True)
+    (tree / "self").symlink_to(tree / "self", target_is_directory=True)  # dangles: a link to itself
+    paths = list(GoldenStore(tree).paths())
+    assert [p.name for p in paths].count(GOOD.name) == 1
+    code, report = _json("check", str(tree))
+    assert code == 0 and len(report["results"]) == 1
+
+
+def test_a_dangling_link_named_like_a_golden_is_bad(tree):
+    (tree / "gone.safetensors").symlink_to(tree / "nowhere.safetensors")
+    code, report = _json("check", str(tree))
+    assert code == 2 and any(r["status"] == "bad" and r["path"].endswith("gone.safetensors") for r in report["results"])
+
+
+def test_a_golden_whose_key_does_not_match_its_path_is_bad_in_a_tree(tree):
+    moved = tree / "prefill" / "elsewhere.safetensors"
+    moved.write_bytes(OTHER.read_bytes())  # a valid golden, saved under another name
+    code, report = _json("check", str(tree))
+    assert code == 2
+    bad = [r for r in report["results"] if r["status"] == "bad"]
+    assert len(bad) == 1 and bad[0]["path"] == str(moved) and "does not match the file's path" in bad[0]["message"]
+
+
+def test_the_same_content_under_two_keys_is_reported(tree):
+    from mla_golden.store import Golden, GoldenStore, load
+
+    golden = load(GOOD)
+    GoldenStore(tree).write(Golden("prefill/copy/of-it", golden.call))
+    ran = CliRunner().invoke(app, ["check", str(tree), "--format", "json"])
+    report = json.loads(ran.stdout)
+    assert ran.exit_code == 0
+    notes = {r["key"]: r["notes"] for r in report["results"]}
+    assert any("same content as prefill/copy/of-it" in n for n in notes[golden.key])
+    assert "the same content under 2 keys" in ran.stderr
