@@ -206,7 +206,7 @@ def forge_run(goldens: Sequence[Path], count: int, seed: int, bound_s: float) ->
     """
     import mla_golden
     from mla_golden.geometry import INDPTRS, describe_schedule, geometry, indptr_problem
-    from mla_golden.html import Entry, render_html
+    from mla_golden.html import Entry, render_diff_page
 
     rng = random.Random(seed)
     result = ForgeResult()
@@ -240,7 +240,7 @@ def forge_run(goldens: Sequence[Path], count: int, seed: int, bound_s: float) ->
                 geometry(forged)
                 if not any(indptr_problem(forged, n) for n in INDPTRS):  # show refuses the others
                     describe_schedule(forged)
-                render_html([Entry("forged", found, good, forged)], title="forged")
+                render_diff_page([Entry("forged", "diverged", diff=found, expected=good, actual=forged)])
         except Exception as exc:  # noqa: BLE001 - counting them is the point
             result.tracebacks.append(f"{what}: {type(exc).__name__}: {exc}")
         took = time.perf_counter() - start

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import mla_golden
 from mla_golden.cli import app
 from mla_golden.geometry import bounded_indptr, geometry, indptr_problem, works_by_cu
-from mla_golden.html import Entry, render_html
+from mla_golden.html import Entry, render_diff_page
 from mla_golden.store import Golden, GoldenStore, load
 
 SHIPPED = Path(__file__).resolve().parent.parent / "goldens"
@@ -53,7 +53,7 @@ def test_a_wild_index_is_a_violation_for_check_and_an_error_for_show(tmp_path, s
     assert "Traceback" not in ran.output
     original = load(source).call
     assert not mla_golden.diff(original, call).equal
-    render_html([Entry("wild", expected=original, actual=call)], title="wild")
+    render_diff_page([Entry("wild", "diverged", diff=mla_golden.diff(original, call), expected=original, actual=call)])
     geometry(call)
     assert time.perf_counter() - start < BOUND_S
 
