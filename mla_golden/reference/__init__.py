@@ -15,14 +15,17 @@ undefined it raises :class:`UndefinedResultError` (inside
 :func:`allow_undefined` it returns, with :data:`UNDEFINED_PLACEHOLDER` where
 aiter's value is not determined by the inputs).
 
-``with as_aiter():`` makes ``import aiter`` give this module, so builder code
-written against aiter runs unchanged in tests.
+``with as_aiter():`` makes ``import aiter`` give a stand-in serving these
+planners, :mod:`~mla_golden.reference.dtypes` (fp8 per device, as aiter's) and
+aiter's kernel names (which raise), so builder code written against aiter,
+vLLM's included, runs unchanged in tests.
 
 This module plans as the newest ported aiter version (``version``);
 ``at(version)`` gives an older one (a commit prefix, release tag or date),
 ``versions()`` lists them oldest first.
 """
 
+from mla_golden.reference import dtypes
 from mla_golden.reference._device import DEFAULT_DEVICE, Device, current_device, device
 from mla_golden.reference._stand_in import as_aiter
 from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, allow_undefined
@@ -62,6 +65,7 @@ __all__ = [
     "as_aiter",
     "current_device",
     "device",
+    "dtypes",
     "get_mla_metadata_info_v1",
     "get_mla_metadata_v1",
     "get_ps_metadata_info_v1",
