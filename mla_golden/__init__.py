@@ -10,6 +10,7 @@ does not pay for torch until it is used.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 __version__ = "0.1.0"
@@ -48,7 +49,11 @@ _EXPORTS = {
     "diff_trees": "mla_golden.runs",
     "Result": "mla_golden.runs",
     "Status": "mla_golden.runs",
-    "check": "mla_golden.checks",
+    "invariants": "mla_golden.invariants",
+    "assert_invariants": "mla_golden.invariants",
+    "InvariantsViolated": "mla_golden.invariants",
+    "expect": "mla_golden.expect",
+    "GoldenMismatch": "mla_golden.expect",
     "Diff": "mla_golden.differ",
     "Cause": "mla_golden.differ",
     "recorded_planner": "mla_golden.planner_id",
@@ -59,10 +64,22 @@ _EXPORTS = {
     "sweep": "mla_golden.sweeper",
 }
 
+#: Old names kept for one release: name -> (module, new name).
+_DEPRECATED = {"check": ("mla_golden.invariants", "invariants")}
+
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        module, new = _DEPRECATED[name]
+        warnings.warn(
+            f"mla_golden.{name} is deprecated: use mla_golden.{new} (it returns the result; "
+            "mla_golden.assert_invariants raises)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(module), new)  # not cached: every use warns
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'mla_golden' has no attribute {name!r}")

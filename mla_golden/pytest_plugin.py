@@ -1,24 +1,38 @@
 """pytest plugin: ``--mla-golden-dir``, ``--mla-golden-update`` and the ``mla_golden`` fixture.
 
-Goldens are named after the test id plus the check's ``name`` (or a counter),
-as snapshot tools do. Writes are atomic and no-clobber, so pytest-xdist
-workers writing the same golden end with one valid file.
+Goldens live in a folder mirroring the test's node id
+(:mod:`mla_golden.golden_paths`), named by the assertion's ``name`` (or a
+counter), as snapshot tools do. Writes are atomic and no-clobber, so
+pytest-xdist workers writing the same golden end with one valid file; workers
+hand what they wrote and read to the controller, which prints the summary and,
+after a full run, the goldens no test used (deleting them under
+``--mla-golden-update``).
 """
 
 from __future__ import annotations
 
-import re
+import contextlib
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
+    from mla_golden.assertions import Comparison
     from mla_golden.call import Call
+    from mla_golden.expect import Expect
     from mla_golden.recorder import Spy
 
 _WRITTEN = pytest.StashKey[list]()
+#: Golden paths the fixture read or wrote (str, resolved).
+_TOUCHED = pytest.StashKey[set]()
+#: node id -> passed (every phase), from the reports the controller receives.
+_TESTS = pytest.StashKey[dict]()
+#: After a full run: the unused goldens and whether they were deleted.
+_UNUSED = pytest.StashKey[tuple]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,33 +41,51 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--mla-golden-dir",
         dest="mla_golden_dir",
         default=None,
-        help="folder of the goldens the mla_golden fixture checks against (default: <rootdir>/goldens/tests)",
+        help="folder of the goldens the mla_golden fixture checks against (default: <rootdir>/goldens)",
     )
     group.addoption(
         "--mla-golden-update",
         dest="mla_golden_update",
         action="store_true",
         default=False,
-        help="write the goldens instead of checking them",
+        help="write the goldens instead of checking them; a full run also deletes the goldens no test used",
     )
+
+
+class _TestOutcomes:
+    """Which tests passed every phase (on the xdist controller too): only they vouch for their goldens."""
+
+    def __init__(self, tests: dict[str, bool]) -> None:
+        self.tests = tests
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.tests[report.nodeid] = self.tests.get(report.nodeid, True) and report.passed
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_WRITTEN] = []
+    config.stash[_TOUCHED] = set()
+    config.stash[_TESTS] = {}
+    config.pluginmanager.register(_TestOutcomes(config.stash[_TESTS]), "mla-golden-test-outcomes")
+
+
+def _golden_dir(config: pytest.Config) -> Path:
+    option = config.getoption("mla_golden_dir")
+    return Path(option) if option else Path(config.rootpath) / "goldens"
 
 
 class MlaGoldenFixture:
-    """What a test holds: ``spy()`` to capture calls, ``check(call)`` to compare one with its golden."""
+    """What a test holds: ``spy()`` / ``expect()`` to capture calls, ``assert_matches(call)`` to compare one."""
 
-    def __init__(self, nodeid: str, golden_dir: Path, update: bool, written: list) -> None:
+    def __init__(self, nodeid: str, golden_dir: Path, update: bool, config: pytest.Config) -> None:
         self.nodeid = nodeid
         self.golden_dir = golden_dir
         self.update = update
-        self._written = written
+        self._config = config
         self._counter = 0
         self._spies: list[Spy] = []
 
-    def spy(self, *targets: Any) -> Spy:
+    def spy(self, *targets: ModuleType | str) -> Spy:
         """A spy whose calls made but not recorded fail the test at teardown (they were warned about)."""
         from mla_golden.recorder import spy
 
@@ -66,51 +98,125 @@ class MlaGoldenFixture:
         return [reason for s in self._spies for reason in s.missed]
 
     def key(self, name: str | None = None) -> str:
-        """The golden key of this test's next check: ``<test id>/<name or counter>``."""
+        """The golden key of this test's next assertion: ``<test file>/<test>/<name or counter>``."""
+        from mla_golden.golden_paths import key_of_test
+
         if name is None:
             name = str(self._counter)
             self._counter += 1
-        test = re.sub(r"::", "/", self.nodeid)
-        return f"{test}/{name}"
+        return f"{key_of_test(self.nodeid)}/{name}"
+
+    def _record(self, result: Comparison) -> None:
+        self._config.stash[_TOUCHED].add(str(result.path.resolve()))
+        if result.outcome is not None:
+            self._config.stash[_WRITTEN].append((result.key, result.outcome.value))
+
+    def assert_matches(self, call: Call, name: str | None = None) -> None:
+        """Assert ``call`` matches this test's golden ``name`` (or write it under --mla-golden-update).
+
+        On a mismatch the call is also written next to the golden as
+        ``<name>.obtained.safetensors``; a later pass removes it.
+        """
+        __tracebackhide__ = True
+        from mla_golden.assertions import compare_with_golden
+
+        result = compare_with_golden(call, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True)
+        self._record(result)
+        if result.failure is not None:
+            raise AssertionError(result.failure)
 
     def check(self, call: Call, name: str | None = None) -> None:
-        """Assert ``call`` matches its golden (or write it under --mla-golden-update)."""
+        """Deprecated name of :meth:`assert_matches`."""
         __tracebackhide__ = True
-        from mla_golden.assertions import assert_matches_golden
+        warnings.warn(
+            "the mla_golden fixture's check() is deprecated: use mla_golden.assert_matches(call, name=...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.assert_matches(call, name)
 
-        key = self.key(name)
-        outcome = assert_matches_golden(call, self.golden_dir, name=key, update=self.update)
-        if outcome is not None:
-            self._written.append((key, outcome.value))
+    def expect(self, target: ModuleType | str = "aiter", *, name: str | None = None) -> Expect:
+        """Like :func:`mla_golden.expect`, with this test's goldens: compares on exit even when the block raised."""
+        from mla_golden.expect import Expect
+
+        made = Expect(
+            target, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True, on_compare=self._record
+        )
+        self._spies.append(made.spy)  # its missed calls fail the test too
+        return made
 
 
 @pytest.fixture
 def mla_golden(request: pytest.FixtureRequest) -> Iterator[MlaGoldenFixture]:
     """Check planner calls against goldens named after this test."""
     config = request.config
-    option = config.getoption("mla_golden_dir")
-    golden_dir = Path(option) if option else Path(config.rootpath) / "goldens" / "tests"
-    fixture = MlaGoldenFixture(
-        request.node.nodeid, golden_dir, bool(config.getoption("mla_golden_update")), config.stash[_WRITTEN]
-    )
+    fixture = MlaGoldenFixture(request.node.nodeid, _golden_dir(config), bool(config.getoption("mla_golden_update")), config)
     yield fixture
     missed = fixture.missed()
     if missed:
         pytest.fail(f"mla-golden: {len(missed)} planner call(s) made but not recorded: " + "; ".join(missed), pytrace=False)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Under pytest-xdist, hand this worker's writes to the controller, which prints the summary."""
-    workeroutput = getattr(session.config, "workeroutput", None)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A worker hands its writes and reads to the controller; the controller (or a lone run) finds unused goldens."""
+    config = session.config
+    workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:
-        workeroutput["mla_golden_written"] = [list(w) for w in session.config.stash.get(_WRITTEN, [])]
+        workeroutput["mla_golden_written"] = [list(w) for w in config.stash.get(_WRITTEN, [])]
+        workeroutput["mla_golden_touched"] = sorted(config.stash.get(_TOUCHED, set()))
+    elif _full_run(session, exitstatus):
+        _find_unused(config)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """pytest-xdist controller: collect a finished worker's writes."""
-    written = getattr(node, "workeroutput", {}).get("mla_golden_written", [])
-    node.config.stash[_WRITTEN].extend(tuple(w) for w in written)
+    """pytest-xdist controller: collect a finished worker's writes and reads."""
+    output = getattr(node, "workeroutput", {})
+    node.config.stash[_WRITTEN].extend(tuple(w) for w in output.get("mla_golden_written", []))
+    node.config.stash[_TOUCHED].update(output.get("mla_golden_touched", []))
+
+
+def _full_run(session: pytest.Session, exitstatus: int) -> bool:
+    """Whether every collected test ran: no -k/-m/--deselect/--lf, no node ids, not stopped early."""
+    config = session.config
+    option = config.option
+    subset = (
+        getattr(option, "keyword", "")
+        or getattr(option, "markexpr", "")
+        or getattr(option, "deselect", None)
+        or getattr(option, "lf", False)
+        or any("::" in str(arg) for arg in config.args)
+    )
+    stopped = session.shouldfail or session.shouldstop or exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    return not subset and not stopped and bool(config.stash[_TESTS])
+
+
+def _find_unused(config: pytest.Config) -> None:
+    from mla_golden.golden_paths import unused_goldens
+
+    unused = unused_goldens(_golden_dir(config), [Path(p) for p in config.stash[_TOUCHED]], config.stash[_TESTS])
+    delete = bool(config.getoption("mla_golden_update"))
+    if delete:
+        for path in unused:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+    config.stash[_UNUSED] = (unused, delete)
+
+
+def _print_unused(terminalreporter: Any, config: pytest.Config) -> None:
+    unused, deleted = config.stash.get(_UNUSED, ([], False))
+    if not unused:
+        return
+    golden_dir = _golden_dir(config)
+    if deleted:
+        terminalreporter.write_line(f"mla-golden: deleted {len(unused)} unused golden(s) under {golden_dir}:")
+    else:
+        terminalreporter.write_line(
+            f"mla-golden: {len(unused)} golden(s) under {golden_dir} that no test read or wrote "
+            "(a full run with --mla-golden-update deletes them):"
+        )
+    for path in unused:
+        terminalreporter.write_line(f"  {path.relative_to(golden_dir) if path.is_relative_to(golden_dir) else path}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -121,3 +227,4 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             counts[outcome] = counts.get(outcome, 0) + 1
         summary = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
         terminalreporter.write_line(f"mla-golden: goldens {summary}")
+    _print_unused(terminalreporter, config)

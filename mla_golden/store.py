@@ -116,7 +116,8 @@ def derived_key(call: Call) -> str:
     return f"{call.op}/{device}/{shape}-{digest}"
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: Characters a key part keeps as they are (pytest's parametrize ids mostly stay readable: ``test[fp8-16]``).
+_UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]=+,@-]+")
 
 
 def key_path(root: Path, key: str) -> Path:
@@ -130,11 +131,14 @@ def key_path(root: Path, key: str) -> Path:
     if problems:
         raise GoldenError(root, f"bad golden name {str(key)[:80]!r}: {problems[0].removeprefix('key: ')}")
     parts = []
-    for part in key.split("/"):
+    split = key.split("/")
+    for index, part in enumerate(split):
         clean = _UNSAFE.sub("_", part).strip("_") or "_"
         if clean.startswith("."):
             clean = "_" + clean
-        if len(clean) > 120 or clean != part:
+        # A last part ending in .obtained would name another golden's obtained file.
+        looks_obtained = index == len(split) - 1 and part.endswith(".obtained")
+        if len(clean) > 120 or clean != part or looks_obtained:
             # Keep distinct keys distinct after sanitising.
             clean = f"{clean[:100]}-{hashlib.sha256(part.encode()).hexdigest()[:8]}"
         parts.append(clean)
@@ -143,6 +147,8 @@ def key_path(root: Path, key: str) -> Path:
 
 #: A failed comparison's actual call may sit next to its golden as ``<name>.obtained.safetensors``.
 OBTAINED = ".obtained"
+#: A failing test's call, kept next to its golden; never a golden itself.
+OBTAINED_SUFFIX = OBTAINED + SUFFIX
 
 
 def key_matches_path(key: str, path: Path) -> bool:
@@ -155,6 +161,11 @@ def key_matches_path(key: str, path: Path) -> bool:
         if tuple(parts[-len(want):]) == want:
             return True
     return False
+
+
+def obtained_path(golden_path: Path) -> Path:
+    """Where a failing call is kept next to the golden at ``golden_path``."""
+    return golden_path.with_name(golden_path.name.removesuffix(SUFFIX) + OBTAINED_SUFFIX)
 
 
 # ---------------------------------------------------------------- encoding
@@ -310,7 +321,7 @@ class GoldenStore:
         return outcome
 
     def paths(self) -> Iterator[Path]:
-        """Every golden name under the root, in a stable order (temp files skipped).
+        """Every golden name under the root, in a stable order (temp and obtained files skipped).
 
         Symlinked folders are followed, each real folder once (a link cycle
         ends there). Entries that are not regular files are listed too, never
@@ -330,7 +341,7 @@ class GoldenStore:
                 continue
             seen.add((st.st_dev, st.st_ino))
             dirs.sort()
-            found.extend(Path(folder, f) for f in files if f.endswith(SUFFIX) and not f.startswith("."))
+            found.extend(Path(folder, f) for f in files if f.endswith(SUFFIX) and not f.startswith(".") and not f.endswith(OBTAINED_SUFFIX))
             # os.walk lists a FIFO/socket under files, and a dangling link too; a link to a folder under dirs
             found.extend(Path(folder, d) for d in dirs if d.endswith(SUFFIX) and not d.startswith("."))
         return iter(sorted(found))

@@ -1,0 +1,112 @@
+"""``with expect(target, golden_dir): ...``: spy on a block and compare its calls with their goldens on exit.
+
+A builder whose planner raises (a plan that outgrew the buffers the builder
+sized) dies inside ``build()`` before any assertion after the block could run,
+hiding the diff that explains it (the dtypes it dropped). ``expect`` compares
+on exit even when the block raised: the planner's error is re-raised
+unchanged, with the golden report chained to it as its cause, so the
+traceback shows the report first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType, TracebackType
+
+from mla_golden.assertions import Comparison, compare_with_golden
+from mla_golden.errors import GoldenError
+from mla_golden.recorder import Spy
+from mla_golden.store import GoldenStore
+
+
+class GoldenMismatch(AssertionError):
+    """Calls made inside an ``expect`` block that do not match their goldens; the message is the report."""
+
+
+class Expect:
+    """The context manager :func:`expect` returns; ``__enter__`` gives the :class:`Spy`.
+
+    Calls are keyed ``name``, ``name-1``, ``name-2``... in call order (or by
+    their derived keys without a name). ``on_compare`` sees every comparison
+    (the pytest fixture records what was read and written through it).
+    """
+
+    def __init__(
+        self,
+        target: ModuleType | str,
+        golden_dir: Path | str,
+        *,
+        name: str | None = None,
+        update: bool = False,
+        keep_obtained: bool = False,
+        on_compare: Callable[[Comparison], None] | None = None,
+    ) -> None:
+        self.golden_dir = Path(golden_dir)
+        self.name = name
+        self.update = update
+        self.keep_obtained = keep_obtained
+        self.on_compare = on_compare
+        self.spy = Spy(target)
+        self.comparisons: list[Comparison] = []
+
+    def key(self, index: int) -> str | None:
+        """The key of the block's ``index``-th call (None: derived from the call)."""
+        if self.name is None:
+            return None
+        return self.name if index == 0 else f"{self.name}-{index}"
+
+    def __enter__(self) -> Spy:
+        return self.spy.__enter__()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        __tracebackhide__ = True
+        self.spy.__exit__(exc_type, exc, tb)
+        failures = self._compare()
+        if not failures:
+            return False  # the block's own exception, if any, goes on unchanged
+        report = GoldenMismatch("\n".join(failures))
+        if exc is None:
+            raise report
+        report.__cause__ = exc.__cause__  # keep what the block's error was already chained to
+        exc.__cause__ = report
+        return False
+
+    def _compare(self) -> list[str]:
+        failures = []
+        calls = self.spy.calls.all()
+        for index, call in enumerate(calls):
+            try:
+                result = compare_with_golden(
+                    call, self.golden_dir, name=self.key(index), update=self.update, keep_obtained=self.keep_obtained
+                )
+            except GoldenError as exc:  # one unreadable golden never stops the others from being checked
+                failures.append(f"call {index} ({call.op}): {exc}")
+                continue
+            self.comparisons.append(result)
+            if self.on_compare is not None:
+                self.on_compare(result)
+            if result.failure is not None:
+                failures.append(f"call {index} ({call.op}): {result.failure}")
+        missing = self.key(len(calls))
+        if missing is not None and not self.update and GoldenStore(self.golden_dir).exists(missing):
+            path = GoldenStore(self.golden_dir).path_for(missing)
+            failures.append(f"golden {path} expects call {len(calls)} of the block, which made only {len(calls)} call(s)")
+        return failures
+
+
+def expect(
+    target: ModuleType | str, golden_dir: Path | str, *, name: str | None = None, update: bool = False
+) -> Expect:
+    """Spy on ``target`` (like :func:`spy`) inside the block; on exit compare each call with its golden.
+
+    >>> with mla_golden.expect(aiter, "goldens", name="decode-step"):
+    ...     builder.build(...)
+
+    A mismatch raises :class:`GoldenMismatch` with the report; when the block
+    itself raised (a planner error), that error is re-raised with the report
+    chained as its cause. ``update=True`` writes the goldens instead.
+    """
+    return Expect(target, golden_dir, name=name, update=update)
