@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -33,8 +34,8 @@ TEST_FILE = textwrap.dedent(
             build(aiter)
             build(aiter)
         first, second = spy.calls.all()
-        mla_golden.check(first, name="decode")
-        mla_golden.check(second)
+        mla_golden.assert_matches(first, name="decode")
+        mla_golden.assert_matches(second)
     """
 )
 
@@ -49,7 +50,7 @@ def test_update_writes_goldens_named_after_the_test_then_check_passes(project):
     result = project.runpytest("--mla-golden-update")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*mla-golden: goldens 2 written*"])
-    root = project.path / "goldens" / "tests"
+    root = project.path / "goldens"
     written = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.safetensors"))
     assert written == ["test_builder.py/test_decode_metadata/0.safetensors", "test_builder.py/test_decode_metadata/decode.safetensors"]
     project.runpytest().assert_outcomes(passed=1)
@@ -95,7 +96,7 @@ def test_concurrent_xdist_workers_writing_the_same_goldens_end_with_valid_files(
     result.assert_outcomes(passed=8)
     import mla_golden
 
-    golden = mla_golden.load(project.path / "goldens" / "tests" / "shared.safetensors")
+    golden = mla_golden.load(project.path / "goldens" / "shared.safetensors")
     assert golden.key == "shared"
     assert not list((project.path / "goldens").rglob("*.tmp"))
 
@@ -128,3 +129,191 @@ def test_a_call_the_spy_could_not_record_fails_the_test(pytester):
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*1 planner call(s) made but not recorded*reduce_final_map is torch.float32*"])
+
+
+# --- golden paths: the test file's path mirrored, parametrize ids readable ---------------------
+
+NESTED_TEST = textwrap.dedent(
+    """
+    import pytest, torch, standins
+
+    @pytest.mark.parametrize("dtype", ["fp8", "bf16"])
+    @pytest.mark.parametrize("heads", [16, 128])
+    def test_decode(dtype, heads, mla_golden):
+        aiter = standins.fake_aiter()
+        bufs = standins.toy_buffers(3, 200)
+        with mla_golden.spy(aiter) as spy:
+            aiter.get_mla_metadata_v1(
+                torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor([0, 50, 200, 210], dtype=torch.int32),
+                torch.ones(3, dtype=torch.int32), heads, 1, True, *bufs.values())
+        mla_golden.assert_matches(spy.calls.one(), name="decode")
+
+    class TestOdd:
+        @pytest.mark.parametrize("shape", ["a/b", "x y"])
+        def test_ids_with_illegal_characters(self, shape, mla_golden):
+            aiter = standins.fake_aiter()
+            bufs = standins.toy_buffers(3, 200)
+            with mla_golden.spy(aiter) as spy:
+                aiter.get_mla_metadata_v1(
+                    torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor([0, 50, 200, 210], dtype=torch.int32),
+                    torch.ones(3, dtype=torch.int32), 16, 1, True, *bufs.values())
+            mla_golden.assert_matches(spy.calls.one())
+    """
+)
+
+
+def test_golden_paths_mirror_the_test_file_and_keep_parametrize_ids(pytester):
+    pytester.makepyfile(standins=STANDINS)
+    (pytester.path / "tests" / "kernels").mkdir(parents=True)
+    (pytester.path / "tests" / "kernels" / "test_mla.py").write_text(NESTED_TEST)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    pytester.runpytest("--mla-golden-update").assert_outcomes(passed=6)
+    root = pytester.path / "goldens"
+    written = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.safetensors"))
+    odd = [w for w in written if "TestOdd" in w]
+    assert [w for w in written if "TestOdd" not in w] == [
+        f"tests/kernels/test_mla.py/test_decode[{heads}-{dtype}]/decode.safetensors"
+        for heads, dtype in [("128", "bf16"), ("128", "fp8"), ("16", "bf16"), ("16", "fp8")]
+    ]
+    # a '/' or a space cannot stay in a folder name: sanitised, with a hash of the id so ids stay distinct
+    prefix = "tests/kernels/test_mla.py/TestOdd/test_ids_with_illegal_characters"
+    assert re.fullmatch(re.escape(prefix) + r"\[a_2Fb\]-[0-9a-f]{8}/0\.safetensors", odd[0]), odd
+    assert re.fullmatch(re.escape(prefix) + r"\[x_y\]-[0-9a-f]{8}/0\.safetensors", odd[1]), odd
+    pytester.runpytest().assert_outcomes(passed=6)
+
+
+# --- the old name of assert_matches keeps working, with a warning -------------------------------
+
+
+def test_the_fixtures_old_check_still_works_and_warns(project):
+    project.makepyfile(
+        test_old=textwrap.dedent(
+            """
+            import pytest, standins, test_builder
+
+            def test_old_name(mla_golden):
+                aiter = standins.fake_aiter()
+                with mla_golden.spy(aiter) as spy:
+                    test_builder.build(aiter)
+                with pytest.warns(DeprecationWarning, match="assert_matches"):
+                    mla_golden.check(spy.calls.one(), name="old")
+            """
+        )
+    )
+    project.runpytest("--mla-golden-update", "test_old.py").assert_outcomes(passed=1)
+    assert (project.path / "goldens" / "test_old.py" / "test_old_name" / "old.safetensors").is_file()
+    project.runpytest("test_old.py").assert_outcomes(passed=1)
+
+
+# --- obtained files ------------------------------------------------------------------------------
+
+
+def test_a_failure_writes_the_obtained_call_next_to_the_golden_and_a_pass_removes_it(project, monkeypatch):
+    import mla_golden
+
+    project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
+    folder = project.path / "goldens" / "test_builder.py" / "test_decode_metadata"
+    golden = folder / "decode.safetensors"
+    obtained = folder / "decode.obtained.safetensors"
+    monkeypatch.setenv("BUILDER_DTYPE", "none")
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*this call was written to {obtained}*"])
+    assert obtained.is_file() and not list(folder.glob(".*.tmp"))
+    assert mla_golden.load(obtained).call.params["dtype_kv_nope"] is None
+    assert mla_golden.load(golden).call.params["dtype_kv_nope"] == "torch.float8_e4m3fn"
+    # the obtained file is never taken for a golden by the CLI's tree walk
+    assert golden in list(mla_golden.GoldenStore(project.path / "goldens").paths())
+    assert obtained not in list(mla_golden.GoldenStore(project.path / "goldens").paths())
+    # promote it by renaming: that golden now passes, so the test reaches its second one, fails, keeps it too
+    obtained.rename(golden)
+    project.runpytest().assert_outcomes(failed=1)
+    (folder / "0.obtained.safetensors").rename(folder / "0.safetensors")
+    project.runpytest().assert_outcomes(passed=1)
+    # and back: the good build fails, then passes once its goldens are back, removing the stale obtained files
+    monkeypatch.setenv("BUILDER_DTYPE", "fp8")
+    project.runpytest().assert_outcomes(failed=1)
+    assert obtained.is_file()
+    project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
+    assert not obtained.exists() and not (folder / "0.obtained.safetensors").exists()
+    project.runpytest().assert_outcomes(passed=1)
+
+
+# --- unused goldens ----------------------------------------------------------------------------
+
+
+def _add_unused(project) -> list:
+    folder = project.path / "goldens" / "test_builder.py" / "test_decode_metadata"
+    stale = [folder / "gone.safetensors", project.path / "goldens" / "test_builder.py" / "test_removed" / "x.safetensors"]
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes((folder / "decode.safetensors").read_bytes())
+    return stale
+
+
+def test_a_full_run_lists_unused_goldens_and_a_full_update_run_deletes_them(project):
+    project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
+    stale = _add_unused(project)
+    elsewhere = project.path / "goldens" / "written_by_other_means.safetensors"
+    elsewhere.write_bytes(stale[0].read_bytes())
+    result = project.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*mla-golden: 2 golden(s) under * that no test read or wrote*",
+            "  test_builder.py/test_decode_metadata/gone.safetensors",
+            "  test_builder.py/test_removed/x.safetensors",
+        ]
+    )
+    assert "written_by_other_means" not in result.stdout.str()  # outside the folders of the test files that ran
+    assert all(p.exists() for p in stale)
+    # a subset never deletes
+    result = project.runpytest("--mla-golden-update", "-k", "decode")
+    assert "golden(s) under" not in result.stdout.str() and all(p.exists() for p in stale)
+    result = project.runpytest("--mla-golden-update", "test_builder.py::test_decode_metadata")
+    assert "golden(s) under" not in result.stdout.str() and all(p.exists() for p in stale)
+    result = project.runpytest("--mla-golden-update")
+    result.stdout.fnmatch_lines(["*mla-golden: deleted 2 unused golden(s)*"])
+    assert not any(p.exists() for p in stale) and elsewhere.exists()
+    assert (project.path / "goldens" / "test_builder.py" / "test_decode_metadata" / "decode.safetensors").exists()
+    assert "golden(s) under" not in project.runpytest().stdout.str()
+
+
+def test_goldens_of_a_failed_or_skipped_test_are_never_called_unused(project, monkeypatch):
+    project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
+    in_failing_test, removed_test = _add_unused(project)
+    monkeypatch.setenv("BUILDER_DTYPE", "none")
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)  # it stopped at its first golden: the rest of its folder is not judged
+    result.stdout.fnmatch_lines(["*mla-golden: 1 golden(s) under * that no test read or wrote*", "  test_builder.py/test_removed/x.safetensors"])
+    assert "gone.safetensors" not in result.stdout.str()
+    monkeypatch.setenv("BUILDER_DTYPE", "fp8")
+    project.makepyfile(
+        test_skipped=textwrap.dedent(
+            """
+            import pytest
+
+            @pytest.mark.skip(reason="no GPU")
+            def test_gpu(mla_golden):
+                pass
+            """
+        )
+    )
+    kept = project.path / "goldens" / "test_skipped.py" / "test_gpu" / "decode.safetensors"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(in_failing_test.read_bytes())
+    result = project.runpytest("--mla-golden-update")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*mla-golden: deleted 2 unused golden(s)*"])
+    assert kept.exists() and not in_failing_test.exists() and not removed_test.exists()
+
+
+def test_unused_goldens_under_xdist(project):
+    pytest.importorskip("xdist")
+    project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
+    stale = _add_unused(project)
+    result = project.runpytest("-n", "2")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*mla-golden: 2 golden(s) under * that no test read or wrote*"])
+    project.runpytest("-n", "2", "--mla-golden-update").stdout.fnmatch_lines(["*deleted 2 unused golden(s)*"])
+    assert not any(p.exists() for p in stale)
