@@ -83,13 +83,13 @@ class Expect:
                     call, self.golden_dir, name=self.key(index), update=self.update, keep_obtained=self.keep_obtained
                 )
             except GoldenError as exc:  # one unreadable golden never stops the others from being checked
-                failures.append(f"call {index} ({call.op}): {exc}")
+                failures.append(f"call {index} of the block ({call.op}): {exc}")
                 continue
             self.comparisons.append(result)
             if self.on_compare is not None:
                 self.on_compare(result)
             if result.failure is not None:
-                failures.append(f"call {index} ({call.op}): {result.failure}")
+                failures.append(f"call {index} of the block: {result.failure}")
         missing = self.key(len(calls))
         if missing is not None and not self.update and GoldenStore(self.golden_dir).exists(missing):
             path = GoldenStore(self.golden_dir).path_for(missing)

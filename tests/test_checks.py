@@ -133,10 +133,6 @@ def test_old_commit_folding_bug_is_flagged(record: dict) -> None:
         assert {"work.kv_range", "work.kv_offset"} & result.invariants, render_check_text(result)
 
 
-def test_check_is_exported() -> None:
-    assert mla_golden.check is check
-
-
 # ---------------------------------------------------------------------------
 # One broken call per invariant
 # ---------------------------------------------------------------------------

@@ -1,0 +1,54 @@
+"""The two `check`s renamed: invariants() returns, assert_invariants() raises; the old name warns for one release."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import sys
+
+import pytest
+
+import mla_golden
+from mla_golden import reference
+
+
+@pytest.fixture(scope="module")
+def good_call() -> mla_golden.Call:
+    with reference.as_aiter(), reference.device("gfx950"):
+        sys.modules.pop("vllm_builder", None)
+        builder = importlib.import_module("vllm_builder").MlaMetadataBuilder(num_heads=16)
+        with mla_golden.spy("aiter") as spy:
+            builder.build([700, 1900, 100], [1, 1, 1])
+    sys.modules.pop("vllm_builder", None)
+    return spy.calls.one()
+
+
+@pytest.fixture
+def broken_call(good_call: mla_golden.Call) -> mla_golden.Call:
+    """work_indptr claims every CU part is empty: the works are no longer covered."""
+    call = copy.deepcopy(good_call)
+    call.outputs["work_indptr"][call.written["work_indptr"]] = 0
+    return call
+
+
+def test_invariants_returns_the_result_and_never_raises(good_call, broken_call):
+    assert mla_golden.invariants(good_call).ok
+    result = mla_golden.invariants(broken_call)
+    assert not result.ok and result.violations
+
+
+def test_assert_invariants_raises_with_the_report(good_call, broken_call):
+    assert mla_golden.assert_invariants(good_call).ok
+    with pytest.raises(mla_golden.InvariantsViolated) as info:
+        mla_golden.assert_invariants(broken_call)
+    assert isinstance(info.value, AssertionError)  # a failed assertion to pytest
+    assert "violation(s)" in str(info.value) and not info.value.result.ok
+
+
+def test_the_old_module_check_still_works_and_warns(good_call, broken_call):
+    with pytest.warns(DeprecationWarning, match="mla_golden.invariants"):
+        old = mla_golden.check
+    assert old(good_call).ok and not old(broken_call).ok
+    with pytest.warns(DeprecationWarning):
+        mla_golden.check  # noqa: B018  # every use warns, not only the first
+    assert "check" not in vars(mla_golden)
