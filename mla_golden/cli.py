@@ -73,6 +73,10 @@ def _stderr() -> Any:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+#: The summary tables fit a 100-column terminal or review page, whatever the console's width.
+SUMMARY_WIDTH = 100
+
+
 def _stdout() -> Any:
     """Where reports go; piped output gets a wide page so tables keep their columns."""
     from rich.console import Console
@@ -129,14 +133,14 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
         if counts.get(status):
             table.add_row(status, str(counts[status]))
     table.add_row("total", str(len(results)), style="bold")
-    out.print(table)
+    out.print(table, width=min(out.width, SUMMARY_WIDTH))
     if any(g.causes for g in groups):
         causes = Table(title="not ok, by cause", title_justify="left")
         causes.add_column("cause", overflow="fold")
         causes.add_column("count", justify="right")
         for group in groups:
             causes.add_row(group.label, str(len(group.results)))
-        out.print(causes)
+        out.print(causes, width=min(out.width, SUMMARY_WIDTH))
     problems = [r for r in results if not r.status.ok]
     if problems and not quiet:
         from rich.text import Text
@@ -146,7 +150,7 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
             where.add_column(column, overflow="fold")
         for r in problems:
             where.add_row(r.status, Text(r.key), Text(_headline(r)))
-        out.print(where)
+        out.print(where, width=min(out.width, SUMMARY_WIDTH))
     verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}[code]
     out.print(f"exit {code} ({verdict})", markup=False)
     return code
@@ -165,6 +169,8 @@ def _headline(result: Result) -> str:
     for fd in (*diff["inputs"], *diff["fields"]):
         if fd["status"] == "equal":
             continue
+        if fd["status"] == "resized":
+            return f"{fd['name']}: buffer {fd['expected_shape']} -> {fd['actual_shape']}; written contents equal"
         if fd["status"] == "shape" and not fd["count"]:
             return f"{fd['name']}: shape {fd['expected_shape']} -> {fd['actual_shape']}"
         first = fd["first"]

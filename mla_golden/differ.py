@@ -47,6 +47,8 @@ class Cause(enum.StrEnum):
     INPUTS = "inputs changed"
     ERROR = "error status changed"
     HAZARD = "capture hazard"
+    #: Only buffer sizes changed (cause_detail lists them); the report leads with them.
+    RESIZED = "buffer sizes changed; written contents equal"
     GEOMETRY = _GEOMETRY
     VALUES = _VALUES
     #: The same, where provenance shows another planner (backend, aiter or reference version, signature).
@@ -79,6 +81,9 @@ class FieldStatus(enum.StrEnum):
     #: Only the written mask differs.
     WRITTEN = "written"
     SHAPE = "shape"
+    #: Only the buffer's size changed: equal contents over the common length, the larger buffer's extra
+    #: elements unwritten or one fill value.
+    RESIZED = "resized"
     MISSING = "missing"
 
 
@@ -322,6 +327,9 @@ def _compare(
         )
     fd.first = fd.samples[0] if fd.samples else None
     shape_changed = expected.shape != actual.shape or expected.dtype != actual.dtype
+    if shape_changed and _only_resized(expected, actual, we, wa, ev, av, values_matter):
+        fd.status = FieldStatus.RESIZED
+        return fd, torch.empty(0, dtype=torch.int64)  # nothing to decode: the schedule is the same
     if shape_changed:
         fd.status = FieldStatus.SHAPE
     elif fd.value_diffs:
@@ -329,6 +337,34 @@ def _compare(
     elif fd.count:
         fd.status = FieldStatus.WRITTEN
     return fd, idx
+
+
+def _only_resized(
+    expected: torch.Tensor,
+    actual: torch.Tensor,
+    we: torch.Tensor,
+    wa: torch.Tensor,
+    ev: torch.Tensor,
+    av: torch.Tensor,
+    values_matter: bool,
+) -> bool:
+    """Same dtype and row width, same written contents over the common length, and the larger buffer's
+    extra elements unwritten or all one fill value: 0, -1 or the last value before them (planners pad
+    the rest of a buffer they were given: empty work rows, the final reduce_indptr repeated)."""
+    if expected.dtype != actual.dtype or expected.shape[1:] != actual.shape[1:]:
+        return False
+    common = min(expected.numel(), actual.numel())
+    if not torch.equal(we[:common], wa[:common]):
+        return False
+    if values_matter and not torch.equal(ev[:common][we[:common]], av[:common][wa[:common]]):
+        return False
+    tail_written, tail_values = (wa, av) if actual.numel() > expected.numel() else (we, ev)
+    fill = tail_values[common:][tail_written[common:]]
+    if not values_matter or fill.numel() == 0:
+        return True
+    before = tail_values[:common][tail_written[:common]]
+    allowed = {0, -1} | ({int(before[-1])} if before.numel() else set())
+    return int(fill[0]) in allowed and bool((fill == fill[0]).all())
 
 
 def _padded(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -439,6 +475,10 @@ def _attribute(result: Diff) -> None:
         result.cause, result.cause_detail = Cause.HAZARD, "; ".join(result.hazards)
         return
     divergent = [f for f in result.fields if not f.equal]
+    if all(f.status is FieldStatus.RESIZED for f in divergent):
+        result.cause = Cause.RESIZED
+        result.cause_detail = ", ".join(f"{f.name} buffer {f.expected_shape} -> {f.actual_shape}" for f in divergent)
+        return
     geometry_moved = any(
         f.status in (FieldStatus.SHAPE, FieldStatus.WRITTEN) or f.written_only_expected or f.written_only_actual
         for f in divergent
@@ -512,6 +552,15 @@ def _decode_reduce(result: Diff, expected: Call, actual: Call, divergent: dict[s
         flat = divergent[name][: max_items * 4]
         groups |= _groups_of(expected, name, flat) | _groups_of(actual, name, flat)
     for group in sorted(groups)[:max_items]:
-        e, a = reduce_group(expected, group), reduce_group(actual, group)
+        e, a = _non_empty(reduce_group(expected, group)), _non_empty(reduce_group(actual, group))
         if e != a:
             result.reduce_groups.append(ReduceGroupDiff(group=group, expected=e, actual=a))
+
+
+def _non_empty(group: ReduceGroup | None) -> ReduceGroup | None:
+    """None for a group that merges nothing into nothing (a planner's padding past the real groups)."""
+    if group is None or group.partials:
+        return group
+    if group.qo_range is None or group.qo_range[0] == group.qo_range[1]:
+        return None
+    return group

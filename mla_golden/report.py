@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 from mla_golden.checks.results import INVARIANTS, CheckResult, Violation
-from mla_golden.differ import Diff, FieldDiff, FieldStatus, WorkItem
+from mla_golden.differ import Cause, Diff, FieldDiff, FieldStatus, WorkItem
 from mla_golden.schema import format_cell
 
 
@@ -21,6 +21,8 @@ def _fmt(value: Any) -> str:
 
 
 def _field_line(fd: FieldDiff) -> str:
+    if fd.status is FieldStatus.RESIZED:
+        return f"buffer {fd.expected_shape} -> {fd.actual_shape}; written contents equal"
     parts = [f"{fd.count} of {fd.numel} elements differ"]
     detail = []
     if fd.value_diffs:
@@ -100,7 +102,9 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     console = Console(file=out, width=width, no_color=True, highlight=False, emoji=False, soft_wrap=True)
     verdict = "EQUAL" if diff.equal else "DIVERGED"
     console.print(f"{verdict} {diff.op}: {diff.expected_name} (expected) vs {diff.actual_name} (actual)", markup=False)
-    if not diff.equal:
+    if diff.cause is Cause.RESIZED:  # the sizes are the news: "work_info_set buffer [a] -> [b]; written contents equal"
+        console.print(f"  likely cause: {diff.cause_detail}; written contents equal", markup=False)
+    elif not diff.equal:
         console.print(f"  likely cause: {diff.cause_label}" + (f" ({diff.cause_detail})" if diff.cause_detail else ""), markup=False)
     for title, changes in (("params changed", diff.params), ("device changed", diff.device), ("env changed", diff.env)):
         if changes:
@@ -117,7 +121,7 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     for fd in diff.fields:
         if not fd.equal:
             console.print(f"  {fd.name}: {_field_line(fd)}", markup=False)
-    if diff.geometry:
+    if diff.geometry and not all(f.status is FieldStatus.RESIZED for f in diff.fields if not f.equal):
         _geometry_table(console, diff)
     if diff.cu_parts:
         console.print("  CU parts whose work range moved (work_indptr):", markup=False)

@@ -471,3 +471,25 @@ def test_record_dashdash_without_a_command_is_a_usage_error(tmp_path):
     run = CliRunner().invoke(app, ["record", "--out", str(tmp_path / "o"), "--"])
     assert run.exit_code == 2 and "must be followed by a command" in run.output
     assert not (tmp_path / "o").exists()  # the matrix was not recorded
+
+
+def test_the_summary_tables_fit_100_columns_and_a_resized_buffer_reads_as_such(tree, tmp_path):
+    import torch
+
+    other = tmp_path / "a-long-folder-name-so-that-keys-and-paths-would-overflow-a-narrow-table" / "other"
+    shutil.copytree(tree, other)
+
+    def grow(call):  # only the buffer's size changes: the planner's rows are the same
+        for table in (call.outputs, call.written):
+            old = table["work_info_set"]
+            table["work_info_set"] = torch.cat([old, torch.zeros(5, old.shape[1], dtype=old.dtype)])
+        call.buffers["work_info_set"]["shape"][0] += 5
+
+    rewrite(other, KEY_128, grow)
+    rewrite(other, KEY_16, lambda call: call.params.__setitem__("kv_granularity", 32))
+    code, text = cli("diff", other, "--against", tree)
+    assert code == 1
+    summary = text[text.index("mla-golden diff") :]
+    assert summary.count("\n") > 5 and max(len(line) for line in summary.splitlines()) <= 100, summary
+    rows = load(GoldenStore(tree).path_for(KEY_128)).call.outputs["work_info_set"].shape[0]
+    assert f"work_info_set buffer [{rows}, 8] -> [{rows + 5}, 8]; written contents equal" in text

@@ -129,15 +129,40 @@ def test_json_report_is_stable_and_parses():
     assert data["cu_parts"][0]["cu_part"] == 2
 
 
-def test_shape_change_is_reported_and_compared_by_flat_index():
+def _grown(call, name: str, rows: int, fill: int | None) -> None:
+    """Give ``call``'s buffer ``name`` ``rows`` more rows, written with ``fill`` (None: unwritten)."""
+    for table, value in ((call.outputs, fill or 0), (call.written, fill is not None)):
+        old = table[name]
+        table[name] = torch.cat([old, torch.full((rows, *old.shape[1:]), value, dtype=old.dtype)])
+
+
+def test_a_buffer_size_only_change_says_so_in_the_headline():
     expected = _capture()
     actual = copy.deepcopy(expected)
-    for table in (actual.outputs, actual.written):
-        old = table["reduce_partial_map"]
-        table["reduce_partial_map"] = torch.cat([old, torch.zeros(1, dtype=old.dtype)])
+    _grown(actual, "reduce_partial_map", 1, None)
+    _grown(actual, "work_info_set", 3, 0)  # a planner padding the rest of a larger buffer with empty rows
+    result = mla_golden.diff(expected, actual)
+    assert [f.status for f in result.fields if not f.equal] == ["resized", "resized"]
+    rows, width = expected.outputs["work_info_set"].shape
+    partial = expected.outputs["reduce_partial_map"].shape[0]
+    sizes = f"work_info_set buffer [{rows}, {width}] -> [{rows + 3}, {width}], reduce_partial_map buffer [{partial}] -> [{partial + 1}]"
+    headline = f"{sizes}; written contents equal"
+    assert result.cause == "buffer sizes changed; written contents equal" and result.cause_detail == sizes
+    assert not result.equal
+    text = mla_golden.render_text(result)
+    assert text.splitlines()[1] == f"  likely cause: {headline}"
+    assert "divergent work items" not in text and "schedule geometry" not in text
+
+
+def test_a_larger_buffer_holding_real_values_is_a_shape_change_compared_by_flat_index():
+    expected = _capture()
+    actual = copy.deepcopy(expected)
+    _grown(actual, "reduce_partial_map", 2, 7)
+    actual.outputs["reduce_partial_map"][-1] = 8  # two different values past the end: not padding
     result = mla_golden.diff(expected, actual)
     [field] = [f for f in result.fields if not f.equal]
-    assert field.status == "shape" and field.count == 0
+    assert field.status == "shape" and field.count == 2 and field.written_only_actual == 2
+    assert "written contents equal" not in result.cause
 
 
 def test_cause_leads_with_what_the_caller_changed():
@@ -200,3 +225,27 @@ def test_planner_change_is_found_from_provenance_not_from_the_wording_of_a_note(
     unchanged_planner = copy.deepcopy(actual)
     unchanged_planner.provenance = expected.provenance
     assert mla_golden.diff(expected, unchanged_planner).cause is Cause.VALUES
+
+
+def test_padding_reduce_groups_are_not_listed():
+    """Issue 11: a larger buffer's padding groups (merging nothing into nothing) made 20 empty report lines."""
+    import importlib
+    import sys
+
+    from mla_golden import reference
+
+    calls = []
+    with reference.as_aiter(), reference.device("gfx942"):
+        sys.modules.pop("vllm_builder", None)
+        module = importlib.import_module("vllm_builder")
+        for max_num_reqs in (16, 64):
+            with mla_golden.spy("aiter") as spy:
+                module.MlaMetadataBuilder(num_heads=16, max_num_reqs=max_num_reqs).build([700, 1900, 100, 3000], [1] * 4)
+            calls.append(spy.calls.one())
+    sys.modules.pop("vllm_builder", None)
+    expected, actual = calls
+    actual.outputs["reduce_indptr"][2] += 1  # a real change: a partial moves from group 2 to group 1
+    result = mla_golden.diff(expected, actual)
+    assert [g.group for g in result.reduce_groups] == [1, 2]
+    text = mla_golden.render_text(result)
+    assert "partials []" not in text and "(none)" not in text
