@@ -43,6 +43,7 @@ bench: install
 	$(PY) -m pytest -q benchmarks --benchmark-only --benchmark-columns=min,median,mean,rounds
 	$(PY) benchmarks/bench.py goldens
 	$(PY) benchmarks/bench_sweep.py
+	$(PY) benchmarks/bench_spy.py
 
 clean:
 	rm -rf $(VENV) .mla-golden-out

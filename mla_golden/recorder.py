@@ -4,7 +4,8 @@ A builder may call ``aiter.get_mla_metadata_v1`` or a name it bound at import
 time (``from aiter import get_mla_metadata_v1``). ``spy()`` therefore replaces
 the function object in every loaded module that holds it, and puts the
 original back in every place holding the wrapper on exit (aliases made while
-spying included).
+spying included). :mod:`mla_golden.aliases` finds those places without
+rescanning modules that did not change since the last spy.
 
 Spies nest and may overlap across threads: one wrapper per planner is
 installed while any spy wants it; each call is captured once and handed to
@@ -16,14 +17,14 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
 from mla_golden import reference
+from mla_golden.aliases import INDEX
 from mla_golden.call import Calls
 from mla_golden.capture import NotRecorded, capture_live, unrecordable
 from mla_golden.errors import NothingToIntercept
@@ -34,26 +35,14 @@ _WRAPPED = "__mla_golden_original__"
 _lock = threading.RLock()
 #: original function -> [wrapper, op, number of active spy entries wanting it]
 _installed: dict[Callable[..., Any], list[Any]] = {}
+#: original function -> its wrapper, kept for the process: the alias index then watches a fixed set of objects
+_wrappers: dict[Callable[..., Any], Callable[..., Any]] = {}
 #: active spy entries: (spy, entry token, ids of the originals it wants); a spy re-entered has several
 _entries: list[tuple["Spy", object, frozenset[int]]] = []
 
 
 def _original(fn: Any) -> Any:
     return getattr(fn, _WRAPPED, fn)
-
-
-def _holders(target: Any, extra: Iterable[ModuleType] = ()) -> Iterator[tuple[ModuleType, str]]:
-    """Every (module, attribute) that currently holds ``target``: loaded modules plus ``extra``."""
-    modules = {id(m): m for m in [*sys.modules.values(), *extra]}
-    for module in modules.values():
-        if type(module).__name__ == "_LazyModule":
-            continue  # importlib.util.LazyLoader: touching it would run its import; it cannot hold an alias yet
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        for name, value in list(namespace.items()):
-            if value is target:
-                yield module, name
 
 
 def _takers(original: Callable[..., Any]) -> list["Spy"]:
@@ -184,11 +173,13 @@ class Spy(contextlib.ContextDecorator):
             for original, op in originals.items():
                 entry = _installed.get(original)
                 if entry is None:
-                    entry = [_make_wrapper(op, original), op, 0]
+                    if original not in _wrappers:
+                        _wrappers[original] = _make_wrapper(op, original)
+                    entry = [_wrappers[original], op, 0]
                     _installed[original] = entry
                 entry[2] += 1
-                for module, name in list(_holders(original, modules)):
-                    setattr(module, name, entry[0])
+            for module, name, original in INDEX.holders(originals, modules):
+                setattr(module, name, _installed[original][0])
             token = object()
             self._stack.append((token, originals, modules))
             _entries.append((self, token, frozenset(id(o) for o in originals)))
@@ -198,13 +189,16 @@ class Spy(contextlib.ContextDecorator):
         with _lock:
             token, originals, modules = self._stack.pop()
             _entries[:] = [e for e in _entries if e[1] is not token]
+            unwrap = {}
             for original in originals:
                 entry = _installed[original]
                 entry[2] -= 1
                 if entry[2] == 0:
-                    for module, name in list(_holders(entry[0], modules)):
-                        setattr(module, name, original)
+                    unwrap[entry[0]] = original
                     del _installed[original]
+            if unwrap:
+                for module, name, wrapper in INDEX.holders(unwrap, modules):
+                    setattr(module, name, unwrap[wrapper])
 
 
 def spy(*targets: ModuleType | str) -> Spy:

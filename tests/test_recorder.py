@@ -264,3 +264,47 @@ def test_lazily_loaded_modules_are_not_imported_by_a_spy(fake_aiter, tmp_path, m
     with mla_golden.spy():
         pass
     assert "lazy_probe_ran" not in sys.modules
+
+
+# --- the alias index: unchanged modules are not rescanned, changed ones always are -------------
+
+
+def test_the_alias_index_uses_the_dict_version_tag_here():
+    """CI runs CPython: the fast path must be the one tested (else every spy scans every module)."""
+    from mla_golden.aliases import INDEX
+
+    assert INDEX.cached
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["version-tag", "full-scan"])
+def test_an_alias_assigned_later_over_an_existing_global_is_found(fake_aiter, monkeypatch, cached):
+    """Same dict size, one value replaced: only a version tag (or a full scan) notices."""
+    from mla_golden import aliases
+
+    index = aliases.AliasIndex(cached and aliases._tag_works())
+    monkeypatch.setattr(mla_golden.recorder, "INDEX", index)
+    aiter, _ = fake_aiter
+    original = aiter.get_mla_metadata_v1
+    lazy = types.ModuleType("lazy_binder")
+    lazy.plan = None  # `_plan = None` at import, `global _plan; _plan = aiter.get_mla_metadata_v1` later
+    monkeypatch.setitem(sys.modules, "lazy_binder", lazy)
+    with mla_golden.spy():
+        pass  # the index has now seen lazy_binder without an alias
+    size = len(lazy.__dict__)
+    lazy.plan = original
+    assert len(lazy.__dict__) == size
+    with mla_golden.spy() as spy:
+        builder(lazy.plan)
+    assert len(spy.calls) == 1 and lazy.plan is original
+
+
+def test_a_module_imported_between_spies_is_scanned(fake_aiter, monkeypatch):
+    aiter, _ = fake_aiter
+    with mla_golden.spy():
+        pass
+    newcomer = types.ModuleType("newcomer")
+    newcomer.plan = aiter.get_mla_metadata_v1
+    monkeypatch.setitem(sys.modules, "newcomer", newcomer)
+    with mla_golden.spy() as spy:
+        builder(newcomer.plan)
+    assert len(spy.calls) == 1 and newcomer.plan is aiter.get_mla_metadata_v1
