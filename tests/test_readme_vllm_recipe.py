@@ -1,0 +1,45 @@
+"""README's recipe "mla-golden in vLLM's tests" runs as written: the library form, then the fixture form under pytest."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+# pytester's in-process runs drop modules imported during them; torch cannot be imported twice in one process.
+import torch  # noqa: F401, I001
+
+import mla_golden
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _recipe_blocks() -> list[str]:
+    text = README.read_text()
+    section = text[text.index("## mla-golden in vLLM's tests") :]
+    section = section[: section.index("\n## ", 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert len(blocks) == 2, "the recipe has a library block and a pytest block"
+    return blocks
+
+
+def test_the_library_form_prints_the_dtype_diff_of_the_raising_planner():
+    library, _ = _recipe_blocks()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(library, str(README), "exec"), {"__name__": "readme_recipe"})
+    printed = out.getvalue()
+    assert "dtype_q_nope: 'torch.float8_e4m3fnuz' -> None" in printed
+    assert printed.startswith("call 0 of the block: DIVERGED get_mla_metadata_v1")
+    assert "error status changed: None -> " in printed
+
+
+def test_the_fixture_form_writes_then_matches_goldens_with_each_archs_fp8(pytester):
+    library, tests = _recipe_blocks()
+    pytester.makepyfile(test_recipe=library + "\n\n" + tests)
+    pytester.runpytest("--mla-golden-update").assert_outcomes(passed=2)
+    for arch, fp8 in (("gfx942", "torch.float8_e4m3fnuz"), ("gfx950", "torch.float8_e4m3fn")):
+        golden = mla_golden.load(pytester.path / "goldens" / "test_recipe.py" / f"test_decode_metadata[{arch}]" / "decode.safetensors")
+        assert golden.call.device["arch"] == arch and golden.call.params["dtype_kv_nope"] == fp8
+    pytester.runpytest().assert_outcomes(passed=2)
