@@ -72,14 +72,14 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str) -> Any:
     if name in _DEPRECATED:
-        module, new = _DEPRECATED[name]
+        home, new = _DEPRECATED[name]
         warnings.warn(
             f"mla_golden.{name} is deprecated: use mla_golden.{new} (it returns the result; "
             "mla_golden.assert_invariants raises)",
             DeprecationWarning,
             stacklevel=2,
         )
-        return getattr(importlib.import_module(module), new)  # not cached: every use warns
+        return getattr(importlib.import_module(home), new)  # not cached: every use warns
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'mla_golden' has no attribute {name!r}")

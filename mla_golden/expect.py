@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, TracebackType
+from typing import Literal
 
 from mla_golden.assertions import Comparison, compare_with_golden
 from mla_golden.errors import GoldenError
@@ -61,7 +62,7 @@ class Expect:
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool:
+    ) -> Literal[False]:
         __tracebackhide__ = True
         self.spy.__exit__(exc_type, exc, tb)
         failures = self._compare()

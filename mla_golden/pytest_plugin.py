@@ -26,13 +26,13 @@ if TYPE_CHECKING:
     from mla_golden.expect import Expect
     from mla_golden.recorder import Spy
 
-_WRITTEN = pytest.StashKey[list]()
+_WRITTEN = pytest.StashKey[list[tuple[str, str]]]()
 #: Golden paths the fixture read or wrote (str, resolved).
-_TOUCHED = pytest.StashKey[set]()
+_TOUCHED = pytest.StashKey[set[str]]()
 #: node id -> passed (every phase), from the reports the controller receives.
-_TESTS = pytest.StashKey[dict]()
+_TESTS = pytest.StashKey[dict[str, bool]]()
 #: After a full run: the unused goldens and whether they were deleted.
-_UNUSED = pytest.StashKey[tuple]()
+_UNUSED = pytest.StashKey[tuple[list[Path], bool]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -163,7 +163,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["mla_golden_written"] = [list(w) for w in config.stash.get(_WRITTEN, [])]
-        workeroutput["mla_golden_touched"] = sorted(config.stash.get(_TOUCHED, set()))
+        touched: set[str] = config.stash.get(_TOUCHED, set())
+        workeroutput["mla_golden_touched"] = sorted(touched)
     elif _full_run(session, exitstatus):
         _find_unused(config)
 
@@ -194,7 +195,8 @@ def _full_run(session: pytest.Session, exitstatus: int) -> bool:
 def _find_unused(config: pytest.Config) -> None:
     from mla_golden.golden_paths import unused_goldens
 
-    unused = unused_goldens(_golden_dir(config), [Path(p) for p in config.stash[_TOUCHED]], config.stash[_TESTS])
+    tests: dict[str, bool] = config.stash[_TESTS]
+    unused = unused_goldens(_golden_dir(config), [Path(p) for p in config.stash[_TOUCHED]], tests)
     delete = bool(config.getoption("mla_golden_update"))
     if delete:
         for path in unused:
