@@ -51,6 +51,16 @@ def test_kernels_raise_saying_the_reference_only_plans(module, name):
         kernel(*[None] * len([p for p in inspect.signature(kernel).parameters.values() if p.default is p.empty]))
 
 
+def test_find_spec_sees_the_stand_in_as_an_installed_package():
+    """vLLM's is_aiter_found() asks importlib.util.find_spec("aiter"), which needs a __spec__."""
+    import importlib.util
+
+    with reference.as_aiter():
+        for name in ("aiter", "aiter.mla", "aiter.jit.core"):
+            spec = importlib.util.find_spec(name)
+            assert spec is not None and spec.name == name
+
+
 def test_kernel_signatures_answer_vllms_probes():
     with reference.as_aiter():
         from aiter.mla import mla_decode_fwd

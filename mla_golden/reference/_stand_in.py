@@ -14,6 +14,7 @@ so a builder's fallbacks run as they would on that aiter.
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import sys
 from collections.abc import Iterator
 from types import ModuleType
@@ -30,6 +31,8 @@ def _is_aiter(name: str) -> bool:
 def _package(name: str, **attrs: Any) -> ModuleType:
     module = ModuleType(name, f"mla-golden stand-in for {name} (aiter e4048607's names; kernels raise)")
     module.__path__ = []  # a package: its submodules come from sys.modules only
+    # importlib.util.find_spec("aiter") (how vLLM asks whether aiter is installed) needs a spec
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
     module.__dict__.update(attrs)
     return module
 
