@@ -9,6 +9,10 @@ names (``mla_golden.reference.AiterCheckError`` and so on).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mla_golden.checks.results import CheckResult
 
 
 class MlaGoldenError(Exception):
@@ -53,6 +57,18 @@ class HookError(MlaGoldenError, RuntimeError):
 
 class PlotExtraMissing(MlaGoldenError, ImportError):
     """matplotlib is not installed."""
+
+
+class GoldenMismatch(MlaGoldenError, AssertionError):
+    """Calls made inside an ``expect`` block that do not match their goldens; the message is the report."""
+
+
+class InvariantsViolated(MlaGoldenError, AssertionError):
+    """A call's metadata breaks what the kernels rely on; the message is the report, ``result`` the findings."""
+
+    def __init__(self, report: str, result: CheckResult) -> None:
+        super().__init__(report)
+        self.result = result
 
 
 # ---------------------------------------------------------------- the reference planners

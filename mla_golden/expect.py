@@ -16,13 +16,11 @@ from types import ModuleType, TracebackType
 from typing import Literal
 
 from mla_golden.assertions import Comparison, compare_with_golden
-from mla_golden.errors import GoldenError
+from mla_golden.errors import GoldenError, GoldenMismatch
 from mla_golden.recorder import Spy
 from mla_golden.store import GoldenStore
 
-
-class GoldenMismatch(AssertionError):
-    """Calls made inside an ``expect`` block that do not match their goldens; the message is the report."""
+__all__ = ["Expect", "GoldenMismatch", "expect"]
 
 
 class Expect:

@@ -8,15 +8,11 @@ raises :class:`InvariantsViolated` with the report. They replace the module's
 from __future__ import annotations
 
 from mla_golden.call import Call
-from mla_golden.checks import CheckResult, check, render_check_text
+from mla_golden.checks import CheckResult, check
+from mla_golden.errors import InvariantsViolated
+from mla_golden.report import render_check_text
 
-
-class InvariantsViolated(AssertionError):
-    """A call's metadata breaks what the kernels rely on; the message is the report."""
-
-    def __init__(self, result: CheckResult) -> None:
-        super().__init__(render_check_text(result))
-        self.result = result
+__all__ = ["InvariantsViolated", "assert_invariants", "invariants"]
 
 
 def invariants(call: Call) -> CheckResult:
@@ -29,5 +25,5 @@ def assert_invariants(call: Call) -> CheckResult:
     __tracebackhide__ = True
     result = check(call)
     if not result.ok:
-        raise InvariantsViolated(result)
+        raise InvariantsViolated(render_check_text(result), result)
     return result
