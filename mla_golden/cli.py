@@ -359,7 +359,7 @@ def diff(
     mla-golden diff goldens --backend reference@v0.1.20       # what changes if we bump aiter
     mla-golden diff goldens-aiter-new --against goldens-aiter-old
     """
-    from mla_golden.runs import diff_trees, golden_files, replay_worker
+    from mla_golden.runs import diff_trees, golden_files, pair_worker, replay_worker
 
     _check_outputs(("--html", html), ("--png", png))
     roots = list(paths or [DEFAULT_GOLDENS])
@@ -369,11 +369,15 @@ def diff(
         if backend is not None:
             _say("error: --backend does not apply with --against (two recorded trees are compared, nothing is replayed)")
             raise typer.Exit(EXIT_BAD)
-        if len(roots) != 1 or not roots[0].is_dir() or not against.is_dir():
-            _say("error: --against compares two folders: mla-golden diff ACTUAL_DIR --against EXPECTED_DIR")
+        files = len(roots) == 1 and roots[0].is_file() and against.is_file()
+        if not files and (len(roots) != 1 or not roots[0].is_dir() or not against.is_dir()):
+            _say("error: --against compares two folders or two golden files: mla-golden diff ACTUAL --against EXPECTED")
             raise typer.Exit(EXIT_BAD)
-        with _progress(quiet, "comparing") as advance:
-            results = diff_trees(roots[0], against, max_items=max_items, render=render, keep=keep, jobs=jobs, advance=advance)
+        if files:  # e.g. a failing test's <name>.obtained.safetensors against its golden
+            results = pair_worker([(roots[0].stem, str(against), str(roots[0]))], max_items, render, keep)
+        else:
+            with _progress(quiet, "comparing") as advance:
+                results = diff_trees(roots[0], against, max_items=max_items, render=render, keep=keep, jobs=jobs, advance=advance)
         header: dict[str, Any] = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
     else:
         chosen = _backend(backend or "auto", quiet)

@@ -317,3 +317,20 @@ def test_unused_goldens_under_xdist(project):
     result.stdout.fnmatch_lines(["*mla-golden: 2 golden(s) under * that no test read or wrote*"])
     project.runpytest("-n", "2", "--mla-golden-update").stdout.fnmatch_lines(["*deleted 2 unused golden(s)*"])
     assert not any(p.exists() for p in stale)
+
+
+def test_an_obtained_file_opens_with_the_cli(project, monkeypatch):
+    from typer.testing import CliRunner
+
+    from mla_golden.cli import app
+
+    project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
+    monkeypatch.setenv("BUILDER_DTYPE", "none")
+    project.runpytest().assert_outcomes(failed=1)
+    folder = project.path / "goldens" / "test_builder.py" / "test_decode_metadata"
+    obtained, golden, page = folder / "decode.obtained.safetensors", folder / "decode.safetensors", project.path / "diff.html"
+    shown = CliRunner().invoke(app, ["show", str(obtained)])
+    assert shown.exit_code == 0 and "get_mla_metadata_v1" in shown.stdout
+    diffed = CliRunner().invoke(app, ["diff", str(obtained), "--against", str(golden), "--html", str(page)])
+    assert diffed.exit_code == 1 and "dtype_kv_nope: 'torch.float8_e4m3fn' -> None" in diffed.stdout
+    assert page.is_file() and "dtype_kv_nope" in page.read_text()
