@@ -369,11 +369,11 @@ def diff(
         if backend is not None:
             _say("error: --backend does not apply with --against (two recorded trees are compared, nothing is replayed)")
             raise typer.Exit(EXIT_BAD)
-        files = len(roots) == 1 and roots[0].is_file() and against.is_file()
-        if not files and (len(roots) != 1 or not roots[0].is_dir() or not against.is_dir()):
+        two_files = len(roots) == 1 and roots[0].is_file() and against.is_file()
+        if not two_files and (len(roots) != 1 or not roots[0].is_dir() or not against.is_dir()):
             _say("error: --against compares two folders or two golden files: mla-golden diff ACTUAL --against EXPECTED")
             raise typer.Exit(EXIT_BAD)
-        if files:  # e.g. a failing test's <name>.obtained.safetensors against its golden
+        if two_files:  # e.g. a failing test's <name>.obtained.safetensors against its golden
             results = pair_worker([(roots[0].stem, str(against), str(roots[0]))], max_items, render, keep)
         else:
             with _progress(quiet, "comparing") as advance:
