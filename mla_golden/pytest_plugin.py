@@ -196,7 +196,7 @@ def _find_unused(config: pytest.Config) -> None:
     from mla_golden.golden_paths import unused_goldens
 
     tests: dict[str, bool] = config.stash[_TESTS]
-    unused = unused_goldens(_golden_dir(config), [Path(p) for p in config.stash[_TOUCHED]], tests)
+    unused = unused_goldens(_golden_dir(config), [Path(p) for p in config.stash[_TOUCHED]], tests, Path(config.rootpath))
     delete = bool(config.getoption("mla_golden_update"))
     if delete:
         for path in unused:

@@ -244,7 +244,11 @@ def test_a_failure_writes_the_obtained_call_next_to_the_golden_and_a_pass_remove
 
 def _add_unused(project) -> list:
     folder = project.path / "goldens" / "test_builder.py" / "test_decode_metadata"
-    stale = [folder / "gone.safetensors", project.path / "goldens" / "test_builder.py" / "test_removed" / "x.safetensors"]
+    stale = [
+        folder / "gone.safetensors",
+        project.path / "goldens" / "test_builder.py" / "test_removed" / "x.safetensors",
+        project.path / "goldens" / "test_deleted_file.py" / "test_any" / "0.safetensors",
+    ]
     for path in stale:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes((folder / "decode.safetensors").read_bytes())
@@ -260,9 +264,10 @@ def test_a_full_run_lists_unused_goldens_and_a_full_update_run_deletes_them(proj
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*mla-golden: 2 golden(s) under * that no test read or wrote*",
+            "*mla-golden: 3 golden(s) under * that no test read or wrote*",
             "  test_builder.py/test_decode_metadata/gone.safetensors",
             "  test_builder.py/test_removed/x.safetensors",
+            "  test_deleted_file.py/test_any/0.safetensors",
         ]
     )
     assert "written_by_other_means" not in result.stdout.str()  # outside the folders of the test files that ran
@@ -273,7 +278,7 @@ def test_a_full_run_lists_unused_goldens_and_a_full_update_run_deletes_them(proj
     result = project.runpytest("--mla-golden-update", "test_builder.py::test_decode_metadata")
     assert "golden(s) under" not in result.stdout.str() and all(p.exists() for p in stale)
     result = project.runpytest("--mla-golden-update")
-    result.stdout.fnmatch_lines(["*mla-golden: deleted 2 unused golden(s)*"])
+    result.stdout.fnmatch_lines(["*mla-golden: deleted 3 unused golden(s)*"])
     assert not any(p.exists() for p in stale) and elsewhere.exists()
     assert (project.path / "goldens" / "test_builder.py" / "test_decode_metadata" / "decode.safetensors").exists()
     assert "golden(s) under" not in project.runpytest().stdout.str()
@@ -281,11 +286,11 @@ def test_a_full_run_lists_unused_goldens_and_a_full_update_run_deletes_them(proj
 
 def test_goldens_of_a_failed_or_skipped_test_are_never_called_unused(project, monkeypatch):
     project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
-    in_failing_test, removed_test = _add_unused(project)
+    in_failing_test, removed_test, deleted_file = _add_unused(project)
     monkeypatch.setenv("BUILDER_DTYPE", "none")
     result = project.runpytest()
     result.assert_outcomes(failed=1)  # it stopped at its first golden: the rest of its folder is not judged
-    result.stdout.fnmatch_lines(["*mla-golden: 1 golden(s) under * that no test read or wrote*", "  test_builder.py/test_removed/x.safetensors"])
+    result.stdout.fnmatch_lines(["*mla-golden: 2 golden(s) under * that no test read or wrote*", "  test_builder.py/test_removed/x.safetensors"])
     assert "gone.safetensors" not in result.stdout.str()
     monkeypatch.setenv("BUILDER_DTYPE", "fp8")
     project.makepyfile(
@@ -304,8 +309,8 @@ def test_goldens_of_a_failed_or_skipped_test_are_never_called_unused(project, mo
     kept.write_bytes(in_failing_test.read_bytes())
     result = project.runpytest("--mla-golden-update")
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*mla-golden: deleted 2 unused golden(s)*"])
-    assert kept.exists() and not in_failing_test.exists() and not removed_test.exists()
+    result.stdout.fnmatch_lines(["*mla-golden: deleted 3 unused golden(s)*"])
+    assert kept.exists() and not in_failing_test.exists() and not removed_test.exists() and not deleted_file.exists()
 
 
 def test_unused_goldens_under_xdist(project):
@@ -314,8 +319,8 @@ def test_unused_goldens_under_xdist(project):
     stale = _add_unused(project)
     result = project.runpytest("-n", "2")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*mla-golden: 2 golden(s) under * that no test read or wrote*"])
-    project.runpytest("-n", "2", "--mla-golden-update").stdout.fnmatch_lines(["*deleted 2 unused golden(s)*"])
+    result.stdout.fnmatch_lines(["*mla-golden: 3 golden(s) under * that no test read or wrote*"])
+    project.runpytest("-n", "2", "--mla-golden-update").stdout.fnmatch_lines(["*deleted 3 unused golden(s)*"])
     assert not any(p.exists() for p in stale)
 
 
