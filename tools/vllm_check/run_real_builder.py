@@ -33,7 +33,8 @@ class CpuExpandPageIndices:
     def __getitem__(self, grid: object) -> object:
         return self.run
 
-    def run(self, page_indices, block_table, s0, s1, cu, real, KERNEL_BLOCK_SIZE, BLOCK_SIZE, CLAMP_TAIL=False):  # noqa: N803
+    def run(self, page_indices, block_table, s0, s1, cu, *later, KERNEL_BLOCK_SIZE, **constants):  # noqa: N803
+        """vLLM 0.33 adds num_real_tokens and CLAMP_TAIL (only used by varlen verify, not exercised here)."""
         k = KERNEL_BLOCK_SIZE
         for r in range(cu.numel() - 1):
             start, end = int(cu[r]), int(cu[r + 1])
