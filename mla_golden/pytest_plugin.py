@@ -178,7 +178,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 def _full_run(session: pytest.Session, exitstatus: int) -> bool:
-    """Whether every collected test ran: no -k/-m/--deselect/--lf, no node ids, not stopped early."""
+    """Whether every collected test ran: no -k/-m/--deselect/--lf/--sw, no node ids, not stopped early."""
     config = session.config
     option = config.option
     subset = (
@@ -186,6 +186,7 @@ def _full_run(session: pytest.Session, exitstatus: int) -> bool:
         or getattr(option, "markexpr", "")
         or getattr(option, "deselect", None)
         or getattr(option, "lf", False)
+        or getattr(option, "stepwise", False)
         or any("::" in str(arg) for arg in config.args)
     )
     stopped = session.shouldfail or session.shouldstop or exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
