@@ -1,4 +1,4 @@
-"""mla_golden.check: the invariants hold on aiter's own outputs and catch what breaks them.
+"""The invariant checker (mla_golden.invariants): the invariants hold on aiter's own outputs and catch what breaks them.
 
 Real data first: every e4048607 conformance record passes (with the hazard of
 its shape where aiter's result is partly undefined), the old commit
