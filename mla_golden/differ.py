@@ -423,6 +423,8 @@ def diff(
         result.inputs.append(fd)
     _provenance_notes(result, expected, actual)
     if expected.error is not None or actual.error is not None:
+        raised = " and ".join(side for side, call in (("expected", expected), ("actual", actual)) if call.error is not None)
+        result.notes.append(f"output buffers not compared: the {raised} call raised (a call that raised keeps no outputs)")
         _attribute(result)
         return result
     divergent: dict[str, list[int]] = {}

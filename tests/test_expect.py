@@ -47,6 +47,7 @@ def test_a_raising_planner_is_re_raised_with_the_golden_diff_naming_the_dtypes_a
     for param in ("dtype_q_nope", "dtype_q_rope", "dtype_kv_nope", "dtype_kv_rope"):
         assert f"{param}: 'torch.float8_e4m3fnuz' -> None" in text
     assert f"error status changed: None -> {str(info.value)!r}".replace("'", '"') in text.replace("'", '"')
+    assert "note: output buffers not compared: the actual call raised" in text
     # the traceback shows the report, then the planner's error
     shown = "".join(traceback.format_exception(info.value))
     assert shown.index("dtype_kv_nope") < shown.index("The above exception was the direct cause") < shown.index("BufferTooSmallError: output buffer")
