@@ -165,3 +165,22 @@ def test_vllm_shaped_builder_records_the_arch_fp8_and_matches_its_goldens(arch, 
         with pytest.raises(mla_golden.GoldenMismatch, match=rf"dtype_kv_nope: '{fp8}' -> None"):
             with mla_golden.expect("aiter", tmp_path, name=f"{arch}-step"):
                 module.MlaMetadataBuilder(num_heads=16, pass_dtypes=False).build(SEQ_LENS, QUERY_LENS)
+
+
+def test_an_older_aiter_version_serves_its_planners_and_an_unknown_one_touches_nothing():
+    old = reference.at("v0.1.16")
+    with reference.as_aiter("v0.1.16") as aiter:
+        from aiter import get_mla_metadata_info_v1, get_mla_metadata_v1
+
+        assert get_mla_metadata_v1 is old.get_mla_metadata_v1 and get_mla_metadata_info_v1 is old.get_mla_metadata_info_v1
+        assert "dtype_q_nope" not in inspect.signature(aiter.get_mla_metadata_v1).parameters  # that version's signature
+        assert aiter.dtypes is dtypes
+    marker = types.ModuleType("aiter")
+    sys.modules["aiter"] = marker
+    try:
+        with pytest.raises(mla_golden.errors.UnknownVersionError):
+            with reference.as_aiter("not-a-version"):
+                pass
+        assert sys.modules["aiter"] is marker
+    finally:
+        del sys.modules["aiter"]

@@ -37,13 +37,18 @@ def _package(name: str, **attrs: Any) -> ModuleType:
     return module
 
 
-def stand_in_modules() -> dict[str, ModuleType]:
-    """A fresh stand-in ``aiter`` package and its submodules, by module name."""
+def stand_in_modules(version: str | None = None) -> dict[str, ModuleType]:
+    """A fresh stand-in ``aiter`` package and its submodules, by module name.
+
+    ``version`` (a commit prefix, release tag or date: see ``reference.at``)
+    serves that aiter version's planners; the default is the newest ported.
+    """
     import mla_golden.reference as reference
     from mla_golden.reference import _kernels, dtypes
 
+    source = reference if version is None else reference.at(version)
     planners = {
-        name: getattr(reference, name)
+        name: getattr(source, name)
         for name in ("get_mla_metadata_info_v1", "get_mla_metadata_v1", "get_ps_metadata_info_v1", "get_ps_metadata_v1")
     }
     mla = _package("aiter.mla", mla_decode_fwd=_kernels.mla_decode_fwd)
@@ -81,17 +86,20 @@ def stand_in_modules() -> dict[str, ModuleType]:
 
 
 @contextlib.contextmanager
-def as_aiter() -> Iterator[ModuleType]:
+def as_aiter(version: str | None = None) -> Iterator[ModuleType]:
     """Install the stand-in ``aiter`` in ``sys.modules`` for the block, then put back what was there.
+
+    ``version`` picks the planners of an older aiter (``reference.at(version)``);
+    the other names are e4048607's whatever the version.
 
     Any ``aiter`` modules already loaded are hidden for the block (so an
     installed aiter's submodules cannot mix in) and restored after it;
     ``aiter`` modules imported during the block are removed.
     """
+    modules = stand_in_modules(version)  # an unknown version raises here, before anything is touched
     saved = {name: module for name, module in sys.modules.items() if _is_aiter(name)}
     for name in saved:
         del sys.modules[name]
-    modules = stand_in_modules()
     sys.modules.update(modules)
     try:
         yield modules["aiter"]
