@@ -49,10 +49,10 @@ _EXPORTS = {
     "diff_trees": "mla_golden.runs",
     "Result": "mla_golden.runs",
     "Status": "mla_golden.runs",
-    "invariants": "mla_golden.invariants",
-    "assert_invariants": "mla_golden.invariants",
+    "invariants": "mla_golden.invariant_checks",
+    "assert_invariants": "mla_golden.invariant_checks",
     "InvariantsViolated": "mla_golden.errors",
-    "expect": "mla_golden.expect",
+    "expect": "mla_golden.expectations",
     "GoldenMismatch": "mla_golden.errors",
     "Diff": "mla_golden.differ",
     "Cause": "mla_golden.differ",
@@ -65,7 +65,7 @@ _EXPORTS = {
 }
 
 #: Old names kept for one release: name -> (module, new name).
-_DEPRECATED = {"check": ("mla_golden.invariants", "invariants")}
+_DEPRECATED = {"check": ("mla_golden.invariant_checks", "invariants")}
 
 __all__ = sorted(_EXPORTS)
 

@@ -23,7 +23,7 @@ import pytest
 if TYPE_CHECKING:
     from mla_golden.assertions import Comparison
     from mla_golden.call import Call
-    from mla_golden.expect import Expect
+    from mla_golden.expectations import Expect
     from mla_golden.recorder import Spy
 
 _WRITTEN = pytest.StashKey[list[tuple[str, str]]]()
@@ -137,7 +137,7 @@ class MlaGoldenFixture:
 
     def expect(self, target: ModuleType | str = "aiter", *, name: str | None = None) -> Expect:
         """Like :func:`mla_golden.expect`, with this test's goldens: compares on exit even when the block raised."""
-        from mla_golden.expect import Expect
+        from mla_golden.expectations import Expect
 
         made = Expect(
             target, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True, on_compare=self._record

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +53,16 @@ def test_the_old_module_check_still_works_and_warns(good_call, broken_call):
     with pytest.warns(DeprecationWarning):
         mla_golden.check  # noqa: B018  # every use warns, not only the first
     assert "check" not in vars(mla_golden)
+
+
+def test_the_public_functions_are_not_shadowed_by_their_modules():
+    """Importing a submodule sets it on the package: no export may share its module's name."""
+    import mla_golden.expectations
+    import mla_golden.invariant_checks
+    import mla_golden.pytest_plugin  # noqa: F401  # imports the expectations module, as a test run does
+
+    assert mla_golden.expect is mla_golden.expectations.expect
+    assert mla_golden.invariants is mla_golden.invariant_checks.invariants
+    assert mla_golden.assert_invariants is mla_golden.invariant_checks.assert_invariants
+    clashes = [name for name in mla_golden.__all__ if (Path(mla_golden.__file__).parent / f"{name}.py").exists()]
+    assert clashes == []
