@@ -72,8 +72,10 @@ def plan_for(device: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any
 
 def _gpu_device(device: torch.device) -> dict[str, Any]:
     props = torch.cuda.get_device_properties(device)
-    arch = getattr(props, "gcnArchName", "") or ""
-    arch = arch.split(":")[0] if arch else f"sm_{props.major}{props.minor}"
+    # ROCm's torch names the target in gcnArchName ('gfx942:sramecc+:xnack-'); CUDA builds may carry the
+    # attribute with the product name, so only a HIP build's value is an arch.
+    gcn = (getattr(props, "gcnArchName", "") or "") if torch.version.hip else ""
+    arch = gcn.split(":")[0] if gcn else f"sm_{props.major}{props.minor}"
     info: dict[str, Any] = {"arch": arch, "cu_num": props.multi_processor_count, "name": props.name}
     for key, attr in (("warp_size", "warp_size"), ("lds_bytes", "shared_memory_per_multiprocessor")):
         value = getattr(props, attr, None)

@@ -44,7 +44,8 @@ _OPTIONAL = {FORMAT: {"error", "digest", "layout"}, FORMAT_V1: {"error"}}
 #: Zero gaps up to this long inside a written run are stored, not split into two data runs (a run costs 16 bytes).
 _GAP = 4
 _ST_CODES = {torch.int32: "I32", torch.int64: "I64", torch.uint64: "U64", torch.bool: "BOOL"}
-_ARCH = re.compile(r"gfx[1-9][0-9a-f]{2,3}")
+#: AMD targets (gfx942, gfx950, ...) and, for captures on a CUDA device (the recorder's GPU path is tested there), sm_90 and the like.
+_ARCH = re.compile(r"gfx[1-9][0-9a-f]{2,3}|sm_[1-9][0-9]{1,2}")
 #: Plausible ranges of what aiter reads from the GPU (LDS: 64 KiB on gfx942, 160 KiB on gfx950).
 _DEVICE_RANGES = {"cu_num": (1, 4096), "warp_size": (32, 64), "lds_bytes": (16 * 1024, 4 * 1024 * 1024)}
 
@@ -163,7 +164,7 @@ def _check_device(device: Mapping[str, Any]) -> list[str]:
     problems = []
     arch = device.get("arch")
     if not (isinstance(arch, str) and _ARCH.fullmatch(arch)):
-        problems.append(f"device: arch should look like 'gfx942', got {arch!r}")
+        problems.append(f"device: arch should look like 'gfx942' (or 'sm_90' on CUDA), got {arch!r}")
     for key, (low, high) in _DEVICE_RANGES.items():
         value = device.get(key)
         if value is None and key != "cu_num":
@@ -172,7 +173,10 @@ def _check_device(device: Mapping[str, Any]) -> list[str]:
             problems.append(f"device: {key} should be an int in {low}..{high}, got {value!r}")
     if device.get("warp_size") not in (None, 32, 64):
         problems.append(f"device: warp_size should be 32 or 64, got {device.get('warp_size')!r}")
-    unknown = sorted(set(device) - {"arch", *_DEVICE_RANGES})
+    name = device.get("name")
+    if name is not None and not (isinstance(name, str) and 0 < len(name) <= 200 and name.isprintable()):
+        problems.append(f"device: name should be the GPU's printable name, got {name!r}")
+    unknown = sorted(set(device) - {"arch", "name", *_DEVICE_RANGES})
     if unknown:
         problems.append(f"device: unknown field(s) {', '.join(map(repr, unknown))}")
     return problems

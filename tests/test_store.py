@@ -348,6 +348,8 @@ def _device(m, **changes):
         (lambda t, m: m.update(device=json.dumps({"arch": "gfx942"})), "cu_num should be an int"),
         (lambda t, m: _device(m, arch=7), "arch should look like"),
         (lambda t, m: _device(m, arch="gfx000"), "arch should look like"),
+        (lambda t, m: _device(m, arch="NVIDIA H200"), "arch should look like"),
+        (lambda t, m: _device(m, name="\x00"), "device: name should be"),
         (lambda t, m: _device(m, warp_size=7), "warp_size"),
         (lambda t, m: _device(m, lds_bytes=1), "lds_bytes"),
         (lambda t, m: _device(m, cu_num=10**9), "cu_num"),
@@ -355,10 +357,19 @@ def _device(m, **changes):
         (lambda t, m: m.update(env=json.dumps({"PATH": "/bin"})), "not a planner variable"),
     ],
     ids=["bad-dtype", "unknown-param", "list-param", "float-heads", "int-bool", "missing-param", "no-cu-num",
-         "arch-type", "arch-zero", "warp-size", "lds-bytes", "cu-num-range", "env-type", "env-unknown"],  # fmt: skip
+         "arch-type", "arch-zero", "arch-product-name", "name-unprintable", "warp-size", "lds-bytes", "cu-num-range", "env-type", "env-unknown"],  # fmt: skip
 )
 def test_loadable_but_unusable_context_is_named(tmp_path, golden_bytes, edit, match):
     _expect_golden_error(tmp_path, _rewrite(golden_bytes, edit), match)
+
+
+def test_a_capture_on_a_cuda_device_is_a_valid_golden(tmp_path, call):
+    """What the recorder records for a tensor on an NVIDIA GPU (the recorder's GPU path is tested on one)."""
+    device = {"arch": "sm_90", "cu_num": 132, "name": "NVIDIA H200", "warp_size": 32, "lds_bytes": 233472}
+    on_cuda = mla_golden.Call(**{**call.__dict__, "device": device})
+    path = tmp_path / "cuda.safetensors"
+    write(path, Golden("cuda", on_cuda))
+    assert load(path).call.device == device
 
 
 def test_error_golden_with_absurd_buffers_is_refused_at_write(call):
