@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 import torch
+from readme_blocks import BLOCKS, RUNNERS, block
 
 import mla_golden
 from mla_golden import reference
-
-README = Path(__file__).resolve().parent.parent / "README.md"
-BLOCKS = re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), flags=re.S | re.M)
 
 #: What the snippets leave to the reader: a builder that makes one decode planner call through ``aiter``.
 BUILDER = textwrap.dedent(
@@ -44,21 +42,13 @@ BUILDER = textwrap.dedent(
 )
 
 
-def _block(marker: str) -> str:
-    """The one README block holding ``marker``."""
-    found = [b for b in BLOCKS if marker in b]
-    assert len(found) == 1, f"expected one README python block with {marker!r}, found {len(found)}"
-    return found[0]
-
-
-PYTEST_SNIPPET = "def test_decode_metadata(mla_golden)"
-LIBRARY_SNIPPET = "with mla_golden.spy() as spy:"
-REFERENCE_SNIPPET = "reference.get_mla_metadata_v1(qo_indptr"
-
-
 def test_the_pytest_snippet(pytester, monkeypatch):
     monkeypatch.setitem(sys.modules, "aiter", reference)  # the snippet's `import aiter`
-    pytester.makepyfile(builder_fixture=BUILDER, test_readme_snippet="from builder_fixture import builder, common_attn_metadata\n" + _block(PYTEST_SNIPPET))
+    pytester.makepyfile(
+        builder_fixture=BUILDER,
+        test_readme_snippet="from builder_fixture import builder, common_attn_metadata\n"
+        + block("def test_decode_metadata(mla_golden)"),
+    )
     pytester.runpytest("--mla-golden-update").assert_outcomes(passed=1)
     pytester.runpytest().assert_outcomes(passed=1)
 
@@ -75,18 +65,50 @@ def test_the_library_snippet(tmp_path, monkeypatch, capsys):
     with mla_golden.spy() as spy:  # the known-good golden the snippet compares against
         build()
     mla_golden.assert_matches_golden(spy.calls.one(), "goldens", name="deepseek-tp8-decode", update=True)
-    exec(compile(_block(LIBRARY_SNIPPET), "README.md", "exec"), {"build": build})
+    exec(compile(block("with mla_golden.spy() as spy:"), "README.md", "exec"), {"build": build})
     assert re.search(r'"equal":\s*true', capsys.readouterr().out)
 
 
 def test_the_reference_snippet(capsys):
     namespace: dict = {}
-    exec(compile(_block(REFERENCE_SNIPPET), "README.md", "exec"), namespace)
+    exec(compile(block("reference.get_mla_metadata_v1(qo_indptr"), "README.md", "exec"), namespace)
     indptr, info = namespace["indptr"], namespace["info"]
     assert indptr.dtype == torch.int32 and int(indptr[0]) == 0 and info.shape[1] == 8
     assert "tensor(" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_every_snippet_compiles(index):
-    compile(BLOCKS[index], f"README.md block {index}", "exec")
+def test_the_expect_snippet(pytester, monkeypatch):
+    monkeypatch.setitem(sys.modules, "aiter", reference)  # expect()'s default module, "aiter"
+    pytester.makepyfile(
+        builder_fixture=BUILDER,
+        test_readme_expect="from builder_fixture import builder, common_attn_metadata\n"
+        + block('mla_golden.expect(name="step")'),
+    )
+    pytester.runpytest("--mla-golden-update").assert_outcomes(passed=1)
+    assert len(list((pytester.path / "goldens").rglob("*.safetensors"))) == 1
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_the_versions_snippet(capsys):
+    namespace: dict = {}
+    exec(compile(block('reference.at("v0.1.16.post2")'), "README.md", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "62028796 2026-06-25"  # what the snippet's comments promise
+    assert reference.at("v0.1.16.post2").version.tags == ("v0.1.16", "v0.1.16.post1", "v0.1.16.post2", "v0.1.16.post3")
+    names = [v.name for v in reference.versions()]
+    assert [line.split()[0] for line in printed if not line.startswith(" ")][-len(names) :] == names
+    assert int(namespace["info"][0][0]) == 0  # work item 0 serves batch 0
+
+
+def test_every_block_has_exactly_one_runner():
+    """A new ```python block in README.md fails here until a test runs it and RUNNERS names that test."""
+    for index, text in enumerate(BLOCKS):
+        claims = [marker for marker in RUNNERS if marker in text]
+        assert len(claims) == 1, f"README python block {index} ({text.splitlines()[0]!r}) is claimed by {claims}"
+    for marker, runner in RUNNERS.items():
+        assert sum(marker in text for text in BLOCKS) == 1, f"RUNNERS marker {marker!r} is not in exactly one block"
+        file, function = runner.split("::")
+        source = (Path(__file__).parent / file).read_text(encoding="utf-8")
+        defined = {node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)}
+        assert function in defined, f"{runner} (the runner of {marker!r}) does not exist"
+        assert repr(marker) in source or f'"{marker}"' in source, f"{runner} never fetches its block {marker!r}"

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import io
-import re
-from pathlib import Path
+
+from readme_blocks import README, block
 
 import mla_golden
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-
 
 def _recipe_blocks() -> list[str]:
-    text = README.read_text()
-    section = text[text.index("## mla-golden in vLLM's tests") :]
-    section = section[: section.index("\n## ", 1)]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
-    assert len(blocks) == 2, "the recipe has a library block and a pytest block"
-    return blocks
+    """The recipe's library block and its pytest block."""
+    return [block("def build_decode(seq_lens"), block('@pytest.mark.parametrize("arch"')]
 
 
 def test_the_library_form_prints_the_dtype_diff_of_the_raising_planner():
@@ -38,6 +32,8 @@ def test_the_fixture_form_writes_then_matches_goldens_with_each_archs_fp8(pytest
     # a real pytest process, as vLLM's suite would run it
     pytester.runpytest_subprocess("--mla-golden-update", "-p", "no:cacheprovider").assert_outcomes(passed=2)
     for arch, fp8 in (("gfx942", "torch.float8_e4m3fnuz"), ("gfx950", "torch.float8_e4m3fn")):
-        golden = mla_golden.load(pytester.path / "goldens" / "test_recipe.py" / f"test_decode_metadata[{arch}]" / "decode.safetensors")
+        golden = mla_golden.load(
+            pytester.path / "goldens" / "test_recipe.py" / f"test_decode_metadata[{arch}]" / "decode.safetensors"
+        )
         assert golden.call.device["arch"] == arch and golden.call.params["dtype_kv_nope"] == fp8
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)

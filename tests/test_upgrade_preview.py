@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import torch
 from conformance import input_tensors, records, torch_dtype
+from readme_blocks import block
 from typer.testing import CliRunner
 
 import mla_golden
@@ -364,7 +365,7 @@ def test_the_readme_upgrade_preview_is_what_a_run_shows(tmp_path, monkeypatch):
     assert [(g["label"], g["count"]) for g in report["by_cause"]] == [(label, 6)]
     shown = re.sub(r"\s+", " ", section)
     assert "│ equal │ 114 │" in shown and "│ diverged │ 6 │" in shown and f"│ {label} │ 6 │" in shown
-    [snippet] = re.findall(r"^```python\n(.*?)^```", section, flags=re.S | re.M)
+    snippet = block('resolve("reference@v0.1.20")')
     namespace: dict[str, Any] = {}
     exec(compile(snippet, "README.md", "exec"), namespace)
     assert str(namespace["preview"].planner) == "reference@62028796 -> reference@e4048607"
