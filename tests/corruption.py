@@ -233,7 +233,7 @@ def forge_run(goldens: Sequence[Path], count: int, seed: int, bound_s: float) ->
         what = f"{kind} {name} of {source.name}"
         start = time.perf_counter()
         try:
-            mla_golden.check(forged)
+            mla_golden.invariants(forged)
             found = mla_golden.diff(good, forged)
             mla_golden.render_text(found)
             if forged.error is None:

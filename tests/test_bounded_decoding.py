@@ -46,7 +46,7 @@ def test_a_wild_index_is_a_violation_for_check_and_an_error_for_show(tmp_path, s
     path = tmp_path / "wild.safetensors"
     path.write_bytes(mla_golden.store.to_bytes(Golden("wild", call)))  # a planner bug is a valid golden
     start = time.perf_counter()
-    result = mla_golden.check(load(path).call)
+    result = mla_golden.invariants(load(path).call)
     assert not result.ok and any(name in v.where or name in v.invariant for v in result.violations)
     ran = CliRunner().invoke(app, ["show", str(path)])
     assert ran.exit_code == 2 and str(path) in ran.output and name in ran.output, ran.output
@@ -99,6 +99,6 @@ def test_wild_inputs_or_params_cost_check_nothing(source, inputs, params):
     """Lengths and head counts drive the checker's loops: a wild one is a violation found at once, not a long walk."""
     call = _edited(source, inputs=inputs, params=params)
     start = time.perf_counter()
-    result = mla_golden.check(call)
+    result = mla_golden.invariants(call)
     assert not result.ok
     assert time.perf_counter() - start < BOUND_S

@@ -87,12 +87,12 @@ def test_check_flags_the_same_in_a_golden():
     with ref.device("gfx942", 304), mla_golden.spy(ref) as spy:
         _mla()
     good = spy.calls.one()
-    assert mla_golden.check(good).ok
+    assert mla_golden.invariants(good).ok
     for edit, argument in (
         ({"params": {**good.params, "num_heads_k": -1}}, "num_heads_k"),
         ({"device": {**good.device, "arch": "gfx000"}}, "arch"),
         ({"inputs": {**good.inputs, "kv_last_page_lens": torch.tensor([1, 0, 1], dtype=I32)}}, "kv_last_page_lens"),
     ):
         bad = mla_golden.Call(**{**good.__dict__, **edit})
-        result = mla_golden.check(bad)
+        result = mla_golden.invariants(bad)
         assert not result.ok and any(argument in v.where for v in result.violations), (argument, result.violations)
