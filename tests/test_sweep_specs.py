@@ -37,11 +37,13 @@ def test_specs_parse_and_print_back(text: str, spec: PlannerSpec) -> None:
     ("text", "problem"),
     [
         ("referenc", "unknown backend 'referenc'"),
-        ("aiter@e4048607", "@VERSION is for the reference"),
+        ("aiter@e4048607", "only the reference has versions"),
         ("reference:mi300", "expected BACKEND[@VERSION][:ARCH[:CU]]"),
         ("reference:gfx90a", "no default CU count for gfx90a"),
         ("reference+AITER_FOO=1", "AITER_FOO is not a planner env var"),
         ("reference:gfx942:0", "expected BACKEND"),
+        ("auto", "a sweep side names its planner: reference or aiter, not auto"),
+        ("reference@:gfx942", "expected BACKEND"),
     ],
 )
 def test_bad_specs_say_what_is_wrong(text: str, problem: str) -> None:

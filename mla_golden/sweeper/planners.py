@@ -20,24 +20,26 @@ import inspect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mla_golden.errors import SpecError
+if TYPE_CHECKING:
+    from mla_golden.backends import Backend
+
+from mla_golden.errors import BackendError, SpecError
 from mla_golden.schema import ENV_VARS
 
+#: The backends a sweep side names (``auto`` would hide which one ran).
 BACKENDS = ("reference", "aiter")
 #: Full parts of the archs aiter plans for (CU count when a spec names only the arch).
 FULL_PART_CUS = {"gfx942": 304, "gfx950": 256}
 UNSET = "unset"
 
-_SPEC_RE = re.compile(
-    r"^(?P<backend>[a-z]+)"
-    r"(?:@(?P<version>[A-Za-z0-9._-]+))?"
-    r"(?::(?P<arch>gfx[0-9a-z]+)(?::(?P<cu>[1-9][0-9]*))?)?"
+#: What follows ``BACKEND[@VERSION]`` (that part is :func:`mla_golden.backends.parse_spec`'s).
+_OVERRIDES_RE = re.compile(
+    r"^(?::(?P<arch>gfx[0-9a-z]+)(?::(?P<cu>[1-9][0-9]*))?)?"
     r"(?P<env>(?:\+[A-Z_][A-Z0-9_]*=[A-Za-z0-9._-]*)*)$"
 )
-
+_SPEC_FORM = "BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...], e.g. reference@e4048607:gfx942:80"
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,15 @@ class PlannerSpec:
     #: Pinned planner env vars (None = unset), in the order given.
     env: tuple[tuple[str, str | None], ...] = ()
 
+    @property
+    def backend_spec(self) -> str:
+        """The ``BACKEND[@VERSION]`` part, as :func:`mla_golden.backends.resolve` takes it."""
+        from mla_golden.backends import VERSION_SEP
+
+        return self.backend + (f"{VERSION_SEP}{self.version}" if self.version else "")
+
     def __str__(self) -> str:
-        text = self.backend + (f"@{self.version}" if self.version else "")
+        text = self.backend_spec
         if self.arch:
             text += f":{self.arch}" + (f":{self.cu_num}" if self.cu_num else "")
         return text + "".join(f"+{k}={UNSET if v is None else v}" for k, v in self.env)
@@ -66,14 +75,21 @@ class PlannerSpec:
 
 def parse_spec(text: str) -> PlannerSpec:
     """``reference@e4048607:gfx942:80+AITER_MLA_META_USE_PARALLEL=0`` -> PlannerSpec; SpecError otherwise."""
-    match = _SPEC_RE.match(text.strip())
-    if match is None:
-        raise SpecError(f"planner {text!r}: expected BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...], e.g. reference@e4048607:gfx942:80")
-    backend = match.group("backend")
+    from mla_golden.backends import parse_spec as parse_backend
+
+    stripped = text.strip()
+    head, overrides = re.split(r"(?=[:+])", stripped, maxsplit=1) if re.search(r"[:+]", stripped) else (stripped, "")
+    try:
+        backend, version = parse_backend(head)
+    except BackendError as exc:
+        raise SpecError(f"planner {text!r}: {exc}") from exc
     if backend not in BACKENDS:
-        raise SpecError(f"planner {text!r}: unknown backend {backend!r} (choose {' or '.join(BACKENDS)})")
-    if backend == "aiter" and match.group("version"):
-        raise SpecError(f"planner {text!r}: live aiter is whatever version is installed; @VERSION is for the reference")
+        raise SpecError(f"planner {text!r}: a sweep side names its planner: {' or '.join(BACKENDS)}, not {backend}")
+    if version == "":
+        raise SpecError(f"planner {text!r}: expected {_SPEC_FORM}")
+    match = _OVERRIDES_RE.match(overrides)
+    if match is None:
+        raise SpecError(f"planner {text!r}: expected {_SPEC_FORM}")
     arch = match.group("arch")
     if match.group("cu") is None and arch is not None and arch not in FULL_PART_CUS:
         raise SpecError(f"planner {text!r}: no default CU count for {arch}; write {arch}:CU")
@@ -84,22 +100,33 @@ def parse_spec(text: str) -> PlannerSpec:
             raise SpecError(f"planner {text!r}: {name} is not a planner env var (known: {', '.join(ENV_VARS)})")
         env.append((name, None if value == UNSET else value))
     cu = match.group("cu")
-    return PlannerSpec(backend, match.group("version"), arch, int(cu) if cu else None, tuple(env))
+    return PlannerSpec(backend, version, arch, int(cu) if cu else None, tuple(env))
 
 
 @dataclass
 class Planner:
-    """A resolved spec: the module whose functions plan, and how to plan with it."""
+    """A resolved spec: the backend whose functions plan, and how a sweep plans with it."""
 
     spec: PlannerSpec
-    module: Any
-    #: What actually runs (e.g. "reference e4048607a535", "aiter 0.1.20").
-    label: str
-    tensor_device: str = "cpu"
+    backend: Backend
     _functions: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False)
     _parameters: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
     #: How each (op, params) binds to this planner's signature (evaluate._arguments).
     bindings: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def module(self) -> Any:
+        """The module whose functions plan (``reference.at(VERSION)``, live aiter)."""
+        return self.backend.module
+
+    @property
+    def label(self) -> str:
+        """What actually runs (e.g. "mla-golden's CPU port of aiter e4048607 (2026-08-22)", "live aiter (0.1.20)")."""
+        return self.backend.reason
+
+    @property
+    def tensor_device(self) -> str:
+        return self.backend.tensor_device
 
     def function(self, name: str) -> Callable[..., Any]:
         fn = self._functions.get(name)
@@ -144,38 +171,16 @@ class Planner:
 
     def live_device(self) -> tuple[str, int] | None:
         """(arch, cu_num) live aiter plans for; None for the reference (it plans for any device)."""
-        if self.spec.backend == "reference":
-            return None
-        import torch
-
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        return (getattr(props, "gcnArchName", "") or "").split(":")[0], int(props.multi_processor_count)
-
-
-def _reference_module(spec: PlannerSpec) -> tuple[Any, str]:
-    from mla_golden import reference
-
-    if spec.version is None:
-        return reference, f"reference {reference.version} (the newest port)"
-    try:
-        module = reference.at(spec.version)
-    except reference.UnknownVersionError as exc:
-        raise SpecError(f"planner {spec}: {exc}") from exc
-    return module, f"reference {module.version}"
+        return self.backend.live_device()
 
 
 def resolve(spec: PlannerSpec | str) -> Planner:
-    """The planner a spec names; SpecError when it cannot run here (the message says why)."""
-    spec = parse_spec(spec) if isinstance(spec, str) else spec
-    if spec.backend == "reference":
-        module, label = _reference_module(spec)
-        return Planner(spec, module, label)
-    from mla_golden.backends import BackendError
+    """The planner a spec names (:func:`mla_golden.backends.resolve` of its backend); SpecError when it cannot run here."""
     from mla_golden.backends import resolve as resolve_backend
 
+    spec = parse_spec(spec) if isinstance(spec, str) else spec
     try:
-        backend = resolve_backend("aiter")
+        backend = resolve_backend(spec.backend_spec)
     except BackendError as exc:
         raise SpecError(f"planner {spec}: {exc}") from exc
-    live: ModuleType = backend.module
-    return Planner(spec, live, backend.reason, backend.tensor_device)
+    return Planner(spec, backend)
