@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 FORMAT = "mla-golden-matrix/1"
 DEFAULT_MATRIX = "matrix.toml"
 DTYPES = ("bf16", "fp8")
+#: Devices a matrix (or sweep space) plans every case for unless it says ``devices = [...]``.
+DEFAULT_DEVICES = ("gfx942:304", "gfx950:256")
 #: Planner environment variables a case may pin (the union over ops).
 #: vLLM's cap on kv splits per request (``_DEFAULT_MLA_NUM_KV_SPLITS``).
 VLLM_MAX_KV_SPLITS = 32
@@ -197,26 +199,14 @@ def parse_device(text: str) -> tuple[str, int]:
 
 def parse(text: str, source: str = "<matrix>", devices: Sequence[str] | None = None) -> list[Case]:
     """Cases of a matrix given as TOML text; ``source`` names it in errors; ``devices`` as in :func:`load`."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise MatrixError(f"{source}: not valid TOML: {exc}") from exc
-    where = _Locator(text, source)
-    unknown = sorted(set(data) - {"format", "devices", "decode", "prefill"})
-    if unknown:
-        raise where.error(None, 0, unknown[0], "unknown top-level key (known: format, devices, [[decode]], [[prefill]])")
-    if data.get("format", FORMAT) != FORMAT:
-        raise where.error(None, 0, "format", f"unknown format {data['format']!r}; this mla-golden reads {FORMAT!r}")
-    defaults = _devices(where, None, 0, data.get("devices", ["gfx942:304", "gfx950:256"]))
+    data, where = read_document(text, source, FORMAT)
+    defaults = _devices(where, None, 0, data.get("devices", list(DEFAULT_DEVICES)))
     override = [parse_device(d) for d in devices] if devices else None
     cases: list[Case] = []
     for kind in ("decode", "prefill"):
-        groups = data.get(kind, [])
-        if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
-            raise where.error(None, 0, kind, f"must be an array of tables: [[{kind}]]")
-        for index, group in enumerate(groups):
+        for index, group in enumerate(where.tables_of(data, kind)):
             expand = _decode_cases if kind == "decode" else _prefill_cases
-            cases.extend(expand(_Group(where, kind, index, group), defaults, override))
+            cases.extend(expand(Table(where, kind, index, group), defaults, override))
     seen: dict[str, Case] = {}
     for case in cases:
         if case.name in seen:
@@ -225,7 +215,25 @@ def parse(text: str, source: str = "<matrix>", devices: Sequence[str] | None = N
     return cases
 
 
-class _Locator:
+def read_document(text: str, source: str, fmt: str) -> tuple[dict[str, Any], Locator]:
+    """A matrix-like TOML document (``format``, ``devices``, ``[[decode]]``, ``[[prefill]]``) and its locator; MatrixError otherwise.
+
+    Sweep spaces share the layout (:mod:`mla_golden.sweeper.space`).
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixError(f"{source}: not valid TOML: {exc}") from exc
+    where = Locator(text, source)
+    unknown = sorted(set(data) - {"format", "devices", "decode", "prefill"})
+    if unknown:
+        raise where.error(None, 0, unknown[0], "unknown top-level key (known: format, devices, [[decode]], [[prefill]])")
+    if data.get("format", fmt) != fmt:
+        raise where.error(None, 0, "format", f"unknown format {data['format']!r}; this mla-golden reads {fmt!r}")
+    return data, where
+
+
+class Locator:
     """Finds the line of a key in the TOML text, so errors can name it."""
 
     def __init__(self, text: str, source: str) -> None:
@@ -258,6 +266,13 @@ class _Locator:
                 return number
         return start or None
 
+    def tables_of(self, data: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+        """The ``[[kind]]`` tables of ``data`` (none when absent)."""
+        tables = data.get(kind, [])
+        if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+            raise self.error(None, 0, kind, f"must be an array of tables: [[{kind}]]")
+        return tables
+
     def error(self, kind: str | None, index: int, key: str, problem: str, name: str | None = None) -> MatrixError:
         line = self.line_of(kind, index, key)
         place = f"{self.source}:{line}" if line else self.source
@@ -265,10 +280,10 @@ class _Locator:
         return MatrixError(f"{place}:{table} key {key!r}: {problem}")
 
 
-class _Group:
+class Table:
     """One [[decode]] / [[prefill]] table, with typed accessors that raise located errors."""
 
-    def __init__(self, where: _Locator, kind: str, index: int, data: dict[str, Any]) -> None:
+    def __init__(self, where: Locator, kind: str, index: int, data: dict[str, Any]) -> None:
         self.where, self.kind, self.index, self.data = where, kind, index, data
         self.name = data.get("name") if isinstance(data.get("name"), str) else None
 
@@ -334,7 +349,7 @@ class _Group:
         return tuple(value)
 
 
-def _devices(where: _Locator, group: _Group | None, index: int, value: Any) -> list[tuple[str, int]]:
+def _devices(where: Locator, group: Table | None, index: int, value: Any) -> list[tuple[str, int]]:
     values = value if isinstance(value, list) else [value]
     devices = []
     for item in values:
@@ -366,7 +381,7 @@ _PREFILL_KEYS = ("name", "model", "devices", "heads", "seq_lens", "batch", "cont
 
 
 def _decode_cases(
-    group: _Group, default_devices: list[tuple[str, int]], override: list[tuple[str, int]] | None
+    group: Table, default_devices: list[tuple[str, int]], override: list[tuple[str, int]] | None
 ) -> Iterator[Case]:
     group.check_keys(_DECODE_KEYS, ("name", "heads", "dtype", "batch", "context"))
     name = group.text("name")
@@ -404,7 +419,7 @@ def _decode_cases(
 
 
 def _prefill_cases(
-    group: _Group, default_devices: list[tuple[str, int]], override: list[tuple[str, int]] | None
+    group: Table, default_devices: list[tuple[str, int]], override: list[tuple[str, int]] | None
 ) -> Iterator[Case]:
     group.check_keys(_PREFILL_KEYS, ("name", "heads"))
     name = group.text("name")

@@ -21,14 +21,13 @@ import json
 import math
 import random
 import re
-import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mla_golden.errors import MatrixError, SpaceError
-from mla_golden.matrix import _Group, _Locator, parse_device, vllm_max_split_per_batch
+from mla_golden.matrix import DEFAULT_DEVICES, Table, parse_device, read_document, vllm_max_split_per_batch
 from mla_golden.schema import ENV_VARS, MLA_OP, PS_OP
 
 FORMAT = "mla-golden-space/1"
@@ -296,29 +295,21 @@ def load(path: Path | str | None = None) -> Space:
 
 def parse(text: str, source: str = "<space>") -> Space:
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpaceError(f"{source}: not valid TOML: {exc}") from exc
-    where = _Locator(text, source)
-    unknown = sorted(set(data) - {"format", "devices", "decode", "prefill"})
-    if unknown:
-        raise SpaceError(str(where.error(None, 0, unknown[0], "unknown top-level key (known: format, devices, [[decode]], [[prefill]])")))
-    if data.get("format", FORMAT) != FORMAT:
-        raise SpaceError(str(where.error(None, 0, "format", f"unknown format {data['format']!r}; this mla-golden reads {FORMAT!r}")))
-    devices = _devices(_SpaceGroup(where, "", 0, {"devices": data.get("devices", ["gfx942:304", "gfx950:256"])}))
+        data, where = read_document(text, source, FORMAT)
+        tables = {kind: where.tables_of(data, kind) for kind in ("decode", "prefill")}
+    except MatrixError as exc:
+        raise SpaceError(str(exc)) from exc
+    devices = _devices(_SpaceGroup(where, "", 0, {"devices": data.get("devices", list(DEFAULT_DEVICES))}))
     groups: list[Group] = []
     for kind, op in (("decode", DECODE), ("prefill", PREFILL)):
-        tables = data.get(kind, [])
-        if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-            raise SpaceError(str(where.error(None, 0, kind, f"must be an array of tables: [[{kind}]]")))
-        for index, table in enumerate(tables):
+        for index, table in enumerate(tables[kind]):
             groups.append(_group(_SpaceGroup(where, kind, index, table), op, devices))
     if not groups:
         raise SpaceError(f"{source}: no [[decode]] or [[prefill]] group: nothing to sweep")
     return Space(groups, source, text)
 
 
-class _SpaceGroup(_Group):
+class _SpaceGroup(Table):
     """The matrix's located accessors, plus ranges (errors are SpaceErrors)."""
 
     def fail(self, key: str, problem: str) -> SpaceError:
