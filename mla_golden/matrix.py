@@ -37,7 +37,6 @@ DEFAULT_MATRIX = "matrix.toml"
 DTYPES = ("bf16", "fp8")
 #: Devices a matrix (or sweep space) plans every case for unless it says ``devices = [...]``.
 DEFAULT_DEVICES = ("gfx942:304", "gfx950:256")
-#: Planner environment variables a case may pin (the union over ops).
 #: vLLM's cap on kv splits per request (``_DEFAULT_MLA_NUM_KV_SPLITS``).
 VLLM_MAX_KV_SPLITS = 32
 #: vLLM's FP8 prefill tile (``_FP8_PREFILL_TILE_Q``) and kv granularity.

@@ -176,3 +176,13 @@ def fake_aiter(planner=mla_e4048607, name: str = "aiter") -> types.ModuleType:
     module = types.ModuleType(name)
     module.get_mla_metadata_v1 = planner
     return module
+
+
+def toy_decode(aiter: types.ModuleType, bufs: dict[str, torch.Tensor], heads: int = 16, **kwargs: Any) -> None:
+    """The tests' usual decode call: three requests (kv 50, 150, 10), one query token each, into ``bufs``.
+
+    Looks ``get_mla_metadata_v1`` up on ``aiter`` now, so a spy's wrapper is the one called.
+    """
+    aiter.get_mla_metadata_v1(
+        torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor([0, 50, 200, 210], dtype=torch.int32),
+        torch.ones(3, dtype=torch.int32), heads, 1, True, *bufs.values(), **kwargs)  # fmt: skip

@@ -24,9 +24,7 @@ TEST_FILE = textwrap.dedent(
 
     def build(aiter):
         bufs = standins.toy_buffers(3, 200)
-        aiter.get_mla_metadata_v1(
-            torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor([0, 50, 200, 210], dtype=torch.int32),
-            torch.ones(3, dtype=torch.int32), 16, 1, True, *bufs.values(), dtype_q=DTYPE, dtype_kv=DTYPE)
+        standins.toy_decode(aiter, bufs, dtype_q=DTYPE, dtype_kv=DTYPE)
 
     def test_decode_metadata(mla_golden):
         aiter = standins.fake_aiter()
@@ -84,9 +82,7 @@ def test_concurrent_xdist_workers_writing_the_same_goldens_end_with_valid_files(
                 aiter = standins.fake_aiter()
                 bufs = standins.toy_buffers(3, 200)
                 with mla_golden.spy(aiter) as spy:
-                    aiter.get_mla_metadata_v1(
-                        torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor([0, 50, 200, 210], dtype=torch.int32),
-                        torch.ones(3, dtype=torch.int32), 16, 1, True, *bufs.values())
+                    standins.toy_decode(aiter, bufs)
                 from mla_golden import assert_matches_golden
                 assert_matches_golden(spy.calls.one(), mla_golden.golden_dir, name="shared", update=True)
             """
@@ -120,9 +116,7 @@ def test_a_call_the_spy_could_not_record_fails_the_test(pytester):
                 bufs = standins.toy_buffers(3, 200)
                 bufs["reduce_final_map"] = bufs["reduce_final_map"].float()
                 with mla_golden.spy(aiter):
-                    aiter.get_mla_metadata_v1(
-                        torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor([0, 50, 200, 210], dtype=torch.int32),
-                        torch.ones(3, dtype=torch.int32), 16, 1, True, *bufs.values())
+                    standins.toy_decode(aiter, bufs)
             """
         ),
     )
@@ -143,9 +137,7 @@ NESTED_TEST = textwrap.dedent(
         aiter = standins.fake_aiter()
         bufs = standins.toy_buffers(3, 200)
         with mla_golden.spy(aiter) as spy:
-            aiter.get_mla_metadata_v1(
-                torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor([0, 50, 200, 210], dtype=torch.int32),
-                torch.ones(3, dtype=torch.int32), heads, 1, True, *bufs.values())
+            standins.toy_decode(aiter, bufs, heads)
         mla_golden.assert_matches(spy.calls.one(), name="decode")
 
     class TestOdd:
@@ -154,9 +146,7 @@ NESTED_TEST = textwrap.dedent(
             aiter = standins.fake_aiter()
             bufs = standins.toy_buffers(3, 200)
             with mla_golden.spy(aiter) as spy:
-                aiter.get_mla_metadata_v1(
-                    torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.tensor([0, 50, 200, 210], dtype=torch.int32),
-                    torch.ones(3, dtype=torch.int32), 16, 1, True, *bufs.values())
+                standins.toy_decode(aiter, bufs)
             mla_golden.assert_matches(spy.calls.one())
     """
 )
