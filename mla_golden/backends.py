@@ -96,9 +96,10 @@ class Backend:
             return None
         import torch
 
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        arch = (getattr(props, "gcnArchName", "") or "").split(":")[0]
-        return arch, int(props.multi_processor_count)
+        from mla_golden.context import gpu_device
+
+        info = gpu_device(torch.device("cuda", torch.cuda.current_device()))
+        return info["arch"], int(info["cu_num"])
 
     def replay(self, call: Call) -> Call:
         """``call`` replayed on this backend's planner, its provenance naming this backend's version."""

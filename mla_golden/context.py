@@ -46,7 +46,7 @@ def device_snapshot(fn: Callable[..., Any], tensors: Iterable[torch.Tensor]) -> 
     if backend_of(fn) != "reference":
         for tensor in tensors:
             if tensor.device.type == "cuda":
-                return _gpu_device(tensor.device)
+                return gpu_device(tensor.device)
     from mla_golden.reference._device import current_device
 
     dev = current_device()
@@ -70,7 +70,8 @@ def plan_for(device: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any
     )
 
 
-def _gpu_device(device: torch.device) -> dict[str, Any]:
+def gpu_device(device: torch.device) -> dict[str, Any]:
+    """The device dict (arch, cu_num, name, warp_size, lds_bytes) of the GPU ``device`` names."""
     props = torch.cuda.get_device_properties(device)
     # ROCm's torch names the target in gcnArchName ('gfx942:sramecc+:xnack-'); CUDA builds may carry the
     # attribute with the product name, so only a HIP build's value is an arch.

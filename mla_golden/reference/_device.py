@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 #: LDS bytes per CU (``maxSharedMemoryPerMultiProcessor``) of the archs aiter plans for.
 LDS_BYTES = {"gfx942": 65536, "gfx950": 163840}
+#: CU count of each arch's full part (the default when only the arch is named).
+FULL_PART_CUS = {"gfx942": 304, "gfx950": 256}
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def device(
     ``lds_bytes`` to the arch's LDS size.
     """
     if cu_num is None:
-        cu_num = {"gfx942": 304, "gfx950": 256}.get(arch)
+        cu_num = FULL_PART_CUS.get(arch)
         if cu_num is None:
             raise ValueError(f"no default cu_num for arch {arch!r}: pass cu_num=")
     dev = Device(arch, cu_num, warp_size, lds_bytes or LDS_BYTES.get(arch, 65536))

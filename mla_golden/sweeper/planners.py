@@ -26,12 +26,11 @@ if TYPE_CHECKING:
     from mla_golden.backends import Backend
 
 from mla_golden.errors import BackendError, SpecError
+from mla_golden.reference._device import FULL_PART_CUS
 from mla_golden.schema import ENV_VARS
 
 #: The backends a sweep side names (``auto`` would hide which one ran).
 BACKENDS = ("reference", "aiter")
-#: Full parts of the archs aiter plans for (CU count when a spec names only the arch).
-FULL_PART_CUS = {"gfx942": 304, "gfx950": 256}
 UNSET = "unset"
 
 #: What follows ``BACKEND[@VERSION]`` (that part is :func:`mla_golden.backends.parse_spec`'s).
