@@ -120,8 +120,11 @@ class Planner:
 
     @property
     def label(self) -> str:
-        """What actually runs (e.g. "mla-golden's CPU port of aiter e4048607 (2026-08-22)", "live aiter (0.1.20)")."""
-        return self.backend.reason
+        """What actually runs (e.g. "reference e4048607 (the newest port)", "live aiter (0.1.20)")."""
+        version = self.backend.version
+        if version is None:
+            return self.backend.reason
+        return f"reference {version.name}" + ("" if self.backend.pinned else " (the newest port)")
 
     @property
     def tensor_device(self) -> str:
