@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from mla_golden.backends import Backend
-
 from mla_golden.errors import BackendError, SpecError
 from mla_golden.reference._device import FULL_PART_CUS
 from mla_golden.schema import ENV_VARS
+
+if TYPE_CHECKING:
+    from mla_golden.backends import Backend
 
 #: The backends a sweep side names (``auto`` would hide which one ran).
 BACKENDS = ("reference", "aiter")
@@ -77,7 +77,8 @@ def parse_spec(text: str) -> PlannerSpec:
     from mla_golden.backends import parse_spec as parse_backend
 
     stripped = text.strip()
-    head, overrides = re.split(r"(?=[:+])", stripped, maxsplit=1) if re.search(r"[:+]", stripped) else (stripped, "")
+    head = stripped.split(":")[0].split("+")[0]
+    overrides = stripped[len(head):]
     try:
         backend, version = parse_backend(head)
     except BackendError as exc:
