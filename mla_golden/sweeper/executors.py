@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
-import threading
-import time
 from abc import ABC, abstractmethod
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -21,6 +18,7 @@ from typing import Any
 
 from mla_golden.errors import ExecutorError
 from mla_golden.sweeper.work import CaseResult, run_chunk, run_shipped, warm, with_points
+from mla_golden.workers import die_with_parent, usable_cpus
 
 Chunk = list[tuple[int, dict[str, Any]]]
 
@@ -70,29 +68,12 @@ class InlineExecutor(Executor):
         self._pending.clear()
 
 
-def _die_with_parent(parent: int) -> None:
-    """Worker start-up: end this process when the sweep's process ends, however it ends."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
 _started: Any = None
 
 
 def _init_worker(parent: int, a: str, b: str, started: Any) -> None:
     global _started
-    _die_with_parent(parent)
+    die_with_parent(parent)
     warm(a, b)
     _started = started
 
@@ -110,7 +91,7 @@ class LocalExecutor(Executor):
         super().__init__(a, b, shrink)
         import multiprocessing
 
-        self.workers = max(1, min(jobs, os.cpu_count() or 1))
+        self.workers = max(1, min(jobs, usable_cpus()))
         context = multiprocessing.get_context("spawn")
         self._pool = ProcessPoolExecutor(
             max_workers=self.workers,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mla_golden.errors import JournalError
+from mla_golden.files import atomic_write
 from mla_golden.sweeper.work import CaseResult
 
 FORMAT = "mla-golden-sweep-journal/1"
@@ -59,9 +60,7 @@ class Journal:
         return results
 
     def _rewrite(self, lines: list[str]) -> None:
-        tmp = self.path.with_name(f".{NAME}.{os.getpid()}.tmp")
-        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        os.replace(tmp, self.path)
+        atomic_write(self.path, "".join(line + "\n" for line in lines))
 
     def append(self, results: list[CaseResult]) -> None:
         with open(self.path, "a", encoding="utf-8") as fh:
