@@ -1,8 +1,9 @@
 """Checks of ``get_mla_metadata_v1`` (decode) plans against aiter's layout for the call.
 
 The layout (which query tiles and kv ranges each planned batch has) comes from
-:func:`mla_golden.reference.layout.decode_layout`, aiter e4048607's
-``csrc/kernels/mla/metadata/v1_2_device.cuh`` as the reference ports it.
+:func:`mla_golden.reference.layout.decode_layout`, aiter's
+``csrc/kernels/mla/metadata/v1_2_device.cuh`` as the reference ports it, at the
+version that recorded the call when it is a ported one (else the newest).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
+from mla_golden.call import Call
 from mla_golden.capture import planner_env
 from mla_golden.checks.common import (
     Checker,
@@ -30,7 +32,9 @@ from mla_golden.checks.results import HAZARDS
 from mla_golden.context import plan_for
 from mla_golden.errors import AiterCheckError, UndefinedResultError
 from mla_golden.geometry import Work
+from mla_golden.planner_id import recorded_planner, reference_version
 from mla_golden.reference import get_mla_metadata_info_v1
+from mla_golden.reference.features import E4048607, PlannerFeatures
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout, decode_layout
 from mla_golden.schema import WORK_ROW, to_dtype
 from mla_golden.schema import WorkColumn as C
@@ -80,12 +84,18 @@ def _check_seqlen_qo(c: Checker, qo: list[int], max_seqlen_qo: int, uni_seqlen_q
             )
 
 
+def _recording_features(call: Call) -> PlannerFeatures:
+    """The planner rules of the aiter version that recorded ``call`` (the newest when it is not a ported one)."""
+    version = reference_version(recorded_planner(call.provenance))
+    return version.features if version is not None else E4048607
+
+
 def _decode_layout(c: Checker) -> DecodeLayout | None:
     """aiter's host decision (folding, tiles, clusters) for this call, or None when aiter aborts."""
     call = c.call
     try:
         with planner_env(call.env), plan_for(call.device):
-            return decode_layout(call.inputs, call.params, numel(call, "reduce_indptr"))
+            return decode_layout(call.inputs, call.params, numel(call, "reduce_indptr"), _recording_features(call))
     except AiterCheckError as error:
         c.hazard("aborts", f"{HAZARDS['aborts']}: {error}")
     except UndefinedResultError as error:
