@@ -1,5 +1,9 @@
 """Every error mla-golden raises, under one base class users can catch.
 
+Every class survives pickling (a process pool sends a worker's exception to
+its parent that way): those that take more than a message say how to rebuild
+themselves in ``__reduce__``.
+
 Each class also keeps the built-in base it had (``LookupError``,
 ``ValueError``, ``RuntimeError``, ``ImportError``), so code that caught those
 keeps working. The modules that raise them re-export them under their old
@@ -29,6 +33,9 @@ class GoldenError(MlaGoldenError):
         super().__init__(f"{path}: {problem}")
         self.path = Path(path)
         self.problem = problem
+
+    def __reduce__(self) -> tuple[type, tuple[Path, str]]:
+        return type(self), (self.path, self.problem)
 
 
 class CallNotFound(MlaGoldenError, LookupError):
@@ -70,6 +77,9 @@ class InvariantsViolated(MlaGoldenError, AssertionError):
         super().__init__(report)
         self.result = result
 
+    def __reduce__(self) -> tuple[type, tuple[str, CheckResult]]:
+        return type(self), (str(self), self.result)
+
 
 # ---------------------------------------------------------------- the reference planners
 
@@ -85,6 +95,9 @@ class AiterCheckError(MlaGoldenError, RuntimeError):
         super().__init__(f"[AITER] {source} {message}")
         self.message = message
         self.source = source
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (self.message, self.source)
 
 
 class BufferTooSmallError(MlaGoldenError, ValueError):
@@ -102,6 +115,9 @@ class BufferTooSmallError(MlaGoldenError, ValueError):
         self.buffer = buffer
         self.numel = numel
         self.needed = needed
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, int]]:
+        return type(self), (self.buffer, self.numel, self.needed)
 
 
 class UndefinedResultError(MlaGoldenError, RuntimeError):
@@ -153,3 +169,6 @@ class PreconditionError(MlaGoldenError, ValueError):
         super().__init__(f"{argument}: {problem}")
         self.argument = argument
         self.problem = problem
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (self.argument, self.problem)

@@ -51,3 +51,27 @@ def test_library_failures_are_caught_by_the_base():
         resolve("nope")
     with pytest.raises(mla_golden.MlaGoldenError):
         parse("[[decode]]\nbatch = 'x'\n")
+
+
+def _sample_arguments(cls: type) -> list[object]:
+    """An argument per parameter of ``cls.__init__`` (a message when it takes ``*args``)."""
+    from mla_golden.checks.results import CheckResult
+
+    samples: dict[str, object] = {"path": "/tmp/g.safetensors", "numel": 3, "needed": 7, "result": CheckResult("op")}
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return ["what went wrong"]
+    return [samples.get(p.name, f"the {p.name}") for p in parameters]
+
+
+def test_every_error_class_survives_pickling_as_a_process_pool_sends_it():
+    """A worker's exception reaches the parent through pickle; one that does not hangs or breaks the pool."""
+    import pickle
+
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
+    for cls in classes:
+        exc = cls(*_sample_arguments(cls))
+        back = pickle.loads(pickle.dumps(exc))
+        assert type(back) is cls
+        assert str(back) == str(exc), cls
+        assert {k: str(v) for k, v in vars(back).items()} == {k: str(v) for k, v in vars(exc).items()}, cls
