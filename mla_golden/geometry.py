@@ -36,7 +36,11 @@ class Work:
 
     def has(self, *columns: WorkColumn) -> bool:
         """All of ``columns`` were written."""
-        return all(self.written[c] for c in columns)
+        written = self.written
+        for c in columns:  # a loop, not all(...): check calls this a few times per work
+            if not written[c]:
+                return False
+        return True
 
     @property
     def whole(self) -> bool:
