@@ -6,7 +6,8 @@ counter), as snapshot tools do. Writes are atomic and no-clobber, so
 pytest-xdist workers writing the same golden end with one valid file; workers
 hand what they wrote and read to the controller, which prints the summary and,
 after a full run, the goldens no test used (deleting them under
-``--mla-golden-update``).
+``--mla-golden-update``, and only when every worker reported: a crashed one
+is named and nothing is deleted).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ _WRITTEN = pytest.StashKey[list[tuple[str, str]]]()
 _TOUCHED = pytest.StashKey[set[str]]()
 #: node id -> passed (every phase), from the reports the controller receives.
 _TESTS = pytest.StashKey[dict[str, bool]]()
+#: xdist workers that ended without reporting their reads (crashed): unused goldens cannot be told apart.
+_SILENT = pytest.StashKey[list[str]]()
 #: After a full run: the unused goldens and whether they were deleted.
 _UNUSED = pytest.StashKey[tuple[list[Path], bool]]()
 
@@ -66,6 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_WRITTEN] = []
     config.stash[_TOUCHED] = set()
     config.stash[_TESTS] = {}
+    config.stash[_SILENT] = []
     config.pluginmanager.register(_TestOutcomes(config.stash[_TESTS]), "mla-golden-test-outcomes")
 
 
@@ -171,8 +175,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """pytest-xdist controller: collect a finished worker's writes and reads."""
+    """pytest-xdist controller: collect a finished worker's writes and reads; note a worker that never sent them."""
     output = getattr(node, "workeroutput", {})
+    if error is not None or "mla_golden_touched" not in output:
+        gateway = getattr(node, "gateway", None)
+        node.config.stash[_SILENT].append(str(getattr(gateway, "id", node)))
     node.config.stash[_WRITTEN].extend(tuple(w) for w in output.get("mla_golden_written", []))
     node.config.stash[_TOUCHED].update(output.get("mla_golden_touched", []))
 
@@ -196,6 +203,8 @@ def _full_run(session: pytest.Session, exitstatus: int) -> bool:
 def _find_unused(config: pytest.Config) -> None:
     from mla_golden.golden_paths import unused_goldens
 
+    if config.stash[_SILENT]:
+        return  # a worker's passing tests read goldens nobody heard of: any "unused" one may be theirs
     tests: dict[str, bool] = config.stash[_TESTS]
     unused = unused_goldens(_golden_dir(config), [Path(p) for p in config.stash[_TOUCHED]], tests, Path(config.rootpath))
     delete = bool(config.getoption("mla_golden_update"))
@@ -207,6 +216,13 @@ def _find_unused(config: pytest.Config) -> None:
 
 
 def _print_unused(terminalreporter: Any, config: pytest.Config) -> None:
+    silent = config.stash.get(_SILENT, [])
+    if silent:
+        terminalreporter.write_line(
+            f"mla-golden: worker {', '.join(silent)} did not report the goldens its tests read (it crashed): "
+            "unused goldens not looked for, nothing deleted"
+        )
+        return
     unused, deleted = config.stash.get(_UNUSED, ([], False))
     if not unused:
         return

@@ -329,3 +329,26 @@ def test_an_obtained_file_opens_with_the_cli(project, monkeypatch):
     diffed = CliRunner().invoke(app, ["diff", str(obtained), "--against", str(golden), "--html", str(page)])
     assert diffed.exit_code == 1 and "dtype_kv_nope: 'torch.float8_e4m3fn' -> None" in diffed.stdout
     assert page.is_file() and "dtype_kv_nope" in page.read_text()
+
+
+def test_a_crashed_xdist_worker_keeps_every_golden_and_is_named(project):
+    """A worker that dies never reports what its passing tests read: deleting "unused" goldens then loses valid ones."""
+    pytest.importorskip("xdist")
+    project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
+    dies_once = """
+    def test_zz_dies(tmp_path_factory):
+        import os
+        marker = tmp_path_factory.getbasetemp().parent.parent / "died"
+        if not marker.exists():
+            marker.touch()
+            os._exit(3)
+    """
+    project.makepyfile(test_builder=TEST_FILE + textwrap.dedent(dies_once))
+    goldens = sorted((project.path / "goldens").rglob("*.safetensors"))
+    assert len(goldens) == 2
+    # --dist loadfile: the passing test and the one that kills its worker run on the same worker, in order
+    result = project.runpytest("-n", "2", "--dist", "loadfile", "--mla-golden-update")
+    assert result.parseoutcomes()["failed"] == 1
+    result.stdout.fnmatch_lines(["*mla-golden: worker gw* did not report the goldens its tests read*nothing deleted*"])
+    assert "deleted" not in result.stdout.str().replace("nothing deleted", "")
+    assert all(p.exists() for p in goldens)
