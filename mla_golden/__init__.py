@@ -34,6 +34,7 @@ _EXPORTS = {
     "MatrixError": "mla_golden.errors",
     "BackendError": "mla_golden.errors",
     "HookError": "mla_golden.errors",
+    "Interrupted": "mla_golden.errors",
     "PlotExtraMissing": "mla_golden.errors",
     "AiterCheckError": "mla_golden.errors",
     "BufferTooSmallError": "mla_golden.errors",

@@ -94,8 +94,20 @@ def _say(message: str, quiet: bool = False) -> None:
 
 
 def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header: dict[str, Any]) -> int:
-    """Print per-result reports and the summary (text) or one JSON document; return the exit status."""
-    code = exit_code(results)
+    """Print per-result reports and the summary (text) or one JSON document; return the exit status.
+
+    A run stopped by a signal reports what it did and exits 128 + the signal (130 Ctrl-C, 143 SIGTERM).
+    """
+    stopped_by = _interrupted_by()
+    code = exit_code(results) if stopped_by is None else 128 + stopped_by
+    if stopped_by is not None:
+        import signal
+
+        header = {**header, "interrupted": signal.Signals(stopped_by).name}
+        _say(
+            f"interrupted by {signal.Signals(stopped_by).name}: stopped after {len(results)} result(s); "
+            "the workers were stopped, nothing more is written"
+        )
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -151,7 +163,7 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
         for r in problems:
             where.add_row(r.status, Text(r.key), Text(_headline(r)))
         out.print(where, width=min(out.width, SUMMARY_WIDTH))
-    verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}[code]
+    verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
     out.print(f"exit {code} ({verdict})", markup=False)
     return code
 
@@ -200,6 +212,28 @@ def _progress(quiet: bool, label: str, total: int | None = None) -> Iterator[Adv
         yield lambda done: progress.advance(task, done)
 
 
+#: The signal that stopped this command's run (one command per process; _emit takes it out).
+_STOPPED_BY: list[int] = []
+
+
+def _interruptible(run: Callable[[], list[Result]]) -> list[Result]:
+    """``run()``'s results; when a signal stopped it, the results so far (and :func:`_emit` says so)."""
+    from mla_golden.errors import Interrupted
+
+    try:
+        return run()
+    except Interrupted as exc:
+        _STOPPED_BY.append(exc.signum)
+        return list(exc.results)
+
+
+def _interrupted_by() -> int | None:
+    """The signal that stopped this command's run, if one did (and forget it: the next command starts clean)."""
+    came = _STOPPED_BY[:1]
+    _STOPPED_BY.clear()
+    return came[0] if came else None
+
+
 def _run_items(
     worker: Callable[..., list[Result]], items: list[Any], args: tuple[Any, ...], jobs: int, quiet: bool, label: str
 ) -> list[Result]:
@@ -210,7 +244,7 @@ def _run_items(
     if note:
         _say(f"note: {note}", quiet)
     with _progress(quiet, label, len(items)) as advance:
-        return run_items(worker, items, args, jobs, advance)
+        return _interruptible(lambda: run_items(worker, items, args, jobs, advance))
 
 
 def _backend(spec: str, quiet: bool) -> Any:
@@ -245,13 +279,15 @@ def _record_command(command: list[str], out: Path, update: bool, fmt: Format, qu
     _clean_stale_temps(out, quiet)
     _say(f"recording planner calls of: {' '.join(command)}", quiet)
     try:
-        status, entries = run(command, out, update=update)
+        status, entries, stopped_by = run(command, out, update=update)
     except HookError as exc:
         _say(f"error: {exc}")
         return EXIT_BAD
     from mla_golden.runs import command_results
 
     results = command_results(entries, command, status)
+    if stopped_by is not None:
+        _STOPPED_BY.append(stopped_by)
     entries = [e for e in entries if e.get("outcome") != "missed"]
     if not entries and len(results) == (status != 0):
         _say(
@@ -377,7 +413,9 @@ def diff(
             results = pair_worker([(roots[0].stem, str(against), str(roots[0]))], max_items, render, keep)
         else:
             with _progress(quiet, "comparing") as advance:
-                results = diff_trees(roots[0], against, max_items=max_items, render=render, keep=keep, jobs=jobs, advance=advance)
+                results = _interruptible(
+                    lambda: diff_trees(roots[0], against, max_items=max_items, render=render, keep=keep, jobs=jobs, advance=advance)
+                )
         header: dict[str, Any] = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
     else:
         chosen = _backend(backend or "auto", quiet)

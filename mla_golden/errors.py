@@ -13,7 +13,7 @@ names (``mla_golden.reference.AiterCheckError`` and so on).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mla_golden.checks.results import CheckResult
@@ -60,6 +60,18 @@ class BackendError(MlaGoldenError, RuntimeError):
 
 class HookError(MlaGoldenError, RuntimeError):
     """The command could not be started."""
+
+
+class Interrupted(MlaGoldenError):
+    """A run stopped by SIGINT or SIGTERM: ``results`` holds what it did before (nothing more is written)."""
+
+    def __init__(self, signum: int, results: list[Any]) -> None:
+        super().__init__(f"interrupted by signal {signum} after {len(results)} result(s)")
+        self.signum = signum
+        self.results = results
+
+    def __reduce__(self) -> tuple[type, tuple[int, list[Any]]]:
+        return type(self), (self.signum, self.results)
 
 
 class PlotExtraMissing(MlaGoldenError, ImportError):

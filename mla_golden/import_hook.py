@@ -14,14 +14,17 @@ start of every Python process of the recorded program.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -182,8 +185,14 @@ def chain_sitecustomize(ours: str) -> None:
     spec.loader.exec_module(module)
 
 
-def run(command: Sequence[str], out: Path | str, *, update: bool = False) -> tuple[int, list[dict[str, Any]]]:
-    """Run ``command`` with the hook installed; (its exit status, one log entry per captured call)."""
+def run(command: Sequence[str], out: Path | str, *, update: bool = False) -> tuple[int, list[dict[str, Any]], int | None]:
+    """Run ``command`` with the hook installed.
+
+    Returns its exit status, one log entry per captured call, and the signal
+    (SIGINT, SIGTERM) that stopped it, if one did: that signal is forwarded to
+    the program's process group, which is waited for, so no process of it
+    outlives the run and the hook folder is removed.
+    """
     if not command:
         raise HookError("no command given after --")
     with tempfile.TemporaryDirectory(prefix="mla-golden-hook-") as tmp:
@@ -199,19 +208,56 @@ def run(command: Sequence[str], out: Path | str, *, update: bool = False) -> tup
         env[ENV_LOG] = str(log)
         env[ENV_PKG] = str(Path(__file__).resolve().parent.parent)
         try:
-            status = _run_to_stderr(list(command), env)
+            status, stopped_by = _run_to_stderr(list(command), env)
         except OSError as exc:
             raise HookError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from exc
         entries = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return status, entries
+    return status, entries, stopped_by
 
 
-def _run_to_stderr(command: list[str], env: dict[str, str]) -> int:
-    """Run the program with its stdout sent to our stderr: our stdout carries the report (JSON under --format json)."""
+#: After forwarding a signal, how long the program's process group gets to end before it is killed.
+STOP_GRACE_S = 5.0
+
+
+def _run_to_stderr(command: list[str], env: dict[str, str]) -> tuple[int, int | None]:
+    """Run the program in its own process group, its stdout sent to our stderr (our stdout carries the report).
+
+    SIGINT / SIGTERM received meanwhile go to the program's whole group; once
+    its leader ended (or :data:`STOP_GRACE_S` passed) whatever is left of the
+    group is killed. Returns (exit status, the signal that came or None).
+    """
     try:
-        target = sys.stderr.fileno()
+        target: int | None = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # stderr is not a file (e.g. captured in a test runner)
-        done = subprocess.run(command, env=env, check=False, stdout=subprocess.PIPE, text=True)
-        sys.stderr.write(done.stdout)
-        return done.returncode
-    return subprocess.run(command, env=env, check=False, stdout=target).returncode
+        target = None
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE if target is None else target, text=target is None, process_group=0
+    )
+    came: list[int] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        came.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        if target is None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stderr.write(line)
+        while True:
+            try:
+                status = proc.wait(timeout=STOP_GRACE_S if came else None)
+                break
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if came:  # the program's children that outlived it would go on recording
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    return status, came[0] if came else None

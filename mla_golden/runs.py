@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mla_golden.workers import stop_requested
+
 if TYPE_CHECKING:
     from mla_golden.call import Call
     from mla_golden.checks import CheckResult
@@ -170,33 +172,77 @@ Advance = Callable[[int], None]
 def run_items(
     worker: Callable[..., list[Result]], items: list[Any], args: tuple[Any, ...], jobs: int, advance: Advance | None = None
 ) -> list[Result]:
-    """``worker(chunk, *args)`` over ``items`` in ``jobs`` processes; results in the order of ``items``."""
+    """``worker(chunk, *args)`` over ``items`` in ``jobs`` processes; results in the order of ``items``.
+
+    SIGINT or SIGTERM stops the run: each worker ends the golden it is on
+    (stragglers are killed within :data:`STOP_GRACE_S`), then
+    :class:`~mla_golden.errors.Interrupted` carries the results so far.
+    """
+    from mla_golden.errors import Interrupted
+    from mla_golden.workers import stop_on_signals
+
     if not items:
         return []
     chunk = max(1, min(16, len(items) // (4 * max(jobs, 1)) or 1))
     chunks = [items[i : i + chunk] for i in range(0, len(items), chunk)]
     results: list[list[Result]] = [[] for _ in chunks]
     if jobs <= 1:
-        for i, part in enumerate(chunks):
-            results[i] = worker(part, *args)
-            if advance is not None:
-                advance(len(part))
+        with stop_on_signals() as came:
+            for i, part in enumerate(chunks):
+                results[i] = worker(part, *args)
+                if came:
+                    break
+                if advance is not None:
+                    advance(len(part))
     else:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        from mla_golden.workers import die_with_parent
 
         # spawn: a forked child would inherit torch's thread pools half-initialised.
-        # Workers end when this process does, however it ends: none writes after the run is gone.
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(jobs, context, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-            futures = {pool.submit(worker, part, *args): i for i, part in enumerate(chunks)}
-            for future in as_completed(futures):
+        stop = context.Event()
+        with stop_on_signals(stop) as came:
+            _run_pool(context, stop, came, worker, chunks, args, jobs, results, advance)
+    done = [r for part in results for r in part]
+    if came:
+        raise Interrupted(came[0], done)
+    return done
+
+
+#: After a stop, how long workers get to finish the golden they are on before they are killed.
+STOP_GRACE_S = 0.5
+
+
+def _run_pool(
+    context: Any, stop: Any, came: list[int], worker: Callable[..., list[Result]], chunks: list[list[Any]],
+    args: tuple[Any, ...], jobs: int, results: list[list[Result]], advance: Advance | None,
+) -> None:  # fmt: skip
+    """Fill ``results`` from a process pool until done or until a signal lands in ``came``."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    from mla_golden.workers import init_worker
+
+    # Workers end when this process does, however it ends: none writes after the run is gone.
+    pool = ProcessPoolExecutor(jobs, context, initializer=init_worker, initargs=(os.getpid(), stop))
+    futures = {pool.submit(worker, part, *args): i for i, part in enumerate(chunks)}
+    pending = set(futures)
+    try:
+        while pending and not came:
+            finished, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+            for future in finished:
                 results[futures[future]] = future.result()
                 if advance is not None:
                     advance(len(chunks[futures[future]]))
-    return [r for part in results for r in part]
+        if came:
+            for future in pending:
+                future.cancel()
+            finished, _late = wait([f for f in pending if not f.cancelled()], timeout=STOP_GRACE_S)
+            for future in finished:
+                if future.exception() is None:
+                    results[futures[future]] = future.result()
+            for process in list(getattr(pool, "_processes", {}).values()):  # stragglers: nothing written later
+                process.kill()
+    finally:
+        pool.shutdown(wait=not came, cancel_futures=True)
 
 
 def _single_threaded() -> None:
@@ -250,14 +296,20 @@ def record_worker(cases: list[Case], backend_spec: str, out: str, update: bool, 
     from mla_golden.errors import GoldenError
     from mla_golden.matrix import capture
     from mla_golden.report import render_text
-    from mla_golden.store import Golden, GoldenStore, WriteOutcome
+    from mla_golden.store import Golden, GoldenStore, WriteOutcome, key_path
 
     _single_threaded()
     backend = resolve(backend_spec)
     store = GoldenStore(out)
     results = []
     for case, call in capture(cases, backend):
-        path = str(store.path_for(case.name))
+        if stop_requested():
+            break
+        try:
+            path = str(store.path_for(case.name))
+        except GoldenError as exc:  # e.g. its folder is a symlink leading out of --out: this case fails, not the run
+            results.append(Result(case.name, Status.FAILED, str(key_path(store.root, case.name)), exc.problem))
+            continue
         if isinstance(call, Exception):
             results.append(Result(case.name, Status.FAILED, path, f"the case could not run: {type(call).__name__}: {call}"))
             continue
@@ -341,6 +393,8 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
     live = backend.live_device()
     results: list[Result] = []
     for path, placed in paths:
+        if stop_requested():
+            break
         golden = _load_or_bad(path, results, placed)
         if golden is None:
             continue
@@ -373,6 +427,8 @@ def pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool,
     _single_threaded()
     results: list[Result] = []
     for key, expected_path, actual_path in pairs:
+        if stop_requested():
+            break
         loaded = []
         for path in (expected_path, actual_path):
             try:
@@ -477,6 +533,8 @@ def check_worker(paths: list[GoldenFile], keep: bool = False) -> list[Result]:
     _single_threaded()
     results: list[Result] = []
     for path, placed in paths:
+        if stop_requested():
+            break
         golden = _load_or_bad(path, results, placed)
         if golden is None:
             continue

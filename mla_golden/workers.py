@@ -6,10 +6,17 @@ is watching. Each worker therefore asks the kernel to kill it when its parent
 dies (``PR_SET_PDEATHSIG`` on Linux) and also watches its parent's pid from a
 thread (any platform, and the case where the kernel's signal is not
 delivered), exiting at once when the parent is gone.
+
+A run that is interrupted (Ctrl-C, SIGTERM) asks its workers to stop through
+one shared event: each worker ends its current golden, returns what it did and
+starts no other (:func:`stop_requested`). Workers ignore SIGINT and SIGTERM
+themselves: a terminal's Ctrl-C (or a service manager's SIGTERM) reaches the
+whole process group, and the parent decides.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -17,6 +24,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 #: How often the watchdog thread looks at its parent.
@@ -58,3 +67,47 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="mla-golden-parent-watch", daemon=True).start()
+
+
+#: Set when the run was asked to stop; in a worker process, the pool's shared event (see :func:`init_worker`).
+_stop: Any = threading.Event()
+def stop_requested() -> bool:
+    """Whether the run was interrupted: a worker checks this before each golden and returns early."""
+    return bool(_stop.is_set())
+
+
+def init_worker(parent: int, stop: Any) -> None:
+    """Pool initializer: die with ``parent``, stop when ``stop`` is set, leave SIGINT / SIGTERM to the parent."""
+    global _stop
+    _stop = stop
+    for sig in (signal.SIGINT, signal.SIGTERM):  # sent to the whole group, they are the parent's to handle
+        signal.signal(sig, signal.SIG_IGN)
+    die_with_parent(parent)
+
+
+@contextlib.contextmanager
+def stop_on_signals(shared: Any = None) -> Iterator[list[int]]:
+    """Within the block, SIGINT and SIGTERM set the stop event (``shared`` too) instead of raising.
+
+    Yields a list that holds the signal once one came. Outside the main
+    thread (where handlers cannot be set) it only yields.
+    """
+    global _stop
+    _stop = threading.Event()
+    came: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield came
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        came.append(signum)
+        _stop.set()
+        if shared is not None:
+            shared.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield came
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -13,7 +13,7 @@ from mla_golden.reference import AiterCheckError, BufferTooSmallError, Undefined
 
 def test_every_error_class_derives_from_the_base_and_is_exported():
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
-    assert len(classes) == 21
+    assert len(classes) == 22
     for cls in classes:
         assert issubclass(cls, errors.MlaGoldenError), cls
         assert getattr(mla_golden, cls.__name__) is cls
@@ -57,7 +57,7 @@ def _sample_arguments(cls: type) -> list[object]:
     """An argument per parameter of ``cls.__init__`` (a message when it takes ``*args``)."""
     from mla_golden.checks.results import CheckResult
 
-    samples: dict[str, object] = {"path": "/tmp/g.safetensors", "numel": 3, "needed": 7, "result": CheckResult("op")}
+    samples: dict[str, object] = {"path": "/tmp/g.safetensors", "numel": 3, "needed": 7, "result": CheckResult("op"), "signum": 2, "results": []}
     parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
     if any(p.kind is p.VAR_POSITIONAL for p in parameters):
         return ["what went wrong"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,3 +92,119 @@ def test_record_says_it_capped_jobs(tmp_path):
         pytest.skip("a machine with 1000 CPUs")
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"--jobs 1000 capped at {usable_cpus()}" in run.stderr
+
+
+def _goldens(out: Path) -> set[str]:
+    return {p.relative_to(out).as_posix() for p in out.rglob("*.safetensors")}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_an_interrupted_record_stops_writing_reports_what_it_wrote_and_exits_128_plus_the_signal(tmp_path, sig):
+    """Ctrl-C / SIGTERM: the pool used to run every queued case before exiting (22 -> 320 goldens), silently."""
+    import json
+
+    out = tmp_path / "goldens"
+    parent = subprocess.Popen(
+        [CLI, "record", "--backend", "reference", "--out", str(out), "--jobs", "2", "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_goldens(out)) < 4 and parent.poll() is None:
+            time.sleep(0.02)
+        assert parent.poll() is None, "the run ended before it could be interrupted"
+        os.killpg(parent.pid, sig)  # as a terminal's Ctrl-C does: the whole process group
+        stdout, stderr = parent.communicate(timeout=60)
+        on_disk = _goldens(out)
+        time.sleep(1.0)
+        assert _goldens(out) == on_disk, "goldens written after the run ended"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGKILL)
+    assert parent.returncode == 128 + sig, stderr[-2000:]
+    assert f"interrupted by {sig.name}" in stderr
+    document = json.loads(stdout)
+    assert document["interrupted"] == sig.name and document["exit_code"] == 128 + sig
+    reported = {Path(r["path"]).relative_to(out).as_posix() for r in document["results"] if r["status"] == "written"}
+    assert reported == on_disk  # what it says it wrote is exactly what is there
+    matrix_size = int(re.search(r"(\d+) case\(s\)", stderr).group(1))
+    assert len(on_disk) < matrix_size
+
+
+SMALL_MATRIX = """\
+format = "mla-golden-matrix/1"
+devices = ["gfx942:304"]
+
+[[decode]]
+name = "small"
+heads = [128, 16]
+dtype = "fp8"
+batch = 4
+context = "jitter:2000"
+
+[[prefill]]
+name = "small-prefill"
+heads = 16
+seq_lens = [[600, 7, 300]]
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_case_refused_mid_run_is_that_cases_failure_and_the_others_are_written(tmp_path, jobs):
+    """Its folder a symlink leading out of --out: once a traceback (with --jobs 2 a TypeError and BrokenProcessPool)."""
+    import json
+
+    (tmp_path / "matrix.toml").write_text(SMALL_MATRIX)
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    out.mkdir()
+    outside.mkdir()
+    (out / "decode").symlink_to(outside)
+    run = subprocess.run(
+        [CLI, "record", "--backend", "reference", "--matrix", str(tmp_path / "matrix.toml"), "--out", str(out),
+         "--jobs", jobs, "--format", "json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    document = json.loads(run.stdout)
+    by_status: dict[str, list[dict]] = {}
+    for r in document["results"]:
+        by_status.setdefault(r["status"], []).append(r)
+    assert sorted(r["key"] for r in by_status["failed"]) == [
+        "decode/small/gfx942-cu304/h128-fp8-q1-b4-jitter2000-p1", "decode/small/gfx942-cu304/h16-fp8-q1-b4-jitter2000-p1",
+    ]  # fmt: skip
+    assert all("outside the golden folder" in r["message"] for r in by_status["failed"])
+    assert len(by_status["written"]) == 1 and by_status["written"][0]["key"].startswith("prefill/small-prefill/")
+    assert run.returncode == 2 and not list(outside.iterdir())
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_to_record_command_reaches_the_programs_group_and_leaves_nothing_behind(tmp_path, sig):
+    """Once the program was re-parented to init and kept recording, and the hook folder stayed."""
+    facts = tmp_path / "facts"
+    program = (
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen(['sh', '-c', \"trap '' INT TERM; sleep 300\"])\n"  # a child that ignores the signal
+        f"open({str(facts)!r} + '.tmp', 'w').write(f\"{{os.getpid()}} {{child.pid}} {{os.environ['PYTHONPATH'].split(os.pathsep)[0]}}\")\n"
+        f"os.rename({str(facts)!r} + '.tmp', {str(facts)!r})\n"
+        "time.sleep(300)\n"
+    )
+    parent = subprocess.Popen(
+        [CLI, "record", "--out", str(tmp_path / "goldens"), "--", sys.executable, "-c", program],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not facts.exists() and parent.poll() is None:
+            time.sleep(0.05)
+        assert facts.exists(), parent.communicate(timeout=60)
+        program_pid, child_pid, hook_dir = facts.read_text().split(" ", 2)
+        os.kill(parent.pid, sig)  # the run only: it must pass the signal on
+        _stdout, stderr = parent.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGKILL)
+    assert parent.returncode == 128 + sig, stderr[-2000:]
+    assert f"interrupted by {sig.name}" in stderr
+    assert not _alive(int(program_pid)) and not _alive(int(child_pid))
+    assert not Path(hook_dir).exists()
