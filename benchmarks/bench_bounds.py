@@ -18,13 +18,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def bench_check_scaling() -> list[tuple[str, float, str]]:
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_check_scaling import decode_call
+    from planner_calls import many_requests
 
     import mla_golden
 
     rows, cpu = [], {}
     for batch in (10_000, 30_000, 100_000):
-        call = decode_call(batch)
+        call = many_requests(batch)
         wall, cpu0 = time.perf_counter(), time.process_time()
         result = mla_golden.invariants(call)
         wall, cpu[batch] = time.perf_counter() - wall, time.process_time() - cpu0

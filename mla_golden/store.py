@@ -152,15 +152,16 @@ OBTAINED_SUFFIX = OBTAINED + SUFFIX
 
 
 def key_matches_path(key: str, path: Path) -> bool:
-    """Whether ``path`` (as given or resolved) ends with where ``key`` is stored."""
+    """Whether ``path``, as the user named it, ends with where ``key`` is stored.
+
+    Never the resolved path: a symlink named like one key and leading to
+    another key's golden would pass as the first.
+    """
     want = key_path(Path(), key).parts
-    for candidate in (path.absolute(), path.resolve()):
-        parts = list(candidate.parts)
-        if parts[-1].endswith(OBTAINED + SUFFIX):
-            parts[-1] = parts[-1].removesuffix(OBTAINED + SUFFIX) + SUFFIX
-        if tuple(parts[-len(want):]) == want:
-            return True
-    return False
+    parts = list(path.absolute().parts)
+    if parts[-1].endswith(OBTAINED + SUFFIX):
+        parts[-1] = parts[-1].removesuffix(OBTAINED + SUFFIX) + SUFFIX
+    return tuple(parts[-len(want) :]) == want
 
 
 def obtained_path(golden_path: Path) -> Path:

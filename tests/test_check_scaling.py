@@ -2,31 +2,10 @@
 
 from __future__ import annotations
 
-import torch
+from planner_calls import many_requests
 
 import mla_golden
-from mla_golden import reference
 from mla_golden.reference import layout
-
-FP8 = torch.float8_e4m3fnuz
-OUTPUTS = ("work_metadata_ptrs", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
-
-
-def decode_call(batch: int, heads: int = 16) -> mla_golden.Call:
-    """A reference decode call over ``batch`` one-token requests of 100..149 kv tokens (gfx942/304, fp8)."""
-    with reference.device("gfx942", 304):
-        shapes = reference.get_mla_metadata_info_v1(batch, 1, heads, FP8, FP8, False)
-        bufs = {n: torch.empty(shape, dtype=dt) for n, (shape, dt) in zip(OUTPUTS, shapes)}
-        kv = torch.zeros(batch + 1, dtype=torch.int32)
-        kv[1:] = torch.cumsum(torch.tensor([100 + i % 50 for i in range(batch)], dtype=torch.int32), 0)
-        with mla_golden.spy(reference) as spy:
-            reference.get_mla_metadata_v1(
-                torch.arange(batch + 1, dtype=torch.int32), kv, torch.ones(batch, dtype=torch.int32), heads, 1, True,
-                bufs["work_metadata_ptrs"], bufs["work_info_set"], bufs["work_indptr"],
-                bufs["reduce_indptr"], bufs["reduce_final_map"], bufs["reduce_partial_map"],
-                max_seqlen_qo=1, uni_seqlen_qo=1, dtype_q=FP8, dtype_kv=FP8,
-            )  # fmt: skip
-    return spy.calls.one()
 
 
 def test_check_copies_each_input_a_bounded_number_of_times_whatever_the_batch_size(monkeypatch):
@@ -40,6 +19,6 @@ def test_check_copies_each_input_a_bounded_number_of_times_whatever_the_batch_si
 
     monkeypatch.setattr(layout, "_NoneAfterEnd", Counting)
     batch = 3000
-    result = mla_golden.invariants(decode_call(batch))
+    result = mla_golden.invariants(many_requests(batch))
     assert result.ok, result.violations
     assert 0 < copied[0] <= 4 * (batch + 1), f"{copied[0]} input elements copied for {batch} requests"

@@ -6,6 +6,7 @@ must cover (aiter's layout) and hand them here; nothing here knows an op.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ import torch
 from mla_golden.call import Call
 from mla_golden.checks.results import HAZARDS, CheckResult, Hazard, Violation
 from mla_golden.geometry import Work, works_by_cu, written_prefix
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, WORK_ROW
 from mla_golden.schema import WorkColumn as C
 
 
@@ -35,6 +36,8 @@ class Tile:
     excused: bool = False
     #: Which copy of the plan (prefill: the q head range), for messages.
     plane: str = ""
+    #: Its batch has no kv tokens at all: aiter may plan no work for it (the kernel then writes none of its rows).
+    no_kv: bool = False
 
     @property
     def where(self) -> str:
@@ -45,7 +48,7 @@ class Checker:
     """What one check has found so far, and which works and tiles it has already reported."""
 
     def __init__(self, call: Call) -> None:
-        self.call = call
+        self.call = _rows_of_eight(call)
         self.result = CheckResult(call.op)
         #: Works that fit no tile (misplaced, or aiter's value is undefined there).
         self.unplaced: list[Work] = []
@@ -79,6 +82,21 @@ class Checker:
             self.call.outputs[name].reshape(-1).tolist(),
             self.call.written[name].reshape(-1).tolist(),
         )
+
+
+def _rows_of_eight(call: Call) -> Call:
+    """``call`` with a flat work_info_set seen as the rows of 8 int32 the planner and kernels make of it.
+
+    aiter takes work_info_set as a raw pointer (``p_work_info_set_raw`` in
+    csrc/kernels/mla/metadata/v1_2_device.cuh, aiter e4048607) and checks no
+    shape: a flat buffer of 8 x #work elements is planned and read alike.
+    """
+    info = call.outputs.get("work_info_set")
+    if info is None or info.dim() != 1 or info.numel() % WORK_ROW:
+        return call
+    outputs = {**call.outputs, "work_info_set": info.reshape(-1, WORK_ROW)}
+    written = {**call.written, "work_info_set": call.written["work_info_set"].reshape(-1, WORK_ROW)}
+    return dataclasses.replace(call, outputs=outputs, written=written)
 
 
 def ints(tensor: torch.Tensor | None) -> list[int]:
@@ -171,9 +189,14 @@ def check_coverage(c: Checker, tiles: list[Tile]) -> None:
     missing its end may be missing exactly those: it is excused, not flagged.
     A tile holding a work already reported outside its batch is not re-reported.
     """
+    empty = []
     for tile in tiles:
         if any(w.index in c.bad_kv for w in tile.works):
             tile.excused = True
+            continue
+        if not tile.works and tile.no_kv:
+            tile.excused = True
+            empty.append(tile)
             continue
         if not tile.works:
             tile.excused = True
@@ -207,6 +230,12 @@ def check_coverage(c: Checker, tiles: list[Tile]) -> None:
         tile.excused = True
         if problem[0] == "overlap" or not c.unplaced:
             c.flag("coverage", tile, problem[1])
+    if empty:
+        c.skip(
+            "coverage",
+            f"{len(empty)} tile(s) of batches with no kv tokens (first: {empty[0].where}) have no work: aiter plans "
+            "none for an empty batch, so the kernel leaves those output rows as they were",
+        )
 
 
 def check_splits(c: Checker, tiles: list[Tile]) -> dict[int, Tile]:

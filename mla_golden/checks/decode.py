@@ -163,7 +163,8 @@ def _decode_tiles(c: Checker, layout: DecodeLayout, units: list[DecodeBatch], wo
             start = unit.qo_begin + k * unit.tile_size
             tail = layout.tile_tail(unit, k, start)
             tiles[(unit.index, k)] = Tile(
-                unit.index, k, (start, min(start + unit.tile_size, unit.qo_end)), unit.kv_begin, unit.kv_end - tail
+                unit.index, k, (start, min(start + unit.tile_size, unit.qo_end)), unit.kv_begin, unit.kv_end - tail,
+                no_kv=unit.kv_end == unit.kv_begin,
             )
     by_batch: dict[int, list[DecodeBatch]] = defaultdict(list)
     for unit in units:

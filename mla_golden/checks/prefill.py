@@ -170,6 +170,12 @@ def check_prefill(c: Checker) -> None:
                 f"partial slots {slots[mismatch]} differ from {first[1][mismatch]}{first[0]}; the heads share one "
                 "set of reduce groups",
             )
+    if c.result.ok:
+        # The host planner fills vectors sized by the caller's buffers and copies them back whole
+        # (kn_generate_ps_metadata, v1_2_host.cuh at aiter e4048607): a plan found complete above
+        # fits its buffers, however much more aiter's helper would allocate. Only a plan cut short
+        # (works or reduce groups missing) can have been written past a buffer's end.
+        return
     longest = max([b - a for a, b in zip(qo, qo[1:])] or [0])
     check_sizing(c, _ps_helper(c, longest), _ps_used(c, num_works, cu_num))
 
