@@ -124,18 +124,19 @@ FP8 = {"gfx942": torch.float8_e4m3fnuz, "gfx950": torch.float8_e4m3fn}
 def test_versions_agree_where_no_rule_differs(
     gpu: tuple[str, int], kv_lens: list[int], heads_fp8: tuple[int, bool], parallel: str | None
 ) -> None:
-    """Single-token causal decode with 16 heads (or fp8 128): v0.1.16.post2, aded0f84 and e4048607 plan alike.
+    """Single-token causal decode with 16 heads (or fp8 128): v0.1.16.post2, post4, aded0f84 and e4048607 plan alike.
 
     None of their differences applies there (folding, tiles, causal trim, round
-    robin), and the parallel planner that aded0f84 and e4048607 pick for it
-    (AITER_MLA_META_USE_PARALLEL unset) must equal v0.1.16.post2's serial one.
+    robin), and the parallel planner that v0.1.16.post4, aded0f84 and e4048607
+    pick for it (AITER_MLA_META_USE_PARALLEL unset) must equal v0.1.16.post2's
+    serial one.
     """
     arch, cu_num = gpu
     heads, fp8 = heads_fp8
     dtype = FP8[arch] if fp8 else torch.bfloat16
     batch = len(kv_lens)
     plans = []
-    for version in ("v0.1.16.post2", "aded0f84", "e4048607"):
+    for version in ("v0.1.16.post2", "v0.1.16.post4", "aded0f84", "e4048607"):
         module = at(version)
         with planner_env({"AITER_MLA_META_USE_PARALLEL": parallel}), device(arch, cu_num):
             info = at("e4048607").get_mla_metadata_info_v1(batch, 1, heads, dtype, dtype, False)

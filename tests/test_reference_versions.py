@@ -41,7 +41,7 @@ NEW_PARAMS = (
 
 def test_versions_oldest_first_with_full_commits() -> None:
     listed = versions()
-    assert [v.name for v in listed] == ["33d168a0", "62028796", "aded0f84", "e4048607"]
+    assert [v.name for v in listed] == ["33d168a0", "62028796", "72eedddd", "aded0f84", "e4048607"]
     assert [v.date for v in listed] == sorted(v.date for v in listed)
     for v in listed:
         assert len(v.commit) == 40 and v.commit.startswith(v.name)
@@ -60,7 +60,10 @@ def test_versions_oldest_first_with_full_commits() -> None:
         ("v0.1.20.post1", "e4048607"),
         ("aded0f84", "aded0f84"),
         ("2026-02-02", "33d168a0"),  # a date picks the newest version at or before it
-        ("2026-08-04", "62028796"),
+        ("2026-07-14", "62028796"),
+        ("v0.1.16.post4", "72eedddd"),
+        ("v0.1.16.post6", "72eedddd"),
+        ("2026-08-04", "72eedddd"),
         ("2026-08-05", "aded0f84"),
         ("2026-08-21", "aded0f84"),
         ("2026-08-22", "e4048607"),
@@ -89,6 +92,7 @@ def test_unknown_version_lists_the_known_ones(spec: str) -> None:
     [
         ("33d168a0", OLD_PARAMS, False),
         ("v0.1.16.post2", PAGED_PARAMS, False),
+        ("v0.1.16.post4", PAGED_PARAMS, False),
         ("aded0f84", NEW_PARAMS, True),
         ("e4048607", NEW_PARAMS, True),
     ],

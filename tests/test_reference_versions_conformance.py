@@ -5,7 +5,8 @@ Records per version (tests/data/conformance, README there): e4048607 its own
 ``cross_version-*`` files (a record that does not differ has the e4048607
 outputs; 33d168a0 is called with ``call_old``, in its own signature, into
 buffers from its own sizing helper); v0.1.16.post2 (62028796) its
-``mla_v1-v0.1.16.post2`` file. Each record is replayed into canary-filled
+``mla_v1-v0.1.16.post2`` file; v0.1.16.post4 (72eedddd) the oracle's
+``mla_v1-`` / ``ps_v1-v0.1.16.post4`` files (parallel planner on and off). Each record is replayed into canary-filled
 buffers: written elements must equal aiter's, every other element must keep
 the canary, and expected failures must fail the same way (see
 :func:`conformance.check_case`). The sizing helper must give the record's

@@ -302,10 +302,10 @@ def test_versions_lists_each_version_with_its_tags_and_changes():
     code, report = cli_json("versions")
     assert code == 0 and report["format"] == "mla-golden-versions/1"
     listed = report["versions"]
-    assert [v["name"] for v in listed] == ["33d168a0", "62028796", "aded0f84", "e4048607"]
-    assert [v["date"] for v in listed] == ["2026-02-02", "2026-06-25", "2026-08-05", "2026-08-22"]
-    assert "v0.1.16.post2" in listed[1]["tags"] and {"v0.1.20", "v0.1.20.post1"} <= set(listed[3]["tags"])
-    assert [v["newest"] for v in listed] == [False, False, False, True]
+    assert [v["name"] for v in listed] == ["33d168a0", "62028796", "72eedddd", "aded0f84", "e4048607"]
+    assert [v["date"] for v in listed] == ["2026-02-02", "2026-06-25", "2026-07-15", "2026-08-05", "2026-08-22"]
+    assert "v0.1.16.post2" in listed[1]["tags"] and {"v0.1.20", "v0.1.20.post1"} <= set(listed[4]["tags"])
+    assert [v["newest"] for v in listed] == [False, False, False, False, True]
     assert all(v["changes"] and v["commit"].startswith(v["name"]) for v in listed)
     assert any("kv_last_page_lens" in line for line in listed[1]["changes"])
     code, out, _ = cli("versions")
@@ -313,7 +313,7 @@ def test_versions_lists_each_version_with_its_tags_and_changes():
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("e4048607  2026-08-22  e4048607a535"))
     assert "v0.1.20.post1" in lines[header] and "(newest)" in lines[header]
-    assert lines[header + 1].startswith("  - ") and listed[3]["changes"][0] in out
+    assert lines[header + 1].startswith("  - ") and listed[4]["changes"][0] in out
 
 
 def test_the_summary_counts_each_cause_apart(old_tree, tmp_path):

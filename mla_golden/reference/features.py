@@ -16,7 +16,7 @@ how buffers are copied), so it has no features.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class Signature(enum.Enum):
@@ -24,7 +24,7 @@ class Signature(enum.Enum):
 
     #: 33d168a0 and before: no ``kv_last_page_lens`` / ``page_size``; torch dtypes ``dtype_q`` / ``dtype_kv``.
     NO_PAGES = "no_pages"
-    #: 739c63177e (2026-02-02) .. v0.1.16.post2: ``kv_last_page_lens`` (3rd) and ``page_size``;
+    #: 739c63177e (2026-02-02) .. v0.1.16.post6: ``kv_last_page_lens`` (3rd) and ``page_size``;
     #: ``dtype_q`` / ``dtype_kv`` only.
     PAGED = "paged"
     #: aded0f84, e4048607: ``is_cp_round_robin``, ``mla_version`` and the nope/rope dtypes;
@@ -125,6 +125,10 @@ V0_1_16_POST2 = PlannerFeatures(
     sparse_batch_fixup=True,
     check_lines=(66, 527),
 )
+#: aiter v0.1.16.post4 .. post6 (72eedddd .. 50f8d952, release branch): v0.1.16.post2 plus the
+#: parallel kernel, cherry-picked as 2e49028544 (main's befce5035b). The kernel and its dispatch
+#: are aded0f84's (formatting aside); the head-count check moved down with the inserted kernel.
+V0_1_16_POST4 = replace(V0_1_16_POST2, parallel_planner=True, check_lines=(66, 834))
 #: aiter aded0f84 (2026-08-05), the parent of ca1c24a9dd.
 ADED0F84 = PlannerFeatures(
     signature=Signature.NOPE_ROPE,

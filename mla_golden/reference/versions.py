@@ -84,6 +84,21 @@ _REGISTRY: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], PlannerF
         features.V0_1_16_POST2,
     ),
     (
+        "72eedddd",
+        "72eedddd921d0fb8f274e7b9291dd04306d089ef",
+        "2026-07-15",
+        # Same planner sources (git diff v0.1.16.post4 v0.1.16.post6 -- csrc/kernels/mla
+        # aiter/ops/attention.py is empty); a release-branch successor of 62028796, not of main.
+        ("v0.1.16.post4", "v0.1.16.post5", "v0.1.16.post6"),
+        (
+            "parallel planner for single-token decode cherry-picked onto the release branch "
+            "(2e49028544 = main's befce5035b): AITER_MLA_META_USE_PARALLEL, read as on by default; "
+            "same plans as the serial one where the inputs are well defined",
+            "otherwise v0.1.16.post2's planner: signature, sizing helper and head folding unchanged",
+        ),
+        features.V0_1_16_POST4,
+    ),
+    (
         "aded0f84",
         "aded0f84013b2a82f839991616235069b12dfae8",
         "2026-08-05",
