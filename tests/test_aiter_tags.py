@@ -1,8 +1,8 @@
-"""mla_golden/reference/aiter_tags.json (release tag -> planner version) is well-formed data.
+"""mla_golden/reference/aiter_tags.json (release tag -> planner version) and planner_digests.json are well-formed data.
 
-The file is written by tools/aiter_oracle/tags.py from the aiter mirror and read
-by the product (`mla-golden versions`, version names by tag), so its schema is
-checked here rather than trusted.
+The files are written by tools/aiter_oracle/tags.py from the aiter mirror and read
+by the product (`mla-golden versions`, version names by tag, `versions --aiter`),
+so their schema is checked here rather than trusted.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from importlib import resources
 
 import pytest
 
-SUPPORTED = {"33d168a0", "aded0f84", "620287969c", "e4048607"}
+from mla_golden.reference import versions
+from mla_golden.reference.planner_digest import NORMALISATION
+
+SUPPORTED = {v.name for v in versions()}
 KEYS = {"tag", "commit", "date", "planner_digest", "same_planner_as"}
 
 
@@ -59,8 +62,27 @@ def test_a_supported_version_is_one_digest_and_a_digest_one_version(rows: list[d
 
 @pytest.mark.parametrize(
     ("tag", "version"),
-    [("v0.1.16.post2", "620287969c"), ("v0.1.20", "e4048607"), ("v0.1.20.post1", "e4048607")],
+    [
+        ("v0.1.16.post2", "62028796"),
+        ("v0.1.17-longctx", "aded0f84"),  # these three differ from aded0f84 only in annotations,
+        ("v0.1.18", "aded0f84"),  # int(math.ceil(..)) and a `...` line: the same by meaning
+        ("v0.1.19", "aded0f84"),
+        ("v0.1.20", "e4048607"),
+        ("v0.1.20.post1", "e4048607"),
+    ],
 )
 def test_known_releases_map_to_their_planner(rows: list[dict], tag: str, version: str) -> None:
     row = next(r for r in rows if r["tag"] == tag)
     assert row["same_planner_as"] == version
+
+
+def test_every_ported_version_has_its_digest_and_its_tags_share_it(rows: list[dict]) -> None:
+    text = resources.files("mla_golden.reference").joinpath("planner_digests.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    assert data["normalisation"] == NORMALISATION
+    digests = data["versions"]
+    assert set(digests) == {v.commit for v in versions()}
+    for row in rows:
+        if row["same_planner_as"] is not None:
+            commit = next(v.commit for v in versions() if v.name == row["same_planner_as"])
+            assert row["planner_digest"] == digests[commit], row

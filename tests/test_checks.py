@@ -368,12 +368,12 @@ def test_breaking_one_invariant_reports_exactly_it(
 
 def test_a_check_that_cannot_run_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     """When aiter's own sizing helper refuses the call, the sizing check is reported as skipped, not passed silently."""
-    import mla_golden.checks.decode as decode
+    from mla_golden import reference
 
     def refuses(*args: object, **kwargs: object) -> None:
         raise AssertionError("num_head_qo must be a multiple of 8, got 12")
 
-    monkeypatch.setattr(decode, "get_mla_metadata_info_v1", refuses)
+    monkeypatch.setattr(reference, "get_mla_metadata_info_v1", refuses)  # the newest version's helper
     result = check(next(mla_golden.load(p) for p in GOLDENS if "decode" in p.parts).call)
     assert result.ok
     assert result.skipped == [

@@ -11,9 +11,8 @@ import pytest
 import torch
 from conformance import CANARY, MLA_BUFFER_NAMES, canary_buffers
 
-from mla_golden.reference import _device
+from mla_golden.reference import _device, get_mla_metadata_info_v1, get_mla_metadata_v1
 from mla_golden.reference.errors import AiterCheckError
-from mla_golden.reference.mla_v1 import get_mla_metadata_info_v1, get_mla_metadata_v1
 from mla_golden.schema import OUTPUTS
 
 BUFFER_NAMES = MLA_BUFFER_NAMES

@@ -21,13 +21,9 @@ from conformance import canary_buffers
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from mla_golden.reference import _device
+from mla_golden.reference import _device, get_mla_metadata_info_v1, get_mla_metadata_v1
 from mla_golden.reference.errors import AiterCheckError, UndefinedResultError
-from mla_golden.reference.mla_v1 import (
-    get_mla_metadata_info_v1,
-    get_mla_metadata_v1,
-    plan_mla_metadata_v1,
-)
+from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.reference.mla_v1_comm import MlaV12Traits
 from mla_golden.reference.mla_v1_dispatch import MlaV12Dispatch
 from mla_golden.reference.mla_v1_parallel import kn_get_mla_metadata_v1_2_parallel

@@ -59,13 +59,19 @@ def test_versions_oldest_first_with_full_commits() -> None:
         ("v0.1.20", "e4048607"),
         ("v0.1.20.post1", "e4048607"),
         ("aded0f84", "aded0f84"),
-        ("2026-02-02", "33d168a0"),  # a date picks the newest version at or before it
-        ("2026-07-14", "62028796"),
+        ("v0.1.17-longctx", "aded0f84"),
+        ("v0.1.18", "aded0f84"),
+        ("v0.1.19", "aded0f84"),
         ("v0.1.16.post4", "72eedddd"),
         ("v0.1.16.post6", "72eedddd"),
-        ("2026-08-04", "72eedddd"),
+        ("2026-02-02", "33d168a0"),  # a date picks the newest version or release tag at or before it
+        ("2026-06-13", "62028796"),  # v0.1.16 carries v0.1.16.post2's planner
+        ("2026-07-14", "62028796"),
+        ("2026-07-18", "72eedddd"),  # v0.1.16.post5 (07-17) carries v0.1.16.post4's planner
+        ("2026-07-28", "aded0f84"),  # v0.1.19 carries aded0f84's planner (tag map by meaning)
+        ("2026-08-04", "aded0f84"),  # v0.1.19.post1
         ("2026-08-05", "aded0f84"),
-        ("2026-08-21", "aded0f84"),
+        ("2026-08-18", "e4048607"),  # v0.1.20
         ("2026-08-22", "e4048607"),
         ("2027-01-01", "e4048607"),
         (" e4048607 ", "e4048607"),
@@ -156,6 +162,16 @@ def test_release_tags_come_from_the_tag_map(tags_file: Path) -> None:
     assert "v0.1.19.post1" in at("aded0f84").version.tags
     with pytest.raises(UnknownVersionError, match="v0.1.19'"):
         at("v0.1.19")
+
+
+def test_a_date_resolves_through_the_release_tags_of_the_tag_map(tags_file: Path) -> None:
+    tags_file.write_text(json.dumps([
+        {**_entry("v0.1.19", "3135022616" + "0" * 30, "aded0f84"), "date": "2026-07-28"},
+        {**_entry("v0.1.17", "32214c295e" + "0" * 30, None), "date": "2026-07-08"},
+    ]))  # fmt: skip
+    assert at("2026-07-27").version.name == "72eedddd", "before the tag: the newest ported commit (v0.1.16.post4, 07-15)"
+    assert at("2026-07-28").version.name == "aded0f84", "the tag's day: its planner"
+    assert at("2026-08-04").version.name == "aded0f84"
 
 
 def _call(version: str, heads: int = 16, **overrides: object) -> tuple[list, dict]:

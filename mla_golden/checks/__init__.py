@@ -10,7 +10,8 @@ planner defect (an aiter upgrade, a builder passing the wrong arguments) shows
 up even on the first recording. It reads only elements the planner wrote.
 
 Where a value is "as aiter defines it" (head folding, the causal KV trim per
-query tile, ``kv_offset``), the definition is aiter e4048607's:
+query tile, ``kv_offset``), the definition is that of the aiter version that
+recorded the call, else of the newest ported one (``versions.latest()``):
 ``csrc/kernels/mla/metadata/v1_2_device.cuh`` (decode, ``get_mla_metadata_v1``,
 via the dispatch of :mod:`mla_golden.reference.mla_v1_dispatch`) and
 ``csrc/kernels/mla/metadata/v1_2_host.cuh`` (prefill, ``get_ps_metadata_v1``).
@@ -19,12 +20,12 @@ from those definitions; everything the scheduler decides (work placement, split
 points, partial slots, reduce groups) is checked against it.
 
 Violations say the metadata is wrong; hazards say the inputs have a shape that
-aiter e4048607 mishandles (reads past an input, reads LDS before writing it,
+the version mishandles (reads past an input, reads LDS before writing it,
 writes past a helper-sized buffer, aborts), whatever the outputs look like.
 
 Each defect is reported once, where it is: a work that fits no tile is reported
 as such and the gap it leaves in its tile is not; a plan folded differently
-from what e4048607 runs (an older aiter) is reported once and then checked
+from what that version runs (another aiter) is reported once and then checked
 under its own folding, so a real defect inside it still shows. Elements not
 written (``indeterminate`` in conformance records) are never read.
 """

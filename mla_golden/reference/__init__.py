@@ -20,7 +20,7 @@ planners, :mod:`~mla_golden.reference.dtypes` (fp8 per device, as aiter's) and
 aiter's kernel names (which raise), so builder code written against aiter,
 vLLM's included, runs unchanged in tests.
 
-This module plans as the newest ported aiter version (``version``);
+This module plans as the newest ported aiter version (``version``, ``versions()[-1]``);
 ``at(version)`` gives an older one (a commit prefix, release tag or date),
 ``versions()`` lists them oldest first.
 """
@@ -36,17 +36,16 @@ from mla_golden.reference.errors import (
     UndefinedResultError,
     UnknownVersionError,
 )
-from mla_golden.reference.mla_v1 import (
-    MlaVersion,
-    get_mla_metadata_info_v1,
-    get_mla_metadata_v1,
-)
+from mla_golden.reference.mla_v1 import MlaVersion
 from mla_golden.reference.ps_v1 import get_ps_metadata_info_v1, get_ps_metadata_v1
 from mla_golden.reference.versioned import ReferenceVersion, at
 from mla_golden.reference.versions import PlannerVersion, latest, versions
 
-#: The aiter version this module plans as (the newest ported one).
+#: The aiter version this module plans as: the newest ported one. Its decode planner and sizing
+#: helper are ``at(version)``'s own objects, so registering a newer version makes it the default.
 version: PlannerVersion = latest()
+get_mla_metadata_v1 = at(version).get_mla_metadata_v1
+get_mla_metadata_info_v1 = at(version).get_mla_metadata_info_v1
 
 __all__ = [
     "DEFAULT_DEVICE",

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from mla_golden.reference._cint import c_div, c_mod, integer_divide_ceil
-from mla_golden.reference.features import E4048607, PlannerFeatures
+from mla_golden.reference.features import PlannerFeatures
 from mla_golden.reference.mla_v1 import FP8_DTYPES, plan_mla_metadata_v1
 from mla_golden.reference.mla_v1_comm import QoState, mla_v12_num_qo_tiles
 from mla_golden.reference.mla_v1_dispatch import AITER_DTYPE_BF16, AITER_DTYPE_FP8, MlaV12Dispatch
@@ -192,7 +192,7 @@ def decode_layout(
     inputs: Mapping[str, torch.Tensor],
     params: Mapping[str, Any],
     reduce_indptr_size: int,
-    features: PlannerFeatures = E4048607,
+    features: PlannerFeatures,
 ) -> DecodeLayout:
     """aiter's layout for a ``get_mla_metadata_v1`` call given by canonical ``params`` (as a golden stores them).
 

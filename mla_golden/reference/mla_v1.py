@@ -13,10 +13,11 @@ written from the source (no upstream code copied):
   dispatch (:mod:`.mla_v1_dispatch`), the serial planner (:mod:`.mla_v1_serial`)
   and the parallel planner (:mod:`.mla_v1_parallel`).
 
-Older aiter versions' Python signatures (``*_signature``) wrap the same op,
-:func:`fill_mla_metadata_v1`, told apart by their
+Every version's Python signature (``*_signature``) wraps the same op,
+:func:`fill_mla_metadata_v1`, told apart by its
 :class:`~mla_golden.reference.features.PlannerFeatures`
-(:func:`mla_golden.reference.at` builds them).
+(:func:`mla_golden.reference.at` builds them; ``mla_golden.reference``'s own
+planners are the newest version's).
 
 The GPU planned for is :func:`~mla_golden.reference._device.current_device`;
 ``AITER_ENABLE_EXPERIMENTAL`` and ``AITER_MLA_META_USE_PARALLEL`` are read from
@@ -50,7 +51,7 @@ from mla_golden.reference.errors import (
     BufferTooSmallError,
     UndefinedResultError,
 )
-from mla_golden.reference.features import E4048607, PlannerFeatures, Signature
+from mla_golden.reference.features import PlannerFeatures, Signature
 from mla_golden.reference.mla_v1_dispatch import (
     AITER_DTYPE_BF16,
     MlaV12Dispatch,
@@ -65,14 +66,13 @@ from mla_golden.reference.mla_v1_sizing import (
     get_mla_decode_fwd_occupancy,
     mla_metadata_info_v1,
 )
+from mla_golden.reference.versions import latest
 
 __all__ = [
     "FP8_DTYPES",
     "MlaVersion",
     "get_mla_decode_fwd_max_splits",
     "get_mla_decode_fwd_occupancy",
-    "get_mla_metadata_info_v1",
-    "get_mla_metadata_v1",
     "no_pages_signature",
     "nope_rope_signature",
     "paged_signature",
@@ -157,15 +157,17 @@ def plan_mla_metadata_v1(
     dtype_q_rope: int | None = None,
     dtype_kv_nope: int | None = None,
     dtype_kv_rope: int | None = None,
-    features: PlannerFeatures = E4048607,
+    features: PlannerFeatures | None = None,
 ) -> MlaV12Dispatch:
     """The C++ op up to the kernel launch: input checks, then v1_2 host dispatch.
 
     Dtypes are ``AiterDtype`` ids (None = not passed). Raises
     :class:`AiterCheckError` where aiter's checks fail, and
     :class:`NotImplementedError` for the planners not ported (``fast_mode=False``;
-    like aiter, ``intra_batch_mode`` only matters then).
+    like aiter, ``intra_batch_mode`` only matters then). ``features``: the
+    version's rules, the newest ported version's (``versions.latest()``) by default.
     """
+    features = latest().features if features is None else features
     # metadata.cu's checks, two lines apart (33d168a0 has none for page_size / kv_last_page_lens).
     lines = itertools.count(features.check_lines[0], 2)
     granularity_line = next(lines)
@@ -485,12 +487,6 @@ def _named(fn: _F, name: str) -> _F:
     """``fn`` under aiter's name (reports and ``repr`` show it as aiter's function)."""
     fn.__name__ = fn.__qualname__ = name
     return fn
-
-
-#: The newest version's (e4048607) planner, what ``mla_golden.reference`` exports.
-get_mla_metadata_v1 = _named(nope_rope_signature(E4048607), "get_mla_metadata_v1")
-#: The newest version's sizing helper.
-get_mla_metadata_info_v1 = sizing_signature(E4048607)
 
 
 def fill_mla_metadata_v1(

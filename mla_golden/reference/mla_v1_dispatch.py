@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from mla_golden.reference._cint import c_div
 from mla_golden.reference._device import Device
 from mla_golden.reference.errors import AiterCheckError, UndefinedResultError
-from mla_golden.reference.features import E4048607, Dispatch, PlannerFeatures
+from mla_golden.reference.features import Dispatch, PlannerFeatures
 from mla_golden.reference.mla_v1_comm import (
     MlaV12Outputs,
     MlaV12Params,
@@ -173,7 +173,7 @@ def get_mla_metadata_v1_2_device(
     is_cp_round_robin: bool,
     mla_version: int,
     reduce_indptr_size: int,
-    features: PlannerFeatures = E4048607,
+    features: PlannerFeatures,
 ) -> MlaV12Dispatch:
     """Decide head folding, cluster count, packing and the kernel, as aiter's host code does.
 

@@ -15,7 +15,7 @@ from functools import cache
 
 from mla_golden.reference import _device, _undefined, errors, mla_v1, ps_v1
 from mla_golden.reference.features import Signature
-from mla_golden.reference.versions import PlannerVersion, latest, resolve
+from mla_golden.reference.versions import PlannerVersion, resolve
 
 #: What every version shares, by attribute name.
 _SHARED = {
@@ -52,17 +52,13 @@ def _build(version: PlannerVersion) -> ReferenceVersion:
     for name, value in _SHARED.items():
         setattr(module, name, value)
     features = version.features
-    if version == latest():
-        module.get_mla_metadata_v1 = mla_v1.get_mla_metadata_v1  # type: ignore[attr-defined]
-        module.get_mla_metadata_info_v1 = mla_v1.get_mla_metadata_info_v1  # type: ignore[attr-defined]
-    else:
-        signature = {
-            Signature.NO_PAGES: mla_v1.no_pages_signature,
-            Signature.PAGED: mla_v1.paged_signature,
-            Signature.NOPE_ROPE: mla_v1.nope_rope_signature,
-        }[features.signature]
-        module.get_mla_metadata_v1 = signature(features)  # type: ignore[attr-defined]
-        module.get_mla_metadata_info_v1 = mla_v1.sizing_signature(features)  # type: ignore[attr-defined]
+    signature = {
+        Signature.NO_PAGES: mla_v1.no_pages_signature,
+        Signature.PAGED: mla_v1.paged_signature,
+        Signature.NOPE_ROPE: mla_v1.nope_rope_signature,
+    }[features.signature]
+    module.get_mla_metadata_v1 = signature(features)  # type: ignore[attr-defined]
+    module.get_mla_metadata_info_v1 = mla_v1.sizing_signature(features)  # type: ignore[attr-defined]
     if features.signature is Signature.NOPE_ROPE:
         module.MlaVersion = mla_v1.MlaVersion  # type: ignore[attr-defined]
     return module

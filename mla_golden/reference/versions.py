@@ -131,12 +131,20 @@ _REGISTRY: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], PlannerF
 )
 
 
-@cache
-def _tag_entries() -> tuple[tuple[str, str, str], ...]:
-    """(release tag, its commit, the ported commit carrying its planner) from aiter_tags.json.
+@dataclass(frozen=True)
+class _TagEntry:
+    """A release tag of aiter_tags.json whose planner is a ported version's."""
 
-    Tags whose planner is no ported version are left out.
-    """
+    tag: str
+    commit: str
+    date: str
+    #: The full commit of the ported version carrying its planner.
+    ported: str
+
+
+@cache
+def _tag_entries() -> tuple[_TagEntry, ...]:
+    """The release tags of aiter_tags.json that carry a ported planner (the others are left out)."""
     if not TAGS_FILE.is_file():
         return ()
     entries = []
@@ -144,7 +152,8 @@ def _tag_entries() -> tuple[tuple[str, str, str], ...]:
         for key in (entry.get("same_planner_as"), entry.get("commit")):
             ported = _match_commit(str(key)) if key else None
             if ported is not None:
-                entries.append((str(entry["tag"]), str(entry.get("commit", "")).lower(), ported))
+                commit = str(entry.get("commit", "")).lower()
+                entries.append(_TagEntry(str(entry["tag"]), commit, str(entry.get("date", "")), ported))
                 break
     return tuple(entries)
 
@@ -163,14 +172,14 @@ def versions() -> tuple[PlannerVersion, ...]:
     """The ported versions, oldest first; the last is what ``mla_golden.reference`` plans as."""
     result = []
     for name, commit, date, own_tags, changes, rules in _REGISTRY:
-        released = (tag for tag, _, ported in _tag_entries() if ported == commit)
+        released = (entry.tag for entry in _tag_entries() if entry.ported == commit)
         tags = tuple(sorted({*own_tags, *released}))
         result.append(PlannerVersion(name, commit, date, tags, changes, rules))
     return tuple(result)
 
 
 def latest() -> PlannerVersion:
-    """The newest ported version (e4048607)."""
+    """The newest ported version: every "newest" default (the package-level planners, the checks) is this one."""
     return versions()[-1]
 
 
@@ -179,12 +188,12 @@ def resolve(version: str | PlannerVersion) -> PlannerVersion:
 
     Accepted: a commit prefix of at least 7 hex digits (of a ported version, or
     of a release commit that carries one's planner per ``aiter_tags.json``), a
-    release tag (``v0.1.16.post2``), or a date ``YYYY-MM-DD``: the newest
-    ported version committed at or before that date. That is the closest
-    ported planner, not necessarily the one aiter had that day: main moved
-    between the ported commits, and v0.1.16.post2 is a release branch (cut
-    from main on 2026-06-13). Raises :class:`UnknownVersionError` listing the
-    known versions otherwise.
+    release tag (``v0.1.16.post2``), or a date ``YYYY-MM-DD``: the ported
+    version of the newest ported commit or release tag (per ``aiter_tags.json``)
+    dated at or before that day (``2026-07-28`` is v0.1.19's day: aded0f84).
+    That is the closest ported planner, not necessarily the one aiter had that
+    day: main moved between the ported commits and the release tags. Raises
+    :class:`UnknownVersionError` listing the known versions otherwise.
     """
     if isinstance(version, PlannerVersion):
         return version
@@ -192,9 +201,10 @@ def resolve(version: str | PlannerVersion) -> PlannerVersion:
     known = versions()
     by_commit = {v.commit: v for v in known}
     if _DATE.fullmatch(spec):
-        older = [v for v in known if v.date <= spec]
+        dated = [(v.date, v.commit) for v in known] + [(e.date, e.ported) for e in _tag_entries()]
+        older = [(date, commit) for date, commit in dated if date <= spec]
         if older:
-            return max(older, key=lambda v: v.date)
+            return by_commit[max(older)[1]]
         raise UnknownVersionError(
             f"no ported aiter planner version is as old as {spec}; {_listing(known)}"
         )
@@ -205,9 +215,9 @@ def resolve(version: str | PlannerVersion) -> PlannerVersion:
         commit = _match_commit(spec)
         if commit is not None:
             return by_commit[commit]
-        for _, release_commit, ported in _tag_entries():
-            if release_commit.startswith(spec.lower()):
-                return by_commit[ported]
+        for entry in _tag_entries():
+            if entry.commit.startswith(spec.lower()):
+                return by_commit[entry.ported]
     raise UnknownVersionError(f"unknown aiter planner version {spec!r}; {_listing(known)}")
 
 

@@ -1,44 +1,44 @@
 """Map aiter release tags to planner versions: writes mla_golden/reference/aiter_tags.json.
 
-    python tools/aiter_oracle/tags.py [--repo /work/.mirror/ROCm+aiter/repo] [--out PATH]
+    python tools/aiter_oracle/tags.py [--repo AITER_REPO] [--out PATH]
 
-A planner version is the content of the planner's sources at a commit: every
-file under csrc/kernels/mla/metadata/ plus csrc/kernels/mla/metadata.cu, and
-the source text of the Python functions of the two ops in aiter/ops/attention.py
-(the op wrappers, their compiled bindings, the sizing helpers and the
-attention.py functions these call), not the rest of that file. Two commits
-with the same digest plan identically. Each release tag (``v*``) gets its
-commit, commit date, digest, and which supported version (if any) has the
-same digest. Reads the bare mirror with git; never needs a work tree.
+A planner version is what the planner's sources mean at a commit
+(``mla_golden.reference.planner_digest``): every file under
+csrc/kernels/mla/metadata/ plus csrc/kernels/mla/metadata.cu without comments
+and formatting, and the Python functions of the two ops in
+aiter/ops/attention.py (the op wrappers, their compiled bindings, the sizing
+helpers and the attention.py functions these call) parsed, without annotations,
+docstrings and ``...``. Two commits with the same digest plan identically. Each
+release tag (``v*``) gets its commit, commit date, digest, and which ported
+version (``mla_golden.reference.versions()``) has the same digest; the ported
+versions' own digests go to planner_digests.json next to it, for
+``mla-golden versions --aiter``. Reads the bare mirror with git; never needs a
+work tree.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-DEFAULT_REPO = Path("/work/.mirror/ROCm+aiter/repo")
+from mla_golden.files import atomic_write
+from mla_golden.reference import versions
+from mla_golden.reference.planner_digest import (
+    ATTENTION_PY,
+    CPP_DIR,
+    CPP_FILE,
+    DIGESTS_FILE,
+    NORMALISATION,
+    planner_digest,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "mla_golden" / "reference" / "aiter_tags.json"
-#: the planner versions the reference and the conformance data support, by their short names
-SUPPORTED = ("33d168a0", "aded0f84", "620287969c", "e4048607")
-CPP_PATHS = ("csrc/kernels/mla/metadata.cu", "csrc/kernels/mla/metadata")
-ATTENTION_PY = "aiter/ops/attention.py"
-PY_ROOTS = (
-    "get_mla_metadata_v1",
-    "_get_mla_metadata_v1_impl",
-    "get_mla_metadata_info_v1",
-    "get_ps_metadata_v1",
-    "get_ps_metadata_info_v1",
-)
 RELEASE_TAG = re.compile(r"^v\d+\.\d+")
 
 
@@ -46,85 +46,55 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
 
 
-def planner_functions(source: str) -> list[tuple[str, str]]:
-    """(name, source text incl. decorators) of the ops' functions and the module functions they call."""
-    tree = ast.parse(source)
-    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    todo = [name for name in PY_ROOTS if name in defs]
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for sub in ast.walk(defs[name]):
-            if isinstance(sub, ast.Name) and sub.id in defs and sub.id not in seen:
-                todo.append(sub.id)
-    lines = source.splitlines(keepends=True)
-    out = []
-    for name in sorted(seen):
-        node = defs[name]
-        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-        out.append((name, "".join(lines[first - 1 : node.end_lineno])))
-    return out
-
-
-def planner_digest(repo: Path, commit: str) -> str:
-    """sha256 (hex) over the planner sources of ``commit``."""
-    h = hashlib.sha256()
-    listing = git(repo, "ls-tree", "-r", commit, "--", *CPP_PATHS)
-    for line in sorted(listing.splitlines(), key=lambda row: row.split("\t", 1)[1]):
-        meta, path = line.split("\t", 1)
-        blob = meta.split()[2]
-        h.update(f"file {path} {blob}\n".encode())  # the blob id is the content's hash
+def commit_digest(repo: Path, commit: str) -> str:
+    """The planner digest of ``commit``, read from the repository with git."""
+    cpp = {
+        path: git(repo, "show", f"{commit}:{path}")
+        for path in git(repo, "ls-tree", "-r", "--name-only", commit, "--", CPP_FILE, CPP_DIR).splitlines()
+    }
     try:
-        source = git(repo, "show", f"{commit}:{ATTENTION_PY}")
+        attention: str | None = git(repo, "show", f"{commit}:{ATTENTION_PY}")
     except subprocess.CalledProcessError:
-        source = ""
-    for name, text in planner_functions(source) if source else []:
-        h.update(f"def {name}\n".encode())
-        h.update(text.encode())
-    return h.hexdigest()
+        attention = None
+    return planner_digest(cpp, attention)
 
 
-def tag_map(repo: Path) -> list[dict[str, str | None]]:
-    supported = {short: planner_digest(repo, git(repo, "rev-parse", f"{short}^{{commit}}").strip()) for short in SUPPORTED}
-    by_digest: dict[str, str] = {}
-    for short, digest in supported.items():
-        by_digest.setdefault(digest, short)
+def tag_map(repo: Path, ported: dict[str, str]) -> list[dict[str, str | None]]:
+    """One row per release tag; ``ported``: digest -> the name of the ported version with it."""
     rows: list[dict[str, str | None]] = []
     for tag in git(repo, "tag", "-l").split():
         if not RELEASE_TAG.match(tag):
             continue
         commit = git(repo, "rev-parse", f"{tag}^{{commit}}").strip()
         date = git(repo, "log", "-1", "--format=%cs", commit).strip()
-        digest = planner_digest(repo, commit)
-        rows.append(
-            {"tag": tag, "commit": commit, "date": date, "planner_digest": digest, "same_planner_as": by_digest.get(digest)}
-        )
+        digest = commit_digest(repo, commit)
+        rows.append({"tag": tag, "commit": commit, "date": date, "planner_digest": digest, "same_planner_as": ported.get(digest)})
     rows.sort(key=lambda r: (str(r["date"]), str(r["tag"])))
     return rows
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repo", type=Path, default=DEFAULT_REPO, help="git repository of ROCm/aiter (bare is fine)")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    default_repo = os.environ.get("MLA_GOLDEN_AITER_REPO")
+    p.add_argument(
+        "--repo", type=Path, default=default_repo, required=default_repo is None,
+        help="git repository of ROCm/aiter (bare is fine; default $MLA_GOLDEN_AITER_REPO)",
+    )  # fmt: skip
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the tag map; planner_digests.json goes next to it")
     args = p.parse_args(argv)
     if not (args.repo / "HEAD").exists() and not (args.repo / ".git").exists():
         p.error(f"--repo {args.repo}: not a git repository")
-    rows = tag_map(args.repo)
-    write_atomic(args.out, json.dumps(rows, indent=1) + "\n")
+    digests = {v.commit: commit_digest(args.repo, v.commit) for v in versions()}
+    ported: dict[str, str] = {}
+    for v in versions():
+        ported.setdefault(digests[v.commit], v.name)
+    rows = tag_map(args.repo, ported)
+    atomic_write(args.out, json.dumps(rows, indent=1) + "\n")
+    digests_out = args.out.with_name(DIGESTS_FILE.name)
+    atomic_write(digests_out, json.dumps({"normalisation": NORMALISATION, "versions": digests}, indent=1) + "\n")
     same = sum(1 for r in rows if r["same_planner_as"])
     print(f"{len(rows)} release tags, {len({r['planner_digest'] for r in rows})} planner versions, "
-          f"{same} tags carry a supported version -> {args.out}", file=sys.stderr)
+          f"{same} tags carry a ported version -> {args.out}, {digests_out}", file=sys.stderr)  # fmt: skip
     for r in rows:
         print(f"{r['tag']:<16} {r['date']} {str(r['commit'])[:10]} {str(r['planner_digest'])[:12]} {r['same_planner_as'] or ''}")
     return 0
