@@ -1,0 +1,22 @@
+"""Self-consistent forged goldens: edited content written back through the store, so the digest is valid."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from mla_golden.store import Golden, GoldenStore, load
+
+
+def forge(source: Path, out: Path, *, params: dict[str, Any] | None = None, buffers: dict[str, list[int]] | None = None) -> Path:
+    """``source``'s golden with ``params`` changed and ``buffers`` declared with other shapes, written under ``out``."""
+    golden = load(source)
+    call = golden.call
+    declared = {name: dict(spec) for name, spec in call.buffers.items()}
+    for name, shape in (buffers or {}).items():
+        declared[name]["shape"] = shape
+    call = dataclasses.replace(call, params={**call.params, **(params or {})}, buffers=declared)
+    store = GoldenStore(out)
+    store.write(Golden(golden.key, call), update=True)
+    return store.path_for(golden.key)
