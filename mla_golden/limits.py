@@ -14,7 +14,12 @@ takes or can address:
   its inputs hold, plus :data:`UNITS_SLACK`. A real plan has a unit per work
   or fewer (an empty batch has none); a golden that asks for more than that
   asks the planner to write past the buffers it was recorded with, so its cost
-  stays proportional to the golden's own size.
+  stays proportional to the golden's own size;
+- the buffers it declares (which a replay allocates, twice) hold at most
+  :data:`DECLARED_PER_STORED` times the elements the golden stores (inputs and
+  written outputs) plus :data:`DECLARED_SLACK`: room for a caller's
+  over-allocation (vLLM sizes for its largest batch), not for a 2^25-element
+  declaration in a 49 KB file.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 UNITS_PER_WORK = 16
 #: Planned units allowed on top (a call that raised records no works).
 UNITS_SLACK = 1 << 16
+#: Declared buffer elements allowed per element the golden stores, and on top (16 MB of int32).
+DECLARED_PER_STORED = 64
+DECLARED_SLACK = 1 << 22
 
 
 def problems(call: Call) -> list[str]:
@@ -40,6 +48,14 @@ def problems(call: Call) -> list[str]:
     ]
     if found:
         return found
+    declared = sum(math.prod(spec["shape"]) for spec in call.buffers.values())
+    stored = sum(t.numel() for t in call.inputs.values()) + sum(int(m.sum()) for m in call.written.values())
+    if declared > declared_bound(stored):
+        found.append(
+            f"buffers declare {declared} elements for {stored} stored (inputs and written outputs): more than the "
+            f"{declared_bound(stored)} a golden storing that much may declare"
+        )
+        return found
     units = planned_units(call)
     budget = UNITS_PER_WORK * (_recorded_works(call) + _batches(call)) + UNITS_SLACK
     if units is not None and units > budget:
@@ -49,6 +65,11 @@ def problems(call: Call) -> list[str]:
             f"{budget} such a golden can hold (heads or query lengths out of any real range?)"
         )
     return found
+
+
+def declared_bound(stored: int) -> int:
+    """The most buffer elements a golden storing ``stored`` elements may declare (loading and replay build them)."""
+    return DECLARED_PER_STORED * stored + DECLARED_SLACK
 
 
 def planned_units(call: Call) -> int | None:

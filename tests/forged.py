@@ -6,7 +6,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from mla_golden.store import Golden, GoldenStore, load
+
+
+def _grown(tensor: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    grown = torch.zeros(shape, dtype=tensor.dtype)
+    grown[: tensor.shape[0]] = tensor
+    return grown
 
 
 def forge(source: Path, out: Path, *, params: dict[str, Any] | None = None, buffers: dict[str, list[int]] | None = None) -> Path:
@@ -14,9 +22,15 @@ def forge(source: Path, out: Path, *, params: dict[str, Any] | None = None, buff
     golden = load(source)
     call = golden.call
     declared = {name: dict(spec) for name, spec in call.buffers.items()}
+    outputs, written = dict(call.outputs), dict(call.written)
     for name, shape in (buffers or {}).items():
         declared[name]["shape"] = shape
-    call = dataclasses.replace(call, params={**call.params, **(params or {})}, buffers=declared)
+        if name in outputs:  # grown along its first dimension, the new part never written
+            outputs[name] = _grown(outputs[name], shape)
+            written[name] = _grown(written[name], shape)
+    call = dataclasses.replace(
+        call, params={**call.params, **(params or {})}, buffers=declared, outputs=outputs, written=written
+    )
     store = GoldenStore(out)
     store.write(Golden(golden.key, call), update=True)
     return store.path_for(golden.key)

@@ -6,6 +6,7 @@ Bounds are counted (bytes of peak RSS with a wide margin, notes written), never 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,21 @@ def test_copy_notes_grow_linearly_with_the_number_of_copies():
         sizes[copies] = sum(len(n) for r in results for n in r.notes)
         assert all("and" in r.notes[0] and f"{copies - 1 - 3} more" in r.notes[0] for r in results)
     assert sizes[1000] < 200 * sizes[10]  # linear: 100x the copies, about 100x the text
+
+
+def test_buffers_declared_at_the_element_cap_are_refused_before_they_are_built(tmp_path):
+    """A 49 KB golden declaring 2^25 elements: show took 673 MB, check 1.56 GB, diff 5.5 GB."""
+    from mla_golden.errors import GoldenError
+    from mla_golden.safetensors_file import MAX_ELEMENTS
+
+    call = load(FOLDING).call
+    others = sum(max(1, math.prod(spec["shape"])) for name, spec in call.buffers.items() if name != "work_indptr")
+    forged = forge(FOLDING, tmp_path, buffers={"work_indptr": [MAX_ELEMENTS - others]})
+    assert forged.stat().st_size < 64_000
+    with pytest.raises(GoldenError, match="elements declared for"):
+        load(forged)
+    for command in (["show", str(forged)], ["check", str(tmp_path)], ["diff", str(tmp_path), "--backend", "reference"]):
+        peak, run = _peak_rss_mb([CLI, *command])
+        assert run.returncode == 2 and "elements declared for" in run.stdout + run.stderr, command
+        assert peak < BOUND_MB, f"{command[0]} of a {forged.stat().st_size}-byte golden peaked at {peak:.0f} MB"
+
