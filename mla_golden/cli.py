@@ -539,7 +539,8 @@ def check_(
         raise typer.Exit(EXIT_BAD)
     results += _run_items(check_worker, files, (html is not None,), jobs, quiet, "checking")
     for group in note_copies(results):
-        _say(f"warning: the same content under {len(group)} keys: {', '.join(r.key for r in group)}")
+        shown = ", ".join(r.key for r in group[:10]) + (f" and {len(group) - 10} more" if len(group) > 10 else "")
+        _say(f"warning: the same content under {len(group)} keys: {shown}")
     if html is not None:
         _write_check_html(html, results, quiet)
     raise typer.Exit(_emit("check", results, format, quiet, {}))

@@ -32,6 +32,7 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.errors import GoldenError
+from mla_golden.limits import declared_bound
 from mla_golden.safetensors_file import MAX_ELEMENTS, RawFile
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, OpSchema, schema_for, to_dtype
 
@@ -352,6 +353,12 @@ def decode(path: Any, raw: RawFile) -> tuple[str, Call, str]:
     problems = _check_buffers(fields["buffers"])
     if problems:
         raise GoldenError(path, problems[0])
+    declared = sum(math.prod(spec["shape"]) for spec in fields["buffers"].values())
+    stored = sum(t.numel() for t in tensors.values())
+    if declared > declared_bound(stored):  # loading builds every buffer: bounded by what the file holds
+        raise GoldenError(
+            path, f"buffers: {declared} elements declared for {stored} stored (at most {declared_bound(stored)} for this file)"
+        )
     outputs: dict[str, torch.Tensor] = {}
     written: dict[str, torch.Tensor] = {}
     expected = {f"input.{n}" for n in schema.inputs}

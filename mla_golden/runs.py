@@ -109,6 +109,10 @@ class Result:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("found", "calls", "checked", "content")}
 
 
+#: Copies a note names; the rest are counted.
+NAMED_COPIES = 3
+
+
 def note_copies(results: Sequence[Result]) -> list[list[Result]]:
     """Goldens of one tree holding the same content under different keys: each gets a note naming the others.
 
@@ -121,8 +125,12 @@ def note_copies(results: Sequence[Result]) -> list[list[Result]]:
     copies = [group for group in groups.values() if len(group) > 1]
     for group in copies:
         for result in group:
-            others = ", ".join(r.key for r in group if r is not result)
-            result.notes.append(f"same content as {others} (a copy under another key)")
+            # a few others by name, the rest counted: a note per golden naming every other would grow
+            # with the square of the copies (10,000 copies: 1.3 GB of JSON)
+            others = [r.key for r in group[:NAMED_COPIES + 1] if r is not result][:NAMED_COPIES]
+            more = len(group) - 1 - len(others)
+            named = ", ".join(others) + (f" and {more} more" if more else "")
+            result.notes.append(f"same content as {named} (a copy under another key)")
     return copies
 
 
@@ -384,6 +392,7 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
 
     An unpinned reference replays each golden on the version that recorded it (a note says which).
     """
+    from mla_golden import limits
     from mla_golden.backends import resolve
     from mla_golden.differ import diff
     from mla_golden.errors import AdaptationError
@@ -402,6 +411,10 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
         if live is not None and (device.get("arch"), device.get("cu_num")) != live:
             where = f"{device.get('arch')}-cu{device.get('cu_num')}"
             results.append(Result(golden.key, Status.SKIPPED, path, f"recorded for {where}; this GPU is {live[0]}-cu{live[1]}"))
+            continue
+        beyond = limits.problems(golden.call)
+        if beyond:  # planning it would cost far more than the golden's size says
+            results.append(Result(golden.key, Status.BAD, path, "not replayed: " + "; ".join(beyond)))
             continue
         with _guard(golden.key, path, results):
             target, note = backend.for_golden(golden.call.provenance)

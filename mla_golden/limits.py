@@ -1,0 +1,121 @@
+"""The limits a golden's parameters are held to before anything plans with them (replay, check).
+
+A golden is small, but its parameters say how much the planner will do: a
+forged or corrupted head count of 2^30 folds into 2^26 planned batches, a
+``topk`` of 2^31 cannot even be passed to aiter. Before a replay or a check
+plans anything, :func:`problems` holds the parameters to what aiter itself
+takes or can address:
+
+- every integer parameter fits int32 (aiter's bindings take them as
+  ``int32_t``: anything wider is refused there, or wraps);
+- the units aiter would plan (decode: batches after head folding, times query
+  tokens when sparse; prefill: query tiles times KV heads) stay within
+  :data:`UNITS_PER_WORK` times the works the golden recorded and the batches
+  its inputs hold, plus :data:`UNITS_SLACK`. A real plan has a unit per work
+  or fewer (an empty batch has none); a golden that asks for more than that
+  asks the planner to write past the buffers it was recorded with, so its cost
+  stays proportional to the golden's own size;
+- the buffers it declares (which a replay allocates, twice) hold at most
+  :data:`DECLARED_PER_STORED` times the elements the golden stores (inputs and
+  written outputs) plus :data:`DECLARED_SLACK`: room for a caller's
+  over-allocation (vLLM sizes for its largest batch), not for a 2^25-element
+  declaration in a 49 KB file.
+"""
+
+from __future__ import annotations
+
+import math
+
+from mla_golden.call import Call
+from mla_golden.schema import MLA_OP, PS_OP, WORK_ROW
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+#: Planned units allowed per recorded work and per input batch.
+UNITS_PER_WORK = 16
+#: Planned units allowed on top (a call that raised records no works).
+UNITS_SLACK = 1 << 16
+#: Declared buffer elements allowed per element the golden stores, and on top (16 MB of int32).
+DECLARED_PER_STORED = 64
+DECLARED_SLACK = 1 << 22
+
+
+def problems(call: Call) -> list[str]:
+    """What in ``call``'s parameters is beyond what aiter takes or can address; empty when it may be planned."""
+    found = [
+        f"params.{name} = {value} is outside int32 ({INT32_MIN}..{INT32_MAX}), the type aiter's binding takes"
+        for name, value in sorted(call.params.items())
+        if isinstance(value, int) and not isinstance(value, bool) and not INT32_MIN <= value <= INT32_MAX
+    ]
+    if found:
+        return found
+    declared = sum(math.prod(spec["shape"]) for spec in call.buffers.values())
+    stored = sum(t.numel() for t in call.inputs.values()) + sum(int(m.sum()) for m in call.written.values())
+    if declared > declared_bound(stored):
+        found.append(
+            f"buffers declare {declared} elements for {stored} stored (inputs and written outputs): more than the "
+            f"{declared_bound(stored)} a golden storing that much may declare"
+        )
+        return found
+    units = planned_units(call)
+    budget = UNITS_PER_WORK * (_recorded_works(call) + _batches(call)) + UNITS_SLACK
+    if units is not None and units > budget:
+        found.append(
+            f"these params make aiter plan {units} units (batches after head folding, or query tiles x KV heads) "
+            f"for {_batches(call)} batch(es) and {_recorded_works(call)} recorded work(s): more than the "
+            f"{budget} such a golden can hold (heads or query lengths out of any real range?)"
+        )
+    return found
+
+
+def declared_bound(stored: int) -> int:
+    """The most buffer elements a golden storing ``stored`` elements may declare (loading and replay build them)."""
+    return DECLARED_PER_STORED * stored + DECLARED_SLACK
+
+
+def planned_units(call: Call) -> int | None:
+    """How many units aiter's planner walks for ``call`` (None when it would not plan at all)."""
+    qo = _ints(call, "seqlens_qo_indptr")
+    if call.op == PS_OP:
+        q_gran, heads = call.params.get("qlen_granularity"), call.params.get("num_heads_k")
+        if not (isinstance(q_gran, int) and isinstance(heads, int) and q_gran > 0 and heads > 0):
+            return None
+        return heads * sum(-(-(b - a) // q_gran) for a, b in zip(qo, qo[1:]) if b > a)
+    if call.op != MLA_OP:
+        return None
+    return _decode_units(call, qo)
+
+
+def _decode_units(call: Call, qo: list[int]) -> int | None:
+    """Batches aiter's decode dispatch plans (after head folding; per query token when sparse)."""
+    from mla_golden.capture import planner_env
+    from mla_golden.context import plan_for
+    from mla_golden.reference.layout import decode_layout
+
+    try:
+        with planner_env(call.env), plan_for(call.device):
+            layout = decode_layout(call.inputs, call.params, _numel(call, "reduce_indptr"))
+    except Exception:  # noqa: BLE001 - aiter refuses these inputs: the planner says why, at no cost
+        return None
+    batches = layout.dispatch.params.num_batches
+    return batches * (qo[1] - qo[0]) if layout.is_sparse and len(qo) > 1 else batches
+
+
+def _numel(call: Call, name: str) -> int:
+    spec = call.buffers.get(name)
+    return math.prod(spec["shape"]) if spec is not None else 0
+
+
+def _ints(call: Call, name: str) -> list[int]:
+    tensor = call.inputs.get(name)
+    return [] if tensor is None else tensor.reshape(-1).tolist()
+
+
+def _batches(call: Call) -> int:
+    return max(len(_ints(call, "seqlens_qo_indptr")) - 1, 0)
+
+
+def _recorded_works(call: Call) -> int:
+    written = call.written.get("work_info_set")
+    if written is None or written.numel() % WORK_ROW:
+        return 0
+    return int(written.reshape(-1, WORK_ROW).any(dim=1).sum())
