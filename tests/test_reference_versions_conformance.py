@@ -18,10 +18,15 @@ from __future__ import annotations
 import pytest
 import torch
 from conformance import (
+    CANARY,
+    MLA_BUFFER_NAMES,
     VersionCase,
+    alloc_buffers,
     call_arguments,
     check_case,
+    expected_outputs,
     input_tensors,
+    replay,
     sizing,
     torch_dtype,
     version_cases,
@@ -29,7 +34,7 @@ from conformance import (
 )
 
 from mla_golden.capture import planner_env
-from mla_golden.reference import at, device, versions
+from mla_golden.reference import UNDEFINED_PLACEHOLDER, allow_undefined, at, device, versions
 from mla_golden.reference.mla_v1 import _aiter_dtype_id, plan_mla_metadata_v1
 from mla_golden.schema import OUTPUTS
 
@@ -63,6 +68,52 @@ def test_sizing(case: VersionCase) -> None:
         spec = case.expected["buffers"][name]
         assert shape == tuple(spec["shape"]), name
         assert dtype == torch_dtype(spec["dtype"]), name
+
+
+#: Oracle records of v0.1.16.post2 on calls that read an input past its end (README there).
+PAST_END = "oracle/mla_v1-v0.1.16.post2-past-end"
+
+
+def _partly_undefined(case: VersionCase) -> bool:
+    """aiter's plan is defined except for elements that change with the bytes after an input."""
+    outputs = case.expected.get("outputs", {})
+    return not case.expected.get("indeterminate_record") and any(out.get("indeterminate") for out in outputs.values())
+
+
+PARTLY_UNDEFINED = [case for case in version_cases() if case.source == PAST_END and _partly_undefined(case)]
+
+
+def test_past_end_records_cover_paged_and_noncausal_calls() -> None:
+    """The records behind the next test hold undefined kv_offset values on paged calls and undefined non-causal tiles."""
+    paged = [c for c in PARTLY_UNDEFINED if c.call["kwargs"]["page_size"] > 1]
+    noncausal = [c for c in PARTLY_UNDEFINED if not c.call["args"]["is_causal"]]
+    assert len(paged) >= 50 and len(noncausal) >= 50
+    kv_offset = 6  # work_info_set column
+    undefined_kv_offset = [
+        c for c in paged
+        if expected_outputs(c.expected["outputs"])["work_info_set"].indeterminate.reshape(-1, 8)[:, kv_offset].any()
+    ]  # fmt: skip
+    assert len(undefined_kv_offset) >= 50
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.case_id) for c in PARTLY_UNDEFINED])
+def test_undefined_elements_are_exactly_aiters(case: VersionCase) -> None:
+    """Under allow_undefined() the placeholders sit exactly where aiter's value changes with the bytes past an input.
+
+    Paged folded calls read kv_last_page_lens, folded variable-length calls
+    seqlens_qo_indptr, by folded batch past their end; the oracle varies every
+    byte such a read can reach (a 65536-element tail per input).
+    """
+    buffers = alloc_buffers(case.expected["buffers"], CANARY)
+    with allow_undefined():
+        replay(at(case.version), case, buffers)
+    expected = expected_outputs(case.expected["outputs"])
+    for name in MLA_BUFFER_NAMES[1:]:
+        placeholders = buffers[name].reshape(-1).to(torch.int64) == UNDEFINED_PLACEHOLDER
+        assert torch.equal(placeholders, expected[name].indeterminate), (
+            f"{name}: the reference marks {int((placeholders & ~expected[name].indeterminate).sum())} "
+            f"elements undefined that aiter defines, misses {int((expected[name].indeterminate & ~placeholders).sum())}"
+        )
 
 
 def _dtype_ids(call: dict) -> dict[str, int | None]:

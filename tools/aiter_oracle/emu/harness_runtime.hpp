@@ -22,7 +22,10 @@
 
 namespace emu_h {
 
-constexpr int kInputTail  = 64;
+// Varied tail after each input: head folding makes the planner index seqlens_qo_indptr and
+// kv_last_page_lens by folded batch (up to batches x 8), far past a short tail; a read past a
+// 64-element tail hit unvaried heap memory and showed a dependent value as defined.
+constexpr int kInputTail  = 65536;
 constexpr int kOutputTail = 65536;
 
 struct Buffer
