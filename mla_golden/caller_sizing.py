@@ -8,7 +8,9 @@ buffer; the reference raises BufferTooSmallError) or pad a smaller buffer
 differently. The golden does not store the sizing call, only its result; the
 arguments are taken from the call and the one a builder chooses freely, the
 batch size it sized for (vLLM: ``max_num_seqs``), is found as the smallest one
-for which the recording version's helper gives the golden's shapes.
+for which the recording version's helper gives the golden's shapes; a caller
+may also leave the helper's ``max_split_per_batch`` at its default while
+passing one to the planner (mla-golden's own matrix does), so both are tried.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ class Resizing:
     buffers: Specs
     #: ``reduce_indptr [2] -> [5]`` per buffer whose shape changed; empty when none did.
     changes: tuple[str, ...]
+
+
+def _variants(call: Call, batch_size: int) -> list[dict[str, Any]]:
+    """The arguments a caller may have sized ``call`` with: as called, then with the helper's default split cap."""
+    arguments = sizing_arguments(call, batch_size)
+    if arguments.get("max_split_per_batch", -1) == -1:
+        return [arguments]
+    return [arguments, {**arguments, "max_split_per_batch": -1}]
 
 
 def sizing_arguments(call: Call, batch_size: int) -> dict[str, Any]:
@@ -89,8 +99,7 @@ def caller_buffers(call: Call, recorded: Callable[..., Any], target: Callable[..
     batches = len(call.inputs["seqlens_kv_indptr" if call.op == MLA_OP else "seqlens_qo_indptr"]) - 1
     want = _shapes(call.buffers)
     first = max(batches, 1)
-    for batch_size in range(first, MAX_SIZING_BATCH + 1):
-        arguments = sizing_arguments(call, batch_size)
+    for arguments in (a for batch_size in range(first, MAX_SIZING_BATCH + 1) for a in _variants(call, batch_size)):
         try:
             found = _sized(recorded, _accepted(recorded, arguments))
         except (AssertionError, ValueError, TypeError) as error:
