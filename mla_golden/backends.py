@@ -102,12 +102,49 @@ class Backend:
         return info["arch"], int(info["cu_num"])
 
     def replay(self, call: Call) -> Call:
-        """``call`` replayed on this backend's planner, its provenance naming this backend's version."""
+        """``call`` replayed on this backend's planner, its provenance naming this backend's version.
+
+        On the version that recorded it, the replay plans into the golden's
+        own buffers (a faithful replay). On another reference version it plans
+        into the buffers that version's sizing helper gives, as a caller on it
+        would allocate them (:mod:`mla_golden.caller_sizing`); a note says
+        which buffers changed size, or why the golden's were kept.
+        """
         from mla_golden.capture import replay
 
-        actual = replay(call, self.planner(call.op), on=self.tensor_device)
+        buffers, note = self._caller_buffers(call)
+        actual = replay(call, self.planner(call.op), on=self.tensor_device, buffers=buffers)
+        if note:
+            actual.provenance["capture"]["notes"].append(note)
         self.stamp(actual)
         return actual
+
+    def _caller_buffers(self, call: Call) -> tuple[dict[str, dict[str, Any]] | None, str | None]:
+        """The buffers a caller of this version allocates for ``call`` (None: the golden's), and a note."""
+        if self.version is None:
+            return None, None  # live aiter: its version is not a ported one to size by
+        from mla_golden import reference
+        from mla_golden.caller_sizing import Resizing, caller_buffers
+        from mla_golden.capture import planner_env
+        from mla_golden.context import plan_for
+        from mla_golden.planner_id import recorded_planner, reference_version
+
+        recorded = reference_version(recorded_planner(call.provenance))
+        helper = SIZERS[call.op]
+        if recorded == self.version:
+            return None, None
+        if recorded is None:
+            return None, f"buffers as the golden's: the planner that recorded it is no ported version, whose {helper} is unknown"
+        target = self.sizer(call.op)
+        old = getattr(reference.at(recorded), helper)
+        if old is target:
+            return None, None  # one helper for every version (prefill)
+        with planner_env(call.env), plan_for(call.device):
+            found = caller_buffers(call, old, target)
+        if not isinstance(found, Resizing):
+            return None, f"buffers as the golden's: {found}"
+        sized = f"buffers sized by {self.label}'s {helper}, as a caller on it allocates them"
+        return found.buffers, f"{sized}: {', '.join(found.changes)}" if found.changes else None
 
     def stamp(self, call: Call) -> None:
         """Name this backend's reference version as ``call``'s planner.

@@ -246,16 +246,20 @@ def _set_env(env: Mapping[str, str | None]) -> None:
             os.environ[key] = value
 
 
-def replay(call: Call, fn: Callable[..., Any], *, on: str | torch.device = "cpu") -> Call:
+def replay(
+    call: Call, fn: Callable[..., Any], *, on: str | torch.device = "cpu", buffers: Mapping[str, Mapping[str, Any]] | None = None
+) -> Call:
     """Run ``call``'s inputs through planner ``fn`` on buffers mla-golden owns.
 
-    Buffers are allocated as the recorded call's were; the env is the
-    recorded one; a reference backend plans for the recorded device. What had
-    to be adapted to ``fn``'s signature is listed in the notes.
+    Buffers are allocated as the recorded call's were, or as ``buffers``
+    (shape and dtype per output, as ``Call.buffers`` holds them) says; the env
+    is the recorded one; a reference backend plans for the recorded device.
+    What had to be adapted to ``fn``'s signature is listed in the notes.
     """
     op = call.op
     inputs = {n: _laid_out(t.to(on), call.strides.get(n)) for n, t in call.inputs.items()}
-    shapes = {n: torch.empty(spec["shape"], dtype=to_dtype(spec["dtype"]), device=on) for n, spec in call.buffers.items()}
+    specs = call.buffers if buffers is None else buffers
+    shapes = {n: torch.empty(spec["shape"], dtype=to_dtype(spec["dtype"]), device=on) for n, spec in specs.items()}
     kwargs, notes = build_arguments(op, fn, call.params, inputs, shapes)
     schema = schema_for(op)
     sig = signature_of(fn, schema)

@@ -28,10 +28,12 @@ from mla_golden.runs import (
     EXIT_OK,
     STATUS_EXIT,
     Advance,
+    CauseGroup,
     Result,
     Status,
     by_cause,
     exit_code,
+    not_comparable,
     run_items,
 )
 
@@ -112,6 +114,7 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     groups = by_cause(results)
+    apart = not_comparable(results)
     if fmt is Format.json:
         document = {
             "format": "mla-golden-run/1",
@@ -120,6 +123,7 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
             "results": [r.to_dict() for r in results],
             "summary": counts,
             "by_cause": [g.to_dict() for g in groups],
+            "not_comparable": [g.to_dict() for g in apart],
             "exit_code": code,
         }
         typer.echo(json.dumps(document, indent=2, default=str))
@@ -129,15 +133,9 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
     out = _stdout()
     if not quiet:
         for group in groups:
-            if len(groups) > 1 or group.causes:
-                out.print(f"== {group.label}: {len(group.results)} call(s)", markup=False)
-            for r in group.results:
-                out.print(f"{r.status.upper()} {r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
-                if r.message:
-                    out.print(f"  {r.message}", markup=False)
-                if r.report:
-                    out.print(r.report.rstrip(), markup=False)
-                out.print()
+            _print_group(out, group, headed=len(groups) > 1 or bool(group.causes))
+        for group in apart:  # after the divergences: nothing was compared
+            _print_group(out, group, headed=True, suffix=" (no divergence: nothing to compare)")
     table = Table(title=f"mla-golden {command}", title_justify="left")
     table.add_column("status")
     table.add_column("count", justify="right")
@@ -153,6 +151,13 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
         for group in groups:
             causes.add_row(group.label, str(len(group.results)))
         out.print(causes, width=min(out.width, SUMMARY_WIDTH))
+    if apart:
+        table = Table(title="not comparable (no divergence: the planner cannot express these calls)", title_justify="left")
+        table.add_column("planner", overflow="fold")
+        table.add_column("count", justify="right")
+        for group in apart:
+            table.add_row(group.label, str(len(group.results)))
+        out.print(table, width=min(out.width, SUMMARY_WIDTH))
     problems = [r for r in results if not r.status.ok]
     if problems and not quiet:
         from rich.text import Text
@@ -166,6 +171,19 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
     verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
     out.print(f"exit {code} ({verdict})", markup=False)
     return code
+
+
+def _print_group(out: Any, group: CauseGroup, headed: bool, suffix: str = "") -> None:
+    """One group of results: its heading, then each result's status, message and report."""
+    if headed:
+        out.print(f"== {group.label}{suffix}: {len(group.results)} call(s)", markup=False)
+    for r in group.results:
+        out.print(f"{r.status.upper()} {r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
+        if r.message:
+            out.print(f"  {r.message}", markup=False)
+        if r.report:
+            out.print(r.report.rstrip(), markup=False)
+        out.print()
 
 
 def _headline(result: Result) -> str:
@@ -434,11 +452,13 @@ def diff(
 
 #: Divergent calls drawn in an HTML report (the summary table lists every call).
 HTML_MAX_PICTURES = 50
+#: Results with a diff worth drawing.
+_DIFFERED = (Status.DIVERGED, Status.RESIZED)
 
 
 def _drawn(results: list[Result], limit: int) -> list[Result]:
     """The first ``limit`` diverged results whose diff and calls the run kept."""
-    return [r for r in results if r.status is Status.DIVERGED and r.found is not None and r.calls is not None][:limit]
+    return [r for r in results if r.status in _DIFFERED and r.found is not None and r.calls is not None][:limit]
 
 
 def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
@@ -451,7 +471,7 @@ def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
     for r in results:
         if id(r) in drawn and r.calls is not None:
             entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls))
-        elif r.status is Status.DIVERGED and r.diff is not None:
+        elif r.status in _DIFFERED and r.diff is not None:
             not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
             entries.append(Entry(r.key, r.status, not_drawn, group=cause_group(r.diff)))
         else:

@@ -5,8 +5,9 @@ threads: the planners read ``os.environ``, which a process shares. Workers
 return plain :class:`Result` data, and a bad golden never stops the others:
 whatever goes wrong with one is its result.
 
-Exit policy (:func:`exit_code`): 0 all equal (or written), 1 some divergence
-or a refused write, 2 bad input; a run exits with the worst of its results.
+Exit policy (:func:`exit_code`): 0 all equal (or written, skipped, not
+comparable), 1 some divergence, a buffer resized or a refused write, 2 bad
+input; a run exits with the worst of its results.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,11 @@ class Status(enum.StrEnum):
     EQUAL = "equal"
     PASSED = "passed"
     SKIPPED = "skipped"
+    #: The planner cannot express the golden's call (an older signature lacks what it needs): nothing to compare.
+    NOT_COMPARABLE = "not-comparable"
     REFUSED = "refused"
+    #: Only buffer sizes changed (another sizing helper); the written contents are equal.
+    RESIZED = "resized"
     DIVERGED = "diverged"
     VIOLATED = "violated"
     ONLY_EXPECTED = "only-expected"
@@ -68,7 +73,9 @@ STATUS_EXIT: dict[Status, int] = {
     Status.EQUAL: EXIT_OK,
     Status.PASSED: EXIT_OK,
     Status.SKIPPED: EXIT_OK,
+    Status.NOT_COMPARABLE: EXIT_OK,
     Status.REFUSED: EXIT_DIVERGED,
+    Status.RESIZED: EXIT_DIVERGED,
     Status.DIVERGED: EXIT_DIVERGED,
     Status.VIOLATED: EXIT_DIVERGED,
     Status.ONLY_EXPECTED: EXIT_DIVERGED,
@@ -163,11 +170,22 @@ def by_cause(results: Sequence[Result]) -> list[CauseGroup]:
 
     An upgrade preview gives one group per ``planner behaviour change OLD -> NEW``.
     """
+    return _grouped(r for r in results if not r.status.ok)
+
+
+def not_comparable(results: Sequence[Result]) -> list[CauseGroup]:
+    """The goldens a planner cannot express, grouped by planner (``not comparable on reference@33d168a0``).
+
+    Apart from :func:`by_cause`: nothing was compared, so they are no divergence.
+    """
+    return _grouped(r for r in results if r.status is Status.NOT_COMPARABLE)
+
+
+def _grouped(results: Iterable[Result]) -> list[CauseGroup]:
     groups: dict[str, CauseGroup] = {}
     for r in results:
-        if not r.status.ok:
-            label = r.cause_label or r.status.value
-            groups.setdefault(label, CauseGroup(label, (r.diff or {}).get("planner"))).results.append(r)
+        label = r.cause_label or r.status.value
+        groups.setdefault(label, CauseGroup(label, (r.diff or {}).get("planner"))).results.append(r)
     return sorted(groups.values(), key=lambda g: -len(g.results))
 
 
@@ -283,13 +301,15 @@ def _load_or_bad(path: str, results: list[Result], placed: bool = True) -> Golde
 
 def _diff_result(key: str, path: str, found: Diff, render: bool, calls: tuple[Call, Call] | None) -> Result:
     """A diff as a result; rendering text (rich tables) costs, so only when it will be shown."""
+    from mla_golden.differ import Cause
     from mla_golden.report import render_text
 
     if found.equal:
         return Result(key, Status.EQUAL, path, notes=list(found.notes))
     report = render_text(found) if render else None
+    status = Status.RESIZED if found.cause is Cause.RESIZED else Status.DIVERGED
     return Result(
-        key, Status.DIVERGED, path, report=report, diff=found.to_dict(), notes=list(found.notes),
+        key, status, path, report=report, diff=found.to_dict(), notes=list(found.notes),
         cause=found.cause.value, cause_label=found.cause_label, found=found if calls is not None else None, calls=calls,
     )  # fmt: skip
 
@@ -421,8 +441,9 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
             try:
                 actual = target.replay(golden.call)
             except AdaptationError as exc:
-                message = f"cannot replay on {target.label} ({target.reason}): {exc}"
-                results.append(Result(golden.key, Status.DIVERGED, path, message, notes=[note] if note else []))
+                label = f"not comparable on {target.label}"
+                message = f"{label}: it cannot express this call ({exc})"
+                results.append(Result(golden.key, Status.NOT_COMPARABLE, path, message, notes=[note] if note else [], cause_label=label))
                 continue
             found = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{target.label} replay", max_items=max_items)
             if note:

@@ -138,6 +138,15 @@ def test_a_real_cpp_change_differs(old: str, new: str) -> None:
     assert pd.normalise_cpp(CPP) != pd.normalise_cpp(CPP.replace(old, new, 1))
 
 
+def test_the_end_of_a_preprocessor_directive_counts() -> None:
+    """A line break ends a macro: moving code into it changes the program; a continuation does not."""
+    assert pd.normalise_cpp("#define TILE 16\nint x = TILE;\n") != pd.normalise_cpp("#define TILE 16 int x = TILE;\n")
+    assert pd.normalise_cpp("#define MAX(a, b) \\\n    ((a) > (b) ? (a) : (b))\nint y;") == pd.normalise_cpp(
+        "#define MAX(a,b) ((a)>(b)?(a):(b))   // larger\n\nint y;"
+    )
+    assert pd.normalise_cpp("x = a\n# b;\nc;") != pd.normalise_cpp("x = a # b;\nc;"), "only a # at a line start opens a directive"
+
+
 def test_a_comment_marker_inside_a_string_is_text() -> None:
     assert pd.normalise_cpp('s = "a // b";') != pd.normalise_cpp('s = "a ";')
 

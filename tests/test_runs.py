@@ -22,7 +22,8 @@ def test_exit_policy_is_the_worst_status():
     assert exit_code([Result("a", Status.EQUAL), Result("b", Status.SKIPPED)]) == EXIT_OK
     assert exit_code([Result("a", Status.EQUAL), Result("b", Status.ONLY_ACTUAL)]) == EXIT_DIVERGED
     assert exit_code([Result("a", Status.DIVERGED), Result("b", Status.BAD)]) == EXIT_BAD
-    assert {s for s in Status if s.ok} == {"written", "unchanged", "updated", "equal", "passed", "skipped"}
+    assert {s for s in Status if s.ok} == {"written", "unchanged", "updated", "equal", "passed", "skipped", "not-comparable"}
+    assert exit_code([Result("a", Status.NOT_COMPARABLE), Result("b", Status.RESIZED)]) == EXIT_DIVERGED
 
 
 def test_diff_trees_is_public_and_pairs_by_key(tree, tmp_path):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import re
 import shutil
 from pathlib import Path
@@ -29,6 +28,7 @@ from mla_golden import reference
 from mla_golden.capture import planner_env
 from mla_golden.cli import app
 from mla_golden.differ import Cause
+from mla_golden.schema import OUTPUTS
 from mla_golden.store import Golden, GoldenStore, load
 
 OLD, NEW = "aded0f84", "e4048607"
@@ -112,28 +112,13 @@ def _record_as_builder(store: GoldenStore, version: str, rec: dict) -> None:
     assert store.write(Golden(rec["case_id"], spy.calls.one())).value == "written"
 
 
-def _moved_by_the_planner(want: dict) -> dict[str, dict]:
-    """The record's divergent fields that differ inside the buffers the golden was recorded with.
-
-    The replay keeps the golden's (old) buffer shapes, so a field whose
-    elements differ only past the end of the new sizing helper's smaller
-    buffer (the new planner pads reduce_indptr to whatever it is given) does
-    not move in an upgrade preview: the sizing change shows up in new recordings.
-    """
-    moved = {}
-    for name, field in want["fields"].items():
-        shape = want.get("buffer_shapes", {}).get(name, {}).get("new_shape")
-        end = math.prod(shape) if shape else math.inf
-        runs = [*field["value_diff"], *field["written_only_old"], *field["written_only_new"]]
-        if any(start < end for start, _ in runs):
-            moved[name] = field
-    return moved
-
-
 def _planner_cause(want: dict) -> Cause:
-    """The cause the record implies: the written region moved (an element written by one commit only), or values only."""
-    moved = _moved_by_the_planner(want)
-    geometry = any(field["written_only_old"] or field["written_only_new"] for field in moved.values())
+    """The cause the record implies: the written region moved (an element written by one commit only), or values only.
+
+    The record compares each commit's outputs in the buffers its own sizing
+    helper gave, as the upgrade preview replays them.
+    """
+    geometry = any(field["written_only_old"] or field["written_only_new"] for field in want["fields"].values())
     return Cause.PLANNER_GEOMETRY if geometry else Cause.PLANNER_VALUES
 
 
@@ -189,9 +174,17 @@ def test_upgrade_preview_names_the_planner_change_and_where_aiter_says_it_differ
         assert diff["params"] == [] and diff["device"] == [] and diff["env"] == [], "same call: only the planner moved"
         assert not any("replayed on" in note for note in result["notes"]), "pinned: no switch to the recording version"
         flagged = {f["name"]: f for f in diff["fields"] if f["status"] != "equal"}
-        moved = _moved_by_the_planner(want)
-        assert set(flagged) == set(moved), case
-        for name, field in moved.items():
+        assert set(flagged) == set(want["fields"]), case
+        resized = want.get("buffer_shapes", {})
+        for f in diff["fields"]:  # sized as a caller on NEW sizes them: aiter's new helper's shapes
+            assert f["actual_shape"] == resized.get(f["name"], {}).get("new_shape", f["expected_shape"]), (case, f["name"])
+        sizing = [n for n in result["notes"] if "buffers sized by" in n]
+        if resized:
+            changes = ", ".join(f"{name} {s['old_shape']} -> {s['new_shape']}" for name, s in resized.items())
+            assert sizing == [f"actual: buffers sized by reference@{NEW}'s get_mla_metadata_info_v1, as a caller on it allocates them: {changes}"]
+        else:
+            assert sizing == [], case
+        for name, field in want["fields"].items():
             first = field["first_diffs"][0]
             got = flagged[name]["first"]
             assert (got["flat"], got["expected"], got["actual"]) == (first["index"], first["old"], first["new"]), (case, name)
@@ -361,11 +354,137 @@ def test_the_readme_upgrade_preview_is_what_a_run_shows(tmp_path, monkeypatch):
     assert code == 0
     code, report = cli_json("diff", "goldens-0.1.16", "--backend", "reference@v0.1.20")
     label = "planner behaviour change reference@62028796 -> reference@e4048607"
-    assert code == 1 and report["summary"] == {"equal": 114, "diverged": 6}
-    assert [(g["label"], g["count"]) for g in report["by_cause"]] == [(label, 6)]
+    resized = "buffer sizes changed; written contents equal"
+    assert code == 1 and report["summary"] == {"equal": 111, "resized": 3, "diverged": 6}
+    assert [(g["label"], g["count"]) for g in report["by_cause"]] == [(label, 6), (resized, 3)]
     shown = re.sub(r"\s+", " ", section)
-    assert "│ equal │ 114 │" in shown and "│ diverged │ 6 │" in shown and f"│ {label} │ 6 │" in shown
+    assert "│ equal │ 111 │" in shown and "│ resized │ 3 │" in shown and "│ diverged │ 6 │" in shown
+    assert f"│ {label} │ 6 │" in shown and f"│ {resized} │ 3 │" in shown
+    # what a caller sees after the bump: the matrix recorded afresh on v0.1.20, sized by its own helper
+    code, _, _ = cli("record", "--backend", "reference@v0.1.20", "--out", "goldens-0.1.20", "--quiet")
+    assert code == 0
+    code, fresh = cli_json("diff", "goldens-0.1.20", "--against", "goldens-0.1.16")
+    assert {r["key"]: r["status"] for r in fresh["results"]} == {r["key"]: r["status"] for r in report["results"]}
     snippet = block('resolve("reference@v0.1.20")')
     namespace: dict[str, Any] = {}
     exec(compile(snippet, "README.md", "exec"), namespace)
     assert str(namespace["preview"].planner) == "reference@62028796 -> reference@e4048607"
+
+
+def _mtp3_tree(tmp_path: Path, version: str) -> Path:
+    """The MATRIX's gfx950 fp8 32-head qlen-3 case recorded on ``version``."""
+    (tmp_path / "m.toml").write_text(MATRIX)
+    out = tmp_path / f"on-{version}"
+    code, _ = cli_json("record", "--matrix", tmp_path / "m.toml", "--backend", f"reference@{version}", "--out", out)
+    assert code == 0
+    return out
+
+
+def test_a_preview_sizes_the_buffers_as_a_caller_on_the_new_version_would(tmp_path):
+    """e4048607's helper allocates fewer query tiles at gfx950 fp8 32 heads qlen 3 than aded0f84 plans:
+    replayed on aded0f84 in the golden's buffers, the planner would not fit; sized by aded0f84's helper it does."""
+    new_tree = _mtp3_tree(tmp_path, NEW)
+    code, report = cli_json("diff", new_tree, "--backend", f"reference@{OLD}")
+    results = {r["key"].split("/")[1]: r for r in report["results"]}
+    mtp3, plain = results["mtp3"], results["plain"]
+    assert code == 1 and plain["status"] == "equal"
+    assert mtp3["status"] == "diverged" and mtp3["diff"]["error"] is None, "no BufferTooSmallError"
+    assert mtp3["cause_label"] == f"planner behaviour change reference@{NEW} -> reference@{OLD}"
+    # the sizes a caller on OLD gets are OLD's helper's: what a fresh recording on OLD holds
+    old_tree = _mtp3_tree(tmp_path, OLD)
+    fresh = load(next(p for p in GoldenStore(old_tree).paths() if "mtp3" in p.parts)).call
+    assert {f["name"]: f["actual_shape"] for f in mtp3["diff"]["fields"]} == {n: b["shape"] for n, b in fresh.buffers.items()}
+    recorded = load(next(p for p in GoldenStore(new_tree).paths() if "mtp3" in p.parts)).call
+    changed = [f"{n} {recorded.buffers[n]['shape']} -> {fresh.buffers[n]['shape']}" for n in OUTPUTS if fresh.buffers[n] != recorded.buffers[n]]
+    assert changed and any(name.startswith("reduce_indptr") for name in changed)
+    assert f"actual: buffers sized by reference@{OLD}'s get_mla_metadata_info_v1, as a caller on it allocates them: {', '.join(changed)}" in mtp3["notes"]
+    # and it compares as the two fresh recordings do
+    code, against = cli_json("diff", old_tree, "--against", new_tree)
+    pair = next(r for r in against["results"] if "mtp3" in r["key"])
+    assert [(f["name"], f["status"], f["count"]) for f in pair["diff"]["fields"]] == [
+        (f["name"], f["status"], f["count"]) for f in mtp3["diff"]["fields"]
+    ]
+
+
+def test_a_sizing_only_change_is_its_own_status(tmp_path):
+    """gfx950 bf16 64 heads: v0.1.16.post2 and e4048607 plan alike, e4048607's helper sizes for 64-row tiles."""
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(MATRIX.split("[[decode]]")[0] + """[[decode]]
+name = "bf16"
+heads = 64
+dtype = "bf16"
+batch = 4
+context = "jitter:2000"
+devices = ["gfx950:256"]
+""")
+    code, _ = cli_json("record", "--matrix", matrix, "--backend", "reference@v0.1.16.post2", "--out", tmp_path / "g")
+    assert code == 0
+    code, report = cli_json("diff", tmp_path / "g", "--backend", f"reference@{NEW}")
+    [result] = report["results"]
+    assert code == 1 and report["summary"] == {"resized": 1}
+    assert result["status"] == "resized" and result["cause"] == Cause.RESIZED
+    fields = [f for f in result["diff"]["fields"] if f["status"] != "equal"]
+    assert fields and all(f["status"] == "resized" for f in fields)
+    assert [(g["label"], g["count"]) for g in report["by_cause"]] == [(Cause.RESIZED.value, 1)]
+    sizes = ", ".join(f"{f['name']} {f['expected_shape']} -> {f['actual_shape']}" for f in fields)
+    assert result["notes"][-1].endswith(sizes) or any(n.endswith(sizes) for n in result["notes"])
+    code, out, _ = cli("diff", tmp_path / "g", "--backend", f"reference@{NEW}")
+    assert code == 1 and re.search(r"│ resized +│ +1 │", out)
+    assert "reduce_indptr: buffer [" in out
+
+
+def test_replaying_on_the_recording_version_keeps_the_goldens_buffers(old_tree):
+    code, report = cli_json("diff", old_tree, "--backend", f"reference@{OLD}")
+    assert code == 0 and report["summary"] == {"equal": len(CHANGED) + SAME_COUNT}
+    assert not any("buffers sized by" in note for r in report["results"] for note in r["notes"])
+
+
+PAGED = """\
+format = "mla-golden-matrix/1"
+
+[[decode]]
+name = "paged"
+heads = 16
+dtype = "fp8"
+batch = 4
+context = "jitter:2000"
+page_size = 16
+devices = ["gfx942:304"]
+
+[[decode]]
+name = "mtp3"
+heads = 32
+dtype = "fp8"
+qlen = 3
+batch = 4
+context = "jitter:2000"
+devices = ["gfx950:256"]
+"""
+
+
+def test_a_call_the_version_cannot_express_is_not_comparable_and_listed_apart(tmp_path):
+    """33d168a0 has no kv_last_page_lens / page_size: a paged golden is not comparable there, not a divergence."""
+    (tmp_path / "m.toml").write_text(PAGED)
+    code, _ = cli_json("record", "--matrix", tmp_path / "m.toml", "--backend", f"reference@{NEW}", "--out", tmp_path / "g")
+    assert code == 0
+    paged = next(p for p in GoldenStore(tmp_path / "g").paths() if "paged" in p.parts)
+    code, report = cli_json("diff", paged, "--backend", "reference@33d168a0")
+    [result] = report["results"]
+    assert code == 0, "nothing was compared: no divergence"
+    assert result["status"] == "not-comparable" and report["summary"] == {"not-comparable": 1}
+    assert result["message"].startswith("not comparable on reference@33d168a0: it cannot express this call (")
+    assert "kv_last_page_lens" in result["message"] or "page_size" in result["message"]
+    assert report["by_cause"] == []
+    assert report["not_comparable"] == [
+        {"label": "not comparable on reference@33d168a0", "causes": [], "planner": None, "count": 1, "keys": [result["key"]]}
+    ]
+    # beside a real divergence: exit 1 for that one, the paged golden still apart
+    code, report = cli_json("diff", tmp_path / "g", "--backend", "reference@33d168a0")
+    assert code == 1 and report["summary"] == {"not-comparable": 1, "diverged": 1}
+    assert [g["count"] for g in report["by_cause"]] == [1] and report["by_cause"][0]["label"].startswith("planner behaviour change")
+    assert [g["keys"] for g in report["not_comparable"]] == [[result["key"]]]
+    code, out, _ = cli("diff", tmp_path / "g", "--backend", "reference@33d168a0")
+    divergence = out.index("== planner behaviour change")
+    apart = out.index("== not comparable on reference@33d168a0 (no divergence: nothing to compare): 1 call(s)")
+    assert divergence < apart < out.index(f"NOT-COMPARABLE {result['key']}")
+    assert "not comparable (no divergence" in out[out.index("mla-golden diff") :]

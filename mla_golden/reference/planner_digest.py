@@ -53,12 +53,29 @@ _CPP_TOKEN = re.compile(
 
 
 def normalise_cpp(source: str) -> str:
-    """``source``'s tokens, one space apart: comments, line breaks and indentation no longer count."""
-    tokens = []
+    """``source``'s tokens, one space apart: comments, line breaks and indentation no longer count.
+
+    Only the end of a preprocessor directive stays (as a line break): it ends
+    a macro, so it means something; a ``\\`` continuation joins the lines.
+    """
+    tokens: list[str] = []
+    line_start, directive = True, False
     for match in _CPP_TOKEN.finditer(source):
-        if match.lastgroup in ("comment", "space"):
+        kind, text = match.lastgroup, match.group()
+        if kind == "comment":
             continue
-        tokens.append(match.group())
+        if kind == "space":
+            if "\n" in text:
+                if directive and tokens and tokens[-1] == "\\":
+                    tokens.pop()  # a continued directive
+                    continue
+                if directive:
+                    tokens.append("\n")
+                line_start, directive = True, False
+            continue
+        directive = directive or (line_start and text == "#")
+        line_start = False
+        tokens.append(text)
     return " ".join(tokens)
 
 
@@ -175,6 +192,8 @@ def _read(path: Path) -> str:
 @cache
 def _ported_digests() -> dict[str, str]:
     """Digest -> commit of each ported version, from :data:`DIGESTS_FILE`."""
+    if not DIGESTS_FILE.is_file():
+        raise ValueError(f"{DIGESTS_FILE} is missing: regenerate it with tools/aiter_oracle/tags.py")
     data = json.loads(DIGESTS_FILE.read_text(encoding="utf-8"))
     if data.get("normalisation") != NORMALISATION:
         raise ValueError(
