@@ -434,7 +434,7 @@ def test_png_of_show_and_diff(tree, tmp_path):
 def test_png_without_the_plot_extra_names_it(tree, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     result = CliRunner().invoke(app, ["show", str(GoldenStore(tree).path_for(KEY_16)), "--png", str(tmp_path / "x.png")])
-    assert result.exit_code == 2 and "mla-golden[plot]" in result.output and not (tmp_path / "x.png").exists()
+    assert result.exit_code == 2 and "plot extra" in result.output and not (tmp_path / "x.png").exists()
 
 
 def test_an_unexpected_failure_on_one_golden_is_reported_and_the_rest_still_checked(tree, monkeypatch):
