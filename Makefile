@@ -1,7 +1,8 @@
 # Set-up and jobs for a fresh machine; every target installs what it needs first.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off
+# --no-compile: byte-compiling all of torch at install took minutes; Python compiles what a run imports, once.
+PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off --no-compile
 HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
 # Two stamps: the main job's needs (torch + the package), and the test tools on top (make test, make bench).
 STAMP := $(VENV)/.installed-$(HASH)
