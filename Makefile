@@ -1,20 +1,35 @@
 # Set-up and jobs for a fresh machine; every target installs what it needs first.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# --no-compile: byte-compiling all of torch at install took minutes; Python compiles what a run imports, once.
+PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off --no-compile
+HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
+# Two stamps: the main job's needs (torch + the package), and the test tools on top (make test, make bench).
+STAMP := $(VENV)/.installed-$(HASH)
+TEST_STAMP := $(VENV)/.installed-test-$(HASH)
 
-.PHONY: install browser demo test bench clean
+.PHONY: install install-test browser demo test bench clean
 
 $(STAMP): pyproject.toml
+	@echo "make: creating $(VENV) with what the main job needs: torch 2.13.0 (CPU build) and mla-golden"
 	python3 -m venv $(VENV)
 	# torch==2.13.0 pins the CPU build on disk; an unpinned torch would pull a multi-GB CUDA build.
-	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0 -e '.[test]'
+	$(PIP) torch==2.13.0 -e .
 	rm -f $(VENV)/.installed-* && touch $@
+	@echo "make: $(VENV) is ready"
+
+$(TEST_STAMP): $(STAMP)
+	@echo "make: adding the test extra to $(VENV) (pytest, hypothesis, ray, matplotlib, mypy, ruff, build)"
+	$(PIP) torch==2.13.0 -e '.[test]'
+	touch $@
 
 install: $(STAMP)
 
+install-test: $(TEST_STAMP)
+
 ## The main job: record the default matrix on the reference backend, diff and check the shipped goldens.
 demo: install
+	@echo "make: recording the default matrix, then diffing and checking the shipped goldens"
 	rm -rf .mla-golden-out
 	$(VENV)/bin/mla-golden record --backend reference --out .mla-golden-out
 	$(VENV)/bin/mla-golden diff goldens --backend reference
@@ -33,18 +48,19 @@ browser:
 	  fi; }
 
 ## The tests (what CI runs).
-test: install browser
+test: install-test browser
 	$(VENV)/bin/ruff check mla_golden tests benchmarks
 	$(VENV)/bin/mypy mla_golden
 	$(PY) -m pytest -q -rs -n 2 tests
 
 ## Benchmarks: ratios against baselines measured in the same run.
-bench: install
+bench: install-test
 	$(PY) -m pytest -q benchmarks --benchmark-only --benchmark-columns=min,median,mean,rounds
 	$(PY) benchmarks/bench.py goldens
 	$(PY) benchmarks/bench_sweep.py
 	$(PY) benchmarks/bench_spy.py
 	$(PY) benchmarks/bench_bounds.py
+	$(PY) benchmarks/bench_planners.py
 
 clean:
 	rm -rf $(VENV) .mla-golden-out

@@ -14,7 +14,7 @@
 - corruption fuzz: 10000 seeded corruptions of the shipped goldens, counts
   printed (goal: all refused naming the file, 0 loaded, 0 tracebacks), and
   1500 forged goldens (content edited with a valid digest) through check,
-  diff and the pictures (goal: 0 tracebacks, each under 1 s);
+  diff and the pictures (goal: 0 tracebacks, each under 1 s of CPU);
 - CLI start-up: ``mla-golden --help`` vs ``python -c pass``;
 - peak memory of ``mla-golden diff`` over the tree and over a tree four times
   larger (flat means it streams).
@@ -159,10 +159,10 @@ def bench_fuzz(paths: list[Path], count: int = 10000) -> list[tuple[str, float, 
         print("  FAILED:", failure)
     bad = len(result.loaded) + len(result.tracebacks) + len(result.unnamed) + len(result.slow)
     start = time.perf_counter()
-    forged = corruption.forge_run(paths, count=1500, seed=1, bound_s=1.0)
+    forged = corruption.forge_run(paths, count=1500, seed=1, cpu_bound_s=1.0)
     forge_took = time.perf_counter() - start
     print(f"{forged.tried} forged goldens (valid digest, wild values): tracebacks {len(forged.tracebacks)}, "
-          f"over 1 s {len(forged.slow)}; slowest {forged.slowest_s * 1e3:.0f} ms")  # fmt: skip
+          f"over 1 CPU s {len(forged.slow)}; slowest {forged.slowest_s * 1e3:.0f} CPU ms")  # fmt: skip
     for failure in (forged.tracebacks + forged.slow)[:10]:
         print("  FAILED:", failure)
     return [

@@ -25,7 +25,7 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise PlotExtraMissing("PNG output needs matplotlib: pip install 'mla-golden[plot]'") from exc
+        raise PlotExtraMissing("PNG output needs matplotlib (mla-golden's plot extra): pip install matplotlib") from exc
     return plt
 
 

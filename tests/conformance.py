@@ -13,10 +13,11 @@ import gzip
 import inspect
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import torch
@@ -39,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "tests" / "data" / "conformance"
 CONFORMANCE_DIR = Path(os.environ.get("MLA_GOLDEN_CONFORMANCE", DATA_DIR))
 SUFFIXES = (".jsonl.gz", ".jsonl")
+_T = TypeVar("_T")
 
 
 class MissingConformanceData(FileNotFoundError):
@@ -328,22 +330,56 @@ def _case(version: str, source: str, rec: dict, kind: str, newest: dict[str, dic
     return VersionCase(version, source, rec["case_id"], rec["op"], rec["device"], rec["env"], call, side, False)
 
 
-def version_params(op: str, *, with_internals: bool = False) -> list:
-    """pytest params, one per (version, record) of ``op``, id '<version>-<case_id>'."""
+def version_params(op: str, *, with_internals: bool = False, ok_only: bool = False) -> list:
+    """pytest params, one per chunk of (version, record) cases of ``op`` from one record file (see :func:`chunks`).
+
+    ``with_internals``: only cases that record aiter's host dispatch;
+    ``ok_only``: only cases aiter planned (not rejected).
+    """
     cases = [
         case
         for case in version_cases()
-        if case.op == op and (not with_internals or "planner_internals" in case.expected)
+        if case.op == op
+        and (not with_internals or "planner_internals" in case.expected)
+        and (not ok_only or case.expected["result"] == "ok")
     ]
     if not cases:
         raise MissingConformanceData(f"no {op} records for any reference version under {CONFORMANCE_DIR}")
-    ids: dict[str, int] = {}
-    params = []
+    return chunks(cases, lambda case: f"{case.version}-{case.source}")
+
+
+#: Records per test item. One item per record made 7,000 items, 79% of the suite, whose per-item
+#: overhead outweighed the checks; a chunk still names every failing record (:func:`check_each`).
+CHUNK = 40
+
+
+def chunks(cases: Sequence[_T], group: Callable[[_T], str], size: int = CHUNK) -> list:
+    """pytest params, each a list of up to ``size`` cases of one group (a record file), id '<group>[start:end]'.
+
+    A new record file gets its own items; chunks keep xdist's workers evenly loaded.
+    """
+    by_group: dict[str, list[_T]] = {}
     for case in cases:
-        ids[case.id] = ids.get(case.id, 0) + 1
-        suffix = "" if ids[case.id] == 1 else f"-{case.source}"
-        params.append(pytest.param(case, id=case.id + suffix))
-    return params
+        by_group.setdefault(group(case), []).append(case)
+    return [
+        pytest.param(part[start : start + size], id=f"{name}[{start}:{start + len(part[start : start + size])}]")
+        for name, part in by_group.items()
+        for start in range(0, len(part), size)
+    ]
+
+
+def check_each(cases: Sequence[_T], check: Callable[[_T], object], name: Callable[[_T], str]) -> None:
+    """``check`` every case; then fail once, naming every failing case (by case id) and why."""
+    __tracebackhide__ = True
+    failures = []
+    for case in cases:
+        try:
+            check(case)
+        except (Exception, pytest.fail.Exception) as exc:  # noqa: BLE001 - every failing record is reported
+            first = (str(exc).strip() or type(exc).__name__)[:600]
+            failures.append(f"{name(case)}: {type(exc).__name__}: {first}")
+    if failures:
+        pytest.fail(f"{len(failures)} of {len(cases)} records fail:\n" + "\n".join(failures), pytrace=False)
 
 
 def call_arguments(call: dict) -> tuple[list, dict]:

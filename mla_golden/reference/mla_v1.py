@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import array
 import itertools
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -523,7 +524,7 @@ def fill_mla_metadata_v1(
     ``kv_last_page_lens`` is None for versions whose signature lacks it
     (then ``page_size`` is 1 and the planner never reads it).
     """
-    preconditions.require("get_mla_metadata_v1", locals())
+    read = preconditions.require("get_mla_metadata_v1", locals())
     dtype_ids = [
         None if dtype is None else _aiter_dtype_id(dtype)
         for dtype in (dtype_q_nope, dtype_q_rope, dtype_kv_nope, dtype_kv_rope)
@@ -567,10 +568,14 @@ def fill_mla_metadata_v1(
         features=features,
     )
 
+    # the values the preconditions read, where they could (a 1-D contiguous int tensor), else read here
     inputs = {
-        "seqlens_qo_indptr": seqlens_qo_indptr.reshape(-1).tolist(),
-        "seqlens_kv_indptr": seqlens_kv_indptr.reshape(-1).tolist(),
-        "kv_last_page_lens": [] if kv_last_page_lens is None else kv_last_page_lens.reshape(-1).tolist(),
+        name: [] if tensor is None else _read_or(read.get(name), tensor)
+        for name, tensor in (
+            ("seqlens_qo_indptr", seqlens_qo_indptr),
+            ("seqlens_kv_indptr", seqlens_kv_indptr),
+            ("kv_last_page_lens", kv_last_page_lens),
+        )
     }
     ptrs = _words(work_metadata_ptrs, "work_metadata_ptrs", torch.uint64)
     buffers = {
@@ -608,17 +613,28 @@ def fill_mla_metadata_v1(
         _store(buffers[name], values)
 
 
+def _read_or(values: list[int] | None, tensor: torch.Tensor) -> list[int]:
+    """``values`` when given, else the tensor's values, flat."""
+    return tensor.reshape(-1).tolist() if values is None else values
+
+
 def _store(flat: torch.Tensor, values: Sequence[int | None]) -> None:
     """Write ``values`` to the start of ``flat``, skipping the ``None`` entries."""
     if not values:
         return
     region = flat[: len(values)]
-    if None not in values:
+    skipped = values.count(None)
+    if not skipped:
         region.copy_(_int32_tensor(values))  # type: ignore[arg-type]
         return
-    mask = torch.frombuffer(bytearray(value is not None for value in values), dtype=torch.bool)
-    dense = _int32_tensor([0 if value is None else value for value in values])
-    region[mask.to(region.device)] = dense[mask].to(region.device)
+    if skipped == len(values):  # e.g. reduce_final_map when nothing is split: a loop per call saved
+        return
+    # the per-element work at C speed (map, bytearray): the planners store every call
+    mask = torch.frombuffer(bytearray(map(operator.is_not, values, itertools.repeat(None))), dtype=torch.bool)
+    dense = list(values)
+    for index in (~mask).nonzero().flatten().tolist():
+        dense[index] = 0
+    region[mask.to(region.device)] = _int32_tensor(dense)[mask].to(region.device)  # type: ignore[arg-type]  # no None left
 
 
 def _int32_tensor(values: list[int]) -> torch.Tensor:

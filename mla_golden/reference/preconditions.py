@@ -45,15 +45,27 @@ _BUFFERS = {
 }
 
 
-def require(op: str, arguments: Mapping[str, Any]) -> None:
-    """Raise :class:`PreconditionError` for the first broken precondition of planner ``op``'s ``arguments``."""
-    found = problems(op, arguments, current_device().arch)
+def require(op: str, arguments: Mapping[str, Any]) -> dict[str, list[int] | None]:
+    """Raise :class:`PreconditionError` for the first broken precondition of planner ``op``'s ``arguments``.
+
+    Returns the input values it read (None where it could not): the planner
+    reuses them instead of reading its inputs a second time on every call.
+    """
+    read: dict[str, list[int] | None] = {}
+    found = problems(op, arguments, current_device().arch, read)
     if found:
         raise PreconditionError(*found[0])
+    return read
 
 
-def problems(op: str, arguments: Mapping[str, Any], arch: str) -> list[tuple[str, str]]:
-    """(argument, problem) for every broken precondition; output buffers absent from ``arguments`` are skipped."""
+def problems(
+    op: str, arguments: Mapping[str, Any], arch: str, read: dict[str, list[int] | None] | None = None
+) -> list[tuple[str, str]]:
+    """(argument, problem) for every broken precondition; output buffers absent from ``arguments`` are skipped.
+
+    ``read`` receives the values of the input tensors looked at.
+    """
+    read = {} if read is None else read
     found: list[tuple[str, str]] = []
     if arch not in LDS_BYTES:
         found.append(("arch", f"{arch!r} is not an arch aiter's planners plan for ({', '.join(sorted(LDS_BYTES))})"))
@@ -66,10 +78,11 @@ def problems(op: str, arguments: Mapping[str, Any], arch: str) -> list[tuple[str
         elif name in _POSITIVE[op] and value <= 0:
             found.append((name, f"must be positive, got {value}"))
     indptrs = {name: _values(arguments.get(name)) for name in _INDPTRS[op]}
+    read.update(indptrs)
     for name, values in indptrs.items():
         found += _indptr_problems(name, arguments.get(name), values)
     if op == _MLA:
-        found += _last_page_problems(arguments, indptrs["seqlens_kv_indptr"])
+        found += _last_page_problems(arguments, indptrs["seqlens_kv_indptr"], read)
     else:
         lens = _values(arguments.get("context_lens")) or []
         negative = next((i for i, n in enumerate(lens) if n < 0), None)
@@ -109,6 +122,8 @@ def _indptr_problems(name: str, tensor: Any, values: list[int] | None) -> list[t
         return [(name, "must be 1-D (an indptr of batch + 1 entries), got a 0-d tensor")]
     if values is None:
         return []
+    if not values or (min(values) >= 0 and all(map(operator.le, values, values[1:]))):
+        return []  # the usual case, checked at C speed: the planners pay it on every call
     negative = next((i for i, v in enumerate(values) if v < 0), None)
     if negative is not None:
         return [(name, f"{name}[{negative}] = {values[negative]} is negative")]
@@ -118,15 +133,17 @@ def _indptr_problems(name: str, tensor: Any, values: list[int] | None) -> list[t
     return []
 
 
-def _last_page_problems(arguments: Mapping[str, Any], kv: list[int] | None) -> list[tuple[str, str]]:
+def _last_page_problems(arguments: Mapping[str, Any], kv: list[int] | None, read: dict[str, list[int] | None]) -> list[tuple[str, str]]:
     name = "kv_last_page_lens"
     tensor = arguments.get(name)
     if isinstance(tensor, torch.Tensor) and tensor.device.type == "meta":
         return [(name, "is on the meta device: it holds no values to plan with")]
-    last = _values(tensor)
+    last = read[name] = _values(tensor)
     page_size = _integer(arguments.get("page_size"))
     if last is None or kv is None or page_size is None:
         return []
+    if not last or 1 <= min(last) and max(last) <= page_size:
+        return []  # every page holds 1..page_size tokens: nothing to find batch by batch
     for b, n in enumerate(last[: len(kv) - 1]):
         if kv[b + 1] > kv[b] and not 1 <= n <= page_size:
             return [(name, f"{name}[{b}] = {n}: a last page holds 1..page_size={page_size} tokens")]

@@ -127,7 +127,7 @@ class RayExecutor(Executor):
         try:
             import ray
         except ImportError as exc:
-            raise ExecutorError("--ray needs Ray: pip install 'mla-golden[ray]'") from exc
+            raise ExecutorError("--ray needs Ray (mla-golden's ray extra): pip install ray") from exc
         self._ray = ray
         self._owned = not ray.is_initialized()
         if self._owned:
