@@ -1,9 +1,11 @@
 """Run a planner and turn the run into a Call, written masks included.
 
-An element counts as written when two runs on scratch buffers filled with two
-different canaries agree on it: whatever the planner did not
-store keeps its canary, and the canaries differ everywhere. The caller's own
-buffers are never touched by that probing.
+Two probe runs on scratch buffers filled with two different canaries find the
+written elements: whatever the planner did not store keeps its canary, so an
+element is written when either run moved it off its canary. Written elements
+on which the program's run and the probes disagree make the call
+nondeterministic, and are named. The probes run on copies of the inputs, so
+the caller's own tensors see exactly the program's one run.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ CANARIES: dict[torch.dtype, tuple[int, int]] = {
     torch.uint64: (0xA5A5A5A5A5A5A5A5, 0x5A5A5A5A5A5A5A5A),
 }
 _ENV_LOCK = threading.RLock()
+#: Differing elements named per buffer (the count is always given).
+_NAMED = 10
 
 
 def _sync(tensors: Iterator[torch.Tensor] | list[torch.Tensor]) -> None:
@@ -73,15 +77,61 @@ def _probe(invoke: Callable[[dict[str, torch.Tensor]], Any], buffers: Mapping[st
 
 
 def _masks(run_a: dict[str, torch.Tensor], run_b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Written = moved off its canary in either run (both runs left alone: kept both canaries)."""
     masks = {}
     for name, a in run_a.items():
         a, b = a.cpu(), run_b[name].cpu()
+        first, second = CANARIES[a.dtype]
         if name == POINTER_OUTPUT:
             # Pointers differ between the two scratch allocations: written = both moved off their canary.
-            masks[name] = (a != CANARIES[a.dtype][0]) & (b != CANARIES[b.dtype][1])
+            masks[name] = (a != first) & (b != second)
         else:
-            masks[name] = a == b
+            masks[name] = (a != first) | (b != second)
     return masks
+
+
+def _disagreements(
+    masks: Mapping[str, torch.Tensor], runs: list[Mapping[str, torch.Tensor]]
+) -> dict[str, torch.Tensor]:
+    """Flat indices of written elements on which the runs did not all agree, per buffer that has any."""
+    found = {}
+    for name, mask in masks.items():
+        if name == POINTER_OUTPUT:
+            continue
+        first = runs[0][name].cpu()
+        differ = first != runs[1][name].cpu()
+        for other in runs[2:]:
+            differ |= first != other[name].cpu()
+        differ &= mask
+        if bool(differ.any()):
+            found[name] = differ.reshape(-1).nonzero().reshape(-1)
+    return found
+
+
+def _record_disagreements(
+    facts: dict[str, Any], found: Mapping[str, torch.Tensor], buffers: Mapping[str, dict[str, Any]]
+) -> None:
+    """``deterministic`` and, when false, which elements differed: in the facts and in a note a report shows."""
+    facts["deterministic"] = not found
+    if not found:
+        return
+    facts["nondeterministic"] = {n: {"count": int(at.numel()), "at": at[:_NAMED].tolist()} for n, at in found.items()}
+    for name, at in found.items():
+        places = ", ".join(_element(name, int(i), buffers[name]["shape"]) for i in at[:_NAMED].tolist())
+        more = f" and {at.numel() - _NAMED} more" if at.numel() > _NAMED else ""
+        facts["notes"].append(
+            f"{name}: {at.numel()} written element(s) differ between runs on the same inputs ({places}{more}); "
+            "the program's own run is kept"
+        )
+
+
+def _element(name: str, flat: int, shape: list[int]) -> str:
+    """``work_info_set[3, 4]`` for a flat index into a buffer of ``shape``."""
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size if size else 0)
+        flat //= size if size else 1
+    return f"{name}[{', '.join(map(str, reversed(index)))}]"
 
 
 def _pointers_ok(buffers: Mapping[str, torch.Tensor], values: torch.Tensor, mask: torch.Tensor) -> bool | None:
@@ -104,7 +154,7 @@ def _kept(values: torch.Tensor, mask: torch.Tensor, pointer: bool) -> torch.Tens
     values = values.cpu()
     if pointer:
         return torch.zeros_like(values)
-    return torch.where(mask, values, torch.zeros_like(values))
+    return values.masked_fill(~mask, 0)
 
 
 def _base_call(op: str, fn: Callable[..., Any], bound: BoundCall, inputs: dict[str, torch.Tensor], notes: list[str]) -> Call:
@@ -156,67 +206,95 @@ def unrecordable(bound: BoundCall) -> str | None:
     return None
 
 
-def capture_live(
-    op: str, fn: Callable[..., Any], bound: BoundCall, args: tuple, kwargs: dict, sig: inspect.Signature | None = None
-) -> tuple[Call, Any, Exception | None]:
-    """Call ``fn(*args, **kwargs)`` exactly as the caller did and capture it.
+class LiveCapture:
+    """One program call being captured: its inputs copied before it runs, its outputs probed after.
 
-    ``sig`` is the signature that bound the call (default ``fn``'s own).
-    Returns (Call, result, the planner's exception or None); the caller
-    re-raises the exception so its own code sees it unchanged. Raises
-    :class:`NotRecorded` when recording fails (saying whether the planner ran).
+    ``sig`` is the signature that bound the call (default ``fn``'s own); it
+    has no ``*args`` / ``**kwargs`` (the recorder follows such wrappers to the
+    planner they call instead). The probes run ``fn`` on canary buffers and on fresh copies of the inputs as
+    they were before the program's run, so a planner that changes its inputs
+    changes them once, as unwatched, and that fact is recorded.
+    Raises :class:`NotRecorded` when the inputs cannot be copied.
     """
-    try:
-        inputs = {n: _cpu(t) for n, t in bound.inputs.items()}
-        call = _base_call(op, fn, bound, inputs, list(bound.notes))
-        call.strides = {n: list(t.stride()) for n, t in bound.inputs.items() if not t.is_contiguous()}
-    except Exception as exc:
-        raise NotRecorded(f"its inputs could not be copied ({type(exc).__name__}: {exc})") from exc
-    try:
-        result = fn(*args, **kwargs)
-    except Exception as exc:
-        call.error = _message(exc)
-        return call, None, exc
-    try:
-        _outputs(call, op, fn, bound, args, kwargs, sig)
-    except Exception as exc:  # the recorder's failure, never the program's
-        raise NotRecorded(f"recording failed after the call ({type(exc).__name__}: {exc})", ran=True, result=result) from exc
-    return call, result, None
+
+    def __init__(self, op: str, fn: Callable[..., Any], bound: BoundCall, sig: inspect.Signature | None = None) -> None:
+        self.op, self.fn, self.bound = op, fn, bound
+        self.sig = sig or signature_of(fn, schema_for(op))
+        try:
+            self.before = {n: _cpu(t) for n, t in bound.inputs.items()}
+            self.call = _base_call(op, fn, bound, self.before, list(bound.notes))
+            self.call.strides = {n: list(t.stride()) for n, t in bound.inputs.items() if not t.is_contiguous()}
+        except Exception as exc:
+            raise NotRecorded(f"its inputs could not be copied ({type(exc).__name__}: {exc})") from exc
+
+    def failed(self, exc: Exception) -> Call:
+        """The call as the program's run raised ``exc``."""
+        self.call.error = _message(exc)
+        return self.call
+
+    def finish(self, args: tuple, kwargs: dict, result: Any) -> Call:
+        """The call with the outputs of the program's run (``fn(*args, **kwargs)``, which gave ``result``)."""
+        try:
+            _outputs(self, args, kwargs)
+        except Exception as exc:  # the recorder's failure, never the program's
+            raise NotRecorded(
+                f"recording failed after the call ({type(exc).__name__}: {exc})", ran=True, result=result
+            ) from exc
+        return self.call
 
 
-def _outputs(
-    call: Call, op: str, fn: Callable[..., Any], bound: BoundCall, args: tuple, kwargs: dict, sig: inspect.Signature | None
-) -> None:
-    """Fill ``call``'s outputs and written masks from the caller's buffers and two probe runs."""
+def _like(values: torch.Tensor, model: torch.Tensor) -> torch.Tensor:
+    """A fresh tensor holding ``values`` on ``model``'s device with ``model``'s strides."""
+    out = torch.empty_strided(model.shape, model.stride(), dtype=model.dtype, device=model.device)
+    return out.copy_(values)
+
+
+def _outputs(live: LiveCapture, args: tuple, kwargs: dict) -> None:
+    """Fill the call's outputs, written masks and facts from the caller's buffers and two probe runs."""
+    call, bound, sig, fn = live.call, live.bound, live.sig, live.fn
     caller = bound.buffers
     _sync(list(caller.values()))
-    live = {n: _cpu(t) for n, t in caller.items()}
-    schema = schema_for(op)
-    sig = sig or signature_of(fn, schema)
-    original = sig.bind(*args, **kwargs)
+    outputs = {n: _cpu(t) for n, t in caller.items()}
+    schema = schema_for(live.op)
+    # The signature has no *args / **kwargs (see LiveCapture): positions and keywords name its parameters.
+    positional = [schema.canonical(n) for n in list(sig.parameters)[: len(args)]]
+    keywords = {n: schema.canonical(n) for n in kwargs}
+    facts = call.provenance["capture"]
+    passed_inputs = [c for c in (*positional, *keywords.values()) if c in live.before]
+    mutated = [c for c in passed_inputs if not torch.equal(bound.inputs[c].cpu(), live.before[c])]
+    if mutated:
+        changed = {c: int((bound.inputs[c].cpu() != live.before[c]).sum()) for c in mutated}
+        facts["mutated_inputs"] = mutated
+        facts["notes"].extend(
+            f"the planner changed its input {c} in place ({changed[c]} element(s)); recorded as it was passed, "
+            "and the probes ran on copies"
+            for c in mutated
+        )
+
+    def swap(canonical: str, value: Any, scratch: dict[str, torch.Tensor]) -> Any:
+        if canonical in scratch:
+            return scratch[canonical]
+        if canonical in live.before:
+            return _like(live.before[canonical], bound.inputs[canonical])
+        return value
 
     def invoke(scratch: dict[str, torch.Tensor]) -> None:
-        trial = sig.bind(*original.args, **original.kwargs)
-        for name in trial.arguments:
-            if schema.canonical(name) in scratch:
-                trial.arguments[name] = scratch[schema.canonical(name)]
-        fn(*trial.args, **trial.kwargs)
+        fn(*(swap(c, v, scratch) for c, v in zip(positional, args)),
+           **{n: swap(c, kwargs[n], scratch) for n, c in keywords.items()})  # fmt: skip
 
     run_a, run_b, err = _probe(invoke, caller)
-    facts = call.provenance["capture"]
     if err is not None:
         # The probe failed where the caller's run did not: no mask can be trusted.
         facts["deterministic"] = False
         facts["notes"].append(f"probe run raised {_message(err)}; everything taken as written")
-        masks = {n: torch.ones(t.shape, dtype=torch.bool) for n, t in live.items()}
+        masks = {n: torch.ones(t.shape, dtype=torch.bool) for n, t in outputs.items()}
     else:
         masks = _masks(run_a, run_b)
-        facts["deterministic"] = all(
-            torch.equal(live[n][masks[n]], run_a[n].cpu()[masks[n]]) for n in live if n != POINTER_OUTPUT
-        )
-    facts["ptrs_ok"] = _pointers_ok(caller, live[POINTER_OUTPUT], masks[POINTER_OUTPUT])
+        found = _disagreements(masks, [outputs, run_a, run_b])
+        _record_disagreements(facts, found, call.buffers)
+    facts["ptrs_ok"] = _pointers_ok(caller, outputs[POINTER_OUTPUT], masks[POINTER_OUTPUT])
     call.written = masks
-    call.outputs = {n: _kept(live[n], masks[n], n == POINTER_OUTPUT) for n in live}
+    call.outputs = {n: _kept(outputs[n], masks[n], n == POINTER_OUTPUT) for n in outputs}
 
 
 def _message(exc: BaseException) -> str:
@@ -276,7 +354,7 @@ def replay(call: Call, fn: Callable[..., Any], *, on: str | torch.device = "cpu"
         return result
     masks = _masks(run_a, run_b)
     facts = result.provenance["capture"]
-    facts["deterministic"] = True
+    _record_disagreements(facts, _disagreements(masks, [run_a, run_b]), result.buffers)
     facts["ptrs_ok"] = _pointers_ok(run_a, run_a[POINTER_OUTPUT], masks[POINTER_OUTPUT])
     result.written = masks
     result.outputs = {n: _kept(run_a[n], masks[n], n == POINTER_OUTPUT) for n in run_a}
