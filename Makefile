@@ -44,6 +44,7 @@ bench: install
 	$(PY) benchmarks/bench.py goldens
 	$(PY) benchmarks/bench_sweep.py
 	$(PY) benchmarks/bench_spy.py
+	$(PY) benchmarks/bench_capture.py
 
 clean:
 	rm -rf $(VENV) .mla-golden-out
