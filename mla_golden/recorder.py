@@ -29,9 +29,10 @@ from types import ModuleType
 from typing import Any
 
 from mla_golden import reference
-from mla_golden.aliases import INDEX
+from mla_golden.aliases import INDEX, scannable
 from mla_golden.call import Call, Calls
 from mla_golden.capture import LiveCapture, NotRecorded, unrecordable
+from mla_golden.context import backend_of
 from mla_golden.errors import NothingToIntercept
 from mla_golden.golden_format import check_call
 from mla_golden.schema import SCHEMAS, bind, parameter_roles, signature_of
@@ -118,19 +119,30 @@ def _prepare(op: str, original: Callable[..., Any], args: tuple, kwargs: dict) -
     """
     sig = signature_of(original, SCHEMAS[op])
     wrapper = _reason_unbindable(op, original, sig)
-    if wrapper:
+    if wrapper and backend_of(original) == "aiter":
+        # aiter's own planner behind an opaque signature: compile_ops wraps the compiled op in a
+        # (*args, **kwargs) function without __wrapped__ (aiter/jit/utils/torch_guard.py, 620287969c and
+        # e4048607). Its parameters are aiter's, with aiter's defaults: bind on aiter's signature.
+        aiter = inspect.signature(getattr(reference, op))
+        try:
+            bound = bind(op, original, args, kwargs, aiter)
+        except (TypeError, ValueError) as exc:
+            return None, f"{wrapper}: the call does not fit aiter's {op} by name and position ({exc})"
+        sig = aiter
+    elif wrapper:
         sig.bind(*args, **kwargs)  # TypeError when the call does not fit the wrapper itself
         return None, (
             f"{wrapper} and reached no planner mla-golden intercepts, so it cannot tell the values the planner "
             f"received from defaults (spy the module the wrapper calls too, e.g. spy(aiter))"
         )
-    try:
-        bound = bind(op, original, args, kwargs, sig)
-    except TypeError as exc:
-        sig.bind(*args, **kwargs)  # TypeError when the call does not fit the planner itself
-        return None, str(exc)  # it fits, but lacks what a golden needs (an output buffer)
-    except ValueError as exc:
-        return None, str(exc)
+    else:
+        try:
+            bound = bind(op, original, args, kwargs, sig)
+        except TypeError as exc:
+            sig.bind(*args, **kwargs)  # TypeError when the call does not fit the planner itself
+            return None, str(exc)  # it fits, but lacks what a golden needs (an output buffer)
+        except ValueError as exc:
+            return None, str(exc)
     reason = unrecordable(bound)
     if reason:
         return None, reason
@@ -305,7 +317,7 @@ class Spy(contextlib.ContextDecorator):
 def _forward_targets() -> list[ModuleType]:
     """Modules holding planners with aiter's own signature: aiter when loaded (never imported here), the reference."""
     loaded = sys.modules.get("aiter")
-    return [reference] + ([loaded] if isinstance(loaded, ModuleType) else [])
+    return [reference] + ([loaded] if isinstance(loaded, ModuleType) and scannable(loaded) else [])
 
 
 def spy(*targets: ModuleType | str) -> Spy:

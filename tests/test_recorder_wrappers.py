@@ -12,6 +12,7 @@ import sys
 import types
 
 import pytest
+import standins
 import torch
 
 import mla_golden
@@ -124,7 +125,12 @@ def test_a_direct_call_through_aiters_signature_notes_only_parameters_it_lacks()
 
 
 KWARGS_AITER = '''\
-"""A stand-in aiter whose planner takes aiter's twelve positional names plus **kwargs."""
+"""A stand-in aiter whose planner was replaced by the program's wrapper (defined in its own module, shim)."""
+from shim import get_mla_metadata_v1  # noqa: F401
+'''
+
+SHIM = '''\
+"""The program's wrapper: aiter's twelve positional names plus **kwargs, calling the kernel directly."""
 from standins import toy_plan, _is_fp8
 
 
@@ -156,6 +162,7 @@ def test_record_command_exits_non_zero_when_it_cannot_tell_what_the_planner_rece
     site = tmp_path / "site" / "aiter"
     site.mkdir(parents=True)
     (site / "__init__.py").write_text(KWARGS_AITER)
+    (site.parent / "shim.py").write_text(SHIM)
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site.parent), str(Path(__file__).parent)]))
@@ -167,3 +174,24 @@ def test_record_command_exits_non_zero_when_it_cannot_tell_what_the_planner_rece
     assert report["summary"] == {"missed": 1}
     assert "**kwargs" in report["results"][0]["message"]
     assert not out.exists() or not any(out.rglob("*.safetensors"))  # no golden with defaults the program never used
+
+
+def test_aiters_compiled_op_behind_an_opaque_signature_is_bound_on_aiters_signature(monkeypatch):
+    """compile_ops hands out a (*args, **kwargs) function without __wrapped__: aiter's own planner, aiter's names."""
+
+    def wrapper(*args, **kwargs):
+        kwargs.pop("future_flag", None)  # a parameter of a newer aiter than mla-golden knows
+        return standins.mla_e4048607(*args, **kwargs)
+
+    wrapper.__module__ = "aiter.jit.utils.torch_guard"
+    aiter = standins.fake_aiter(wrapper)
+    monkeypatch.setitem(sys.modules, "aiter", aiter)
+    bufs = standins.toy_buffers(3, 200)
+    with mla_golden.spy("aiter") as spy:
+        aiter.get_mla_metadata_v1(QO, KV_PAGES, LAST, 16, 1, True, *bufs.values(), **PASSED)
+    call = spy.calls.one()
+    assert call.params["page_size"] == 16 and call.params["max_seqlen_qo"] == 1
+    assert call.params["dtype_kv_rope"] == str(FP8) and call.params["kv_granularity"] == 16
+    with mla_golden.spy("aiter") as spy, pytest.warns(UserWarning, match="not recorded"):
+        aiter.get_mla_metadata_v1(QO, KV_PAGES, LAST, 16, 1, True, *bufs.values(), future_flag=True)
+    assert len(spy.calls) == 0 and "does not fit aiter's get_mla_metadata_v1" in spy.missed[0]
