@@ -61,6 +61,7 @@ bench: install-test
 	$(PY) benchmarks/bench_spy.py
 	$(PY) benchmarks/bench_bounds.py
 	$(PY) benchmarks/bench_planners.py
+	$(PY) benchmarks/bench_capture.py
 
 clean:
 	rm -rf $(VENV) .mla-golden-out

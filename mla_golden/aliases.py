@@ -93,7 +93,7 @@ class AliasIndex:
         with self._lock:
             entries = self._refresh()
             known = {id(e.module) for e in entries}
-            entries += [self._scan(_Entry(m, m.__dict__, None)) for m in extra if id(m) not in known and _scannable(m)]
+            entries += [self._scan(_Entry(m, m.__dict__, None)) for m in extra if id(m) not in known and scannable(m)]
             found = []
             for entry in entries:
                 for name, value_id in entry.hits:
@@ -111,7 +111,7 @@ class AliasIndex:
             for module in list(sys.modules.values()):
                 entry = old.get(id(module))
                 if entry is None or entry.module is not module:
-                    if not _scannable(module):
+                    if not scannable(module):
                         continue
                     entry = _Entry(module, module.__dict__, _tag_cell(module.__dict__) if self._use_tags else None)
                 entries.append(entry)
@@ -130,7 +130,7 @@ class AliasIndex:
         return entry
 
 
-def _scannable(module: Any) -> bool:
+def scannable(module: Any) -> bool:
     """A module whose namespace can be read without side effects."""
     if type(module).__name__ == "_LazyModule":
         return False  # importlib.util.LazyLoader: touching it would run its import; it cannot hold an alias yet

@@ -1,9 +1,11 @@
 """Run a planner and turn the run into a Call, written masks included.
 
-An element counts as written when two runs on scratch buffers filled with two
-different canaries agree on it: whatever the planner did not
-store keeps its canary, and the canaries differ everywhere. The caller's own
-buffers are never touched by that probing.
+Two probe runs on scratch buffers filled with two different canaries find the
+written elements: whatever the planner did not store keeps its canary, so an
+element is written when either run moved it off its canary. Written elements
+on which the program's run and the probes disagree make the call
+nondeterministic, and are named. The probes run on copies of the inputs, so
+the caller's own tensors see exactly the program's one run.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import inspect
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from mla_golden.call import Call
@@ -36,6 +40,13 @@ CANARIES: dict[torch.dtype, tuple[int, int]] = {
     torch.uint64: (0xA5A5A5A5A5A5A5A5, 0x5A5A5A5A5A5A5A5A),
 }
 _ENV_LOCK = threading.RLock()
+#: Per thread: the last capture's CPU probe buffers, (shapes key, [run A, run B]), refilled by the next capture.
+_SCRATCH = threading.local()
+#: Differing elements named per buffer (the count is always given).
+_NAMED = 10
+#: Buffers from this many elements first try whether both probes wrote all of them alike: two passes instead of
+#: ten when they did; below it the extra check costs more than the passes it saves.
+_WHOLE = 1 << 16
 
 
 def _sync(tensors: Iterator[torch.Tensor] | list[torch.Tensor]) -> None:
@@ -47,7 +58,20 @@ def _cpu(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().to("cpu", copy=True).contiguous()
 
 
-def _scratch(buffers: Mapping[str, torch.Tensor], which: int) -> dict[str, torch.Tensor]:
+def _scratch(buffers: Mapping[str, torch.Tensor], which: int, reuse: bool) -> dict[str, torch.Tensor]:
+    """Stand-ins for ``buffers`` filled with canary ``which``.
+
+    ``reuse``: refill this thread's previous CPU stand-ins of the same shapes
+    instead of allocating: fresh pages cost more than a small planner call
+    (the caller must not keep them; a capture keeps copies).
+    """
+    key = tuple((name, tuple(buf.shape), buf.dtype, buf.device) for name, buf in buffers.items())
+    kept = getattr(_SCRATCH, "runs", None) if reuse else None
+    if kept is not None and kept[0] == key and kept[1][which] is not None:
+        out = kept[1][which]
+        for buf in out.values():
+            buf.fill_(CANARIES[buf.dtype][which])
+        return out
     out = {}
     for name, buf in buffers.items():
         canary = CANARIES.get(buf.dtype)
@@ -55,14 +79,19 @@ def _scratch(buffers: Mapping[str, torch.Tensor], which: int) -> dict[str, torch
             raise TypeError(f"output buffer {name!r} has dtype {buf.dtype}; planners fill int32/uint64 buffers")
         # Filled on the CPU and copied: GPU kernels for uint64 fill are not everywhere.
         out[name] = torch.full(buf.shape, canary[which], dtype=buf.dtype).to(buf.device)
+    if reuse and all(buf.device.type == "cpu" for buf in buffers.values()):
+        if kept is None or kept[0] != key:
+            runs: list[dict[str, torch.Tensor] | None] = [None, None]
+            kept = _SCRATCH.runs = (key, runs)
+        kept[1][which] = out
     return out
 
 
-def _probe(invoke: Callable[[dict[str, torch.Tensor]], Any], buffers: Mapping[str, torch.Tensor]):
-    """Run ``invoke`` on two canary-filled copies of ``buffers``: (run A, run B, error)."""
+def _probe(invoke: Callable[[dict[str, torch.Tensor]], Any], buffers: Mapping[str, torch.Tensor], reuse: bool = False):
+    """Run ``invoke`` on two canary-filled stand-ins for ``buffers``: (run A, run B, error)."""
     runs = []
     for which in (0, 1):
-        scratch = _scratch(buffers, which)
+        scratch = _scratch(buffers, which, reuse)
         try:
             invoke(scratch)
         except Exception as exc:  # the planner's own error: part of the result
@@ -72,16 +101,98 @@ def _probe(invoke: Callable[[dict[str, torch.Tensor]], Any], buffers: Mapping[st
     return runs[0], runs[1], None
 
 
-def _masks(run_a: dict[str, torch.Tensor], run_b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    masks = {}
-    for name, a in run_a.items():
-        a, b = a.cpu(), run_b[name].cpu()
+@dataclass
+class _Compared:
+    """What two probe runs (and the program's run) say about each buffer."""
+
+    #: Written masks: moved off its canary in either probe (an element both left alone kept both canaries).
+    masks: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: Flat indices of written elements the runs disagree on, per buffer that has any.
+    found: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: Buffers written whole (their masks all true).
+    whole: set[str] = field(default_factory=set)
+
+    def kept(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``values`` inside the written region, 0 elsewhere, in place on CPU copies; raw pointers are never kept."""
+        out = {}
+        for name, tensor in values.items():
+            tensor = tensor.cpu()
+            if name == POINTER_OUTPUT:
+                out[name] = tensor.zero_()
+            elif name in self.whole:
+                out[name] = tensor
+            else:
+                np.copyto(tensor.numpy(), 0, where=~self.masks[name].numpy())
+                out[name] = tensor
+        return out
+
+
+def _same(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """``torch.equal`` for CPU tensors of one dtype and shape; large ones through numpy, about 3x faster."""
+    if x.numel() >= _WHOLE and x.is_contiguous() and y.is_contiguous():
+        return bool(np.array_equal(x.numpy(), y.numpy()))
+    return torch.equal(x, y)
+
+
+def _compare(
+    run_a: Mapping[str, torch.Tensor], run_b: Mapping[str, torch.Tensor], live: Mapping[str, torch.Tensor] | None = None
+) -> _Compared:
+    """Compare the probe runs (and ``live``, the program's own run) buffer by buffer.
+
+    Elementwise work runs in numpy on CPU copies: on buffers of a few thousand
+    elements torch's per-operation dispatch costs more than the comparisons.
+    """
+    result = _Compared()
+    masks, found = result.masks, result.found
+    for name, tensor in run_a.items():
+        a, b = tensor.cpu().numpy(), run_b[name].cpu().numpy()
+        first, second = CANARIES[tensor.dtype]
         if name == POINTER_OUTPUT:
             # Pointers differ between the two scratch allocations: written = both moved off their canary.
-            masks[name] = (a != CANARIES[a.dtype][0]) & (b != CANARIES[b.dtype][1])
-        else:
-            masks[name] = a == b
-    return masks
+            masks[name] = torch.from_numpy((a != first) & (b != second))
+            continue
+        theirs = live[name].cpu().numpy() if live is not None else None
+        if a.size >= _WHOLE and np.array_equal(a, b):  # both probes wrote every element alike (prefill's whole buffers)
+            masks[name] = torch.ones(a.shape, dtype=torch.bool)
+            result.whole.add(name)
+            if theirs is not None and not np.array_equal(theirs, a):
+                found[name] = torch.from_numpy(np.flatnonzero(theirs != a))
+            continue
+        mask = (a != first) | (b != second)
+        differ = a != b
+        if theirs is not None:
+            differ |= theirs != a
+        differ &= mask
+        masks[name] = torch.from_numpy(mask)
+        if differ.any():
+            found[name] = torch.from_numpy(np.flatnonzero(differ))
+    return result
+
+
+def _record_disagreements(
+    facts: dict[str, Any], found: Mapping[str, torch.Tensor], buffers: Mapping[str, dict[str, Any]]
+) -> None:
+    """``deterministic`` and, when false, which elements differed: in the facts and in a note a report shows."""
+    facts["deterministic"] = not found
+    if not found:
+        return
+    facts["nondeterministic"] = {n: {"count": int(at.numel()), "at": at[:_NAMED].tolist()} for n, at in found.items()}
+    for name, at in found.items():
+        places = ", ".join(_element(name, int(i), buffers[name]["shape"]) for i in at[:_NAMED].tolist())
+        more = f" and {at.numel() - _NAMED} more" if at.numel() > _NAMED else ""
+        facts["notes"].append(
+            f"{name}: {at.numel()} written element(s) differ between runs on the same inputs ({places}{more}); "
+            "the program's own run is kept"
+        )
+
+
+def _element(name: str, flat: int, shape: list[int]) -> str:
+    """``work_info_set[3, 4]`` for a flat index into a buffer of ``shape``."""
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size if size else 0)
+        flat //= size if size else 1
+    return f"{name}[{', '.join(map(str, reversed(index)))}]"
 
 
 def _pointers_ok(buffers: Mapping[str, torch.Tensor], values: torch.Tensor, mask: torch.Tensor) -> bool | None:
@@ -97,14 +208,6 @@ def _pointers_ok(buffers: Mapping[str, torch.Tensor], values: torch.Tensor, mask
 
 def _buffer_specs(buffers: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
     return {n: {"shape": list(buffers[n].shape), "dtype": str(buffers[n].dtype)} for n in OUTPUTS}
-
-
-def _kept(values: torch.Tensor, mask: torch.Tensor, pointer: bool) -> torch.Tensor:
-    """Values inside the written region, 0 elsewhere; raw pointers are never kept."""
-    values = values.cpu()
-    if pointer:
-        return torch.zeros_like(values)
-    return torch.where(mask, values, torch.zeros_like(values))
 
 
 def _base_call(op: str, fn: Callable[..., Any], bound: BoundCall, inputs: dict[str, torch.Tensor], notes: list[str]) -> Call:
@@ -156,67 +259,96 @@ def unrecordable(bound: BoundCall) -> str | None:
     return None
 
 
-def capture_live(
-    op: str, fn: Callable[..., Any], bound: BoundCall, args: tuple, kwargs: dict, sig: inspect.Signature | None = None
-) -> tuple[Call, Any, Exception | None]:
-    """Call ``fn(*args, **kwargs)`` exactly as the caller did and capture it.
+class LiveCapture:
+    """One program call being captured: its inputs copied before it runs, its outputs probed after.
 
-    ``sig`` is the signature that bound the call (default ``fn``'s own).
-    Returns (Call, result, the planner's exception or None); the caller
-    re-raises the exception so its own code sees it unchanged. Raises
-    :class:`NotRecorded` when recording fails (saying whether the planner ran).
+    ``sig`` is the signature that bound the call (default ``fn``'s own); it
+    has no ``*args`` / ``**kwargs`` (the recorder follows such wrappers to the
+    planner they call instead). The probes run ``fn`` on canary buffers and on fresh copies of the inputs as
+    they were before the program's run, so a planner that changes its inputs
+    changes them once, as unwatched, and that fact is recorded.
+    Raises :class:`NotRecorded` when the inputs cannot be copied.
     """
-    try:
-        inputs = {n: _cpu(t) for n, t in bound.inputs.items()}
-        call = _base_call(op, fn, bound, inputs, list(bound.notes))
-        call.strides = {n: list(t.stride()) for n, t in bound.inputs.items() if not t.is_contiguous()}
-    except Exception as exc:
-        raise NotRecorded(f"its inputs could not be copied ({type(exc).__name__}: {exc})") from exc
-    try:
-        result = fn(*args, **kwargs)
-    except Exception as exc:
-        call.error = _message(exc)
-        return call, None, exc
-    try:
-        _outputs(call, op, fn, bound, args, kwargs, sig)
-    except Exception as exc:  # the recorder's failure, never the program's
-        raise NotRecorded(f"recording failed after the call ({type(exc).__name__}: {exc})", ran=True, result=result) from exc
-    return call, result, None
+
+    def __init__(self, op: str, fn: Callable[..., Any], bound: BoundCall, sig: inspect.Signature | None = None) -> None:
+        self.op, self.fn, self.bound = op, fn, bound
+        self.sig = sig or signature_of(fn, schema_for(op))
+        try:
+            self.before = {n: _cpu(t) for n, t in bound.inputs.items()}
+            self.call = _base_call(op, fn, bound, self.before, list(bound.notes))
+            self.call.strides = {n: list(t.stride()) for n, t in bound.inputs.items() if not t.is_contiguous()}
+        except Exception as exc:
+            raise NotRecorded(f"its inputs could not be copied ({type(exc).__name__}: {exc})") from exc
+
+    def failed(self, exc: Exception) -> Call:
+        """The call as the program's run raised ``exc``."""
+        self.call.error = _message(exc)
+        return self.call
+
+    def finish(self, args: tuple, kwargs: dict, result: Any) -> Call:
+        """The call with the outputs of the program's run (``fn(*args, **kwargs)``, which gave ``result``)."""
+        try:
+            _outputs(self, args, kwargs)
+        except Exception as exc:  # the recorder's failure, never the program's
+            raise NotRecorded(
+                f"recording failed after the call ({type(exc).__name__}: {exc})", ran=True, result=result
+            ) from exc
+        return self.call
 
 
-def _outputs(
-    call: Call, op: str, fn: Callable[..., Any], bound: BoundCall, args: tuple, kwargs: dict, sig: inspect.Signature | None
-) -> None:
-    """Fill ``call``'s outputs and written masks from the caller's buffers and two probe runs."""
+def _like(values: torch.Tensor, model: torch.Tensor) -> torch.Tensor:
+    """A fresh tensor holding ``values`` on ``model``'s device with ``model``'s strides."""
+    if model.is_contiguous() and values.device == model.device:
+        return values.clone()
+    out = torch.empty_strided(model.shape, model.stride(), dtype=model.dtype, device=model.device)
+    return out.copy_(values)
+
+
+def _outputs(live: LiveCapture, args: tuple, kwargs: dict) -> None:
+    """Fill the call's outputs, written masks and facts from the caller's buffers and two probe runs."""
+    call, bound, sig, fn = live.call, live.bound, live.sig, live.fn
     caller = bound.buffers
     _sync(list(caller.values()))
-    live = {n: _cpu(t) for n, t in caller.items()}
-    schema = schema_for(op)
-    sig = sig or signature_of(fn, schema)
-    original = sig.bind(*args, **kwargs)
+    outputs = {n: _cpu(t) for n, t in caller.items()}
+    schema = schema_for(live.op)
+    # The signature has no *args / **kwargs (see LiveCapture): positions and keywords name its parameters.
+    positional = [schema.canonical(n) for n in list(sig.parameters)[: len(args)]]
+    keywords = {n: schema.canonical(n) for n in kwargs}
+    facts = call.provenance["capture"]
+    passed_inputs = [c for c in (*positional, *keywords.values()) if c in live.before]
+    mutated = [c for c in passed_inputs if not _same(bound.inputs[c].cpu(), live.before[c])]
+    if mutated:
+        changed = {c: int((bound.inputs[c].cpu() != live.before[c]).sum()) for c in mutated}
+        facts["mutated_inputs"] = mutated
+        facts["notes"].extend(
+            f"the planner changed its input {c} in place ({changed[c]} element(s)); recorded as it was passed, "
+            "and the probes ran on copies"
+            for c in mutated
+        )
+
+    def swap(canonical: str, value: Any, scratch: dict[str, torch.Tensor]) -> Any:
+        if canonical in scratch:
+            return scratch[canonical]
+        if canonical in live.before:
+            return _like(live.before[canonical], bound.inputs[canonical])
+        return value
 
     def invoke(scratch: dict[str, torch.Tensor]) -> None:
-        trial = sig.bind(*original.args, **original.kwargs)
-        for name in trial.arguments:
-            if schema.canonical(name) in scratch:
-                trial.arguments[name] = scratch[schema.canonical(name)]
-        fn(*trial.args, **trial.kwargs)
+        fn(*(swap(c, v, scratch) for c, v in zip(positional, args)),
+           **{n: swap(c, kwargs[n], scratch) for n, c in keywords.items()})  # fmt: skip
 
-    run_a, run_b, err = _probe(invoke, caller)
-    facts = call.provenance["capture"]
+    run_a, run_b, err = _probe(invoke, caller, reuse=True)
     if err is not None:
         # The probe failed where the caller's run did not: no mask can be trusted.
         facts["deterministic"] = False
         facts["notes"].append(f"probe run raised {_message(err)}; everything taken as written")
-        masks = {n: torch.ones(t.shape, dtype=torch.bool) for n, t in live.items()}
+        compared = _Compared({n: torch.ones(t.shape, dtype=torch.bool) for n, t in outputs.items()}, whole=set(outputs))
     else:
-        masks = _masks(run_a, run_b)
-        facts["deterministic"] = all(
-            torch.equal(live[n][masks[n]], run_a[n].cpu()[masks[n]]) for n in live if n != POINTER_OUTPUT
-        )
-    facts["ptrs_ok"] = _pointers_ok(caller, live[POINTER_OUTPUT], masks[POINTER_OUTPUT])
-    call.written = masks
-    call.outputs = {n: _kept(live[n], masks[n], n == POINTER_OUTPUT) for n in live}
+        compared = _compare(run_a, run_b, outputs)
+        _record_disagreements(facts, compared.found, call.buffers)
+    facts["ptrs_ok"] = _pointers_ok(caller, outputs[POINTER_OUTPUT], compared.masks[POINTER_OUTPUT])
+    call.written = compared.masks
+    call.outputs = compared.kept(outputs)
 
 
 def _message(exc: BaseException) -> str:
@@ -265,10 +397,14 @@ def replay(
     sig = signature_of(fn, schema)
     buffer_params = {n: schema.canonical(n) for n in sig.parameters if schema.canonical(n) in OUTPUTS}
 
+    input_params = {n: schema.canonical(n) for n in kwargs if schema.canonical(n) in inputs}
+
     def invoke(scratch: dict[str, torch.Tensor]) -> None:
         trial = dict(kwargs)
         for name, canonical in buffer_params.items():
             trial[name] = scratch[canonical]
+        for name, canonical in input_params.items():  # fresh copies: a planner changing them changes no golden
+            trial[name] = _like(inputs[canonical], inputs[canonical])
         fn(**trial)
 
     bound = BoundCall(op, dict(call.params), inputs, shapes, list(sig.parameters), notes)
@@ -278,12 +414,12 @@ def replay(
     if err is not None:
         result.error = _message(err)
         return result
-    masks = _masks(run_a, run_b)
+    compared = _compare(run_a, run_b)
     facts = result.provenance["capture"]
-    facts["deterministic"] = True
-    facts["ptrs_ok"] = _pointers_ok(run_a, run_a[POINTER_OUTPUT], masks[POINTER_OUTPUT])
-    result.written = masks
-    result.outputs = {n: _kept(run_a[n], masks[n], n == POINTER_OUTPUT) for n in run_a}
+    _record_disagreements(facts, compared.found, result.buffers)
+    facts["ptrs_ok"] = _pointers_ok(run_a, run_a[POINTER_OUTPUT], compared.masks[POINTER_OUTPUT])
+    result.written = compared.masks
+    result.outputs = compared.kept(run_a)
     return result
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import importlib.metadata
 import os
 import sys
@@ -117,7 +118,9 @@ def provenance(fn: Callable[..., Any], signature: list[str]) -> dict[str, Any]:
     return info
 
 
+@functools.cache
 def _own_version() -> str:
+    """The installed mla-golden's version, read once: a metadata lookup costs more than a small planner call."""
     try:
         return importlib.metadata.version("mla-golden")
     except importlib.metadata.PackageNotFoundError:

@@ -313,11 +313,11 @@ def bind(op: str, fn: Callable[..., Any], args: tuple, kwargs: dict, sig: inspec
     buffers: dict[str, torch.Tensor] = {}
     named: dict[str, Any] = {}
     unknown: list[str] = []
+    roles = parameter_roles(schema, sig)
     for name, value in bound.arguments.items():
-        if sig.parameters[name].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+        if name not in roles:  # *args / **kwargs
             continue
-        canonical = schema.canonical(name)
-        kind = schema.kind(canonical)
+        canonical, kind = roles[name]
         if kind == "input":
             inputs[canonical] = value
         elif kind == "output":
@@ -336,6 +336,27 @@ def bind(op: str, fn: Callable[..., Any], args: tuple, kwargs: dict, sig: inspec
     if missing:
         raise TypeError(f"{op}: signature of {fn!r} has no output buffer(s) {missing}")
     return BoundCall(op, params, inputs, buffers, list(sig.parameters), notes)
+
+
+#: (op, id(signature)) -> (signature, its parameters' roles); bounded: a signature built per call must not grow it.
+_ROLES: dict[tuple[str, int], tuple[inspect.Signature, dict[str, tuple[str, str | None]]]] = {}
+
+
+def parameter_roles(schema: OpSchema, sig: inspect.Signature) -> dict[str, tuple[str, str | None]]:
+    """Each non-variadic parameter of ``sig``: (canonical name, kind); worked out once per signature (do not modify)."""
+    cached = _ROLES.get((schema.name, id(sig)))
+    if cached is not None and cached[0] is sig:
+        return cached[1]
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    roles = {
+        name: (schema.canonical(name), schema.kind(schema.canonical(name)))
+        for name, parameter in sig.parameters.items()
+        if parameter.kind not in variadic
+    }
+    if len(_ROLES) >= 256:
+        _ROLES.clear()
+    _ROLES[(schema.name, id(sig))] = (sig, roles)
+    return roles
 
 
 def implied_input(schema: OpSchema, name: str, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:

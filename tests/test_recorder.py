@@ -236,7 +236,7 @@ def test_an_alias_kept_outside_modules_stops_capturing_after_the_spy(fake_aiter,
     with mla_golden.spy():
         holder["plan"] = aiter.get_mla_metadata_v1  # e.g. stored on a builder object
     probes = []
-    monkeypatch.setattr("mla_golden.recorder.capture_live", lambda *a, **k: probes.append(a))
+    monkeypatch.setattr("mla_golden.recorder.LiveCapture", lambda *a, **k: probes.append(a))
     builder(holder["plan"])  # still the wrapper, but no spy listens: straight to the planner
     assert probes == []
 

@@ -106,7 +106,7 @@ def _planner_module(fn) -> types.ModuleType:
     return module
 
 
-def test_a_wrapper_with_other_parameter_names_is_bound_by_position(monkeypatch):
+def test_a_wrapper_with_other_parameter_names_is_recorded_where_it_forwards(monkeypatch):
     def planner(qo, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr, r_final, r_partial, **rest):
         return ref.get_mla_metadata_v1(qo, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr, r_final,
                                        r_partial, **rest)  # fmt: skip
@@ -121,18 +121,27 @@ def test_a_wrapper_with_other_parameter_names_is_bound_by_position(monkeypatch):
     assert mla_golden.diff(direct.calls.one(), call).equal
 
 
-def test_a_wrapper_whose_arity_does_not_fit_is_missed_loudly(monkeypatch):
+@pytest.mark.parametrize("hidden", [False, True], ids=["forwards-visibly", "forwards-to-a-hidden-planner"])
+def test_a_wrapper_whose_arity_does_not_fit_is_recorded_where_it_forwards_or_missed_loudly(monkeypatch, hidden):
+    held = ref.get_mla_metadata_v1  # in a closure: no spy can replace it
+
     def planner(qo, kv, last, heads, buffers, **rest):
-        return ref.get_mla_metadata_v1(qo, kv, last, heads, 1, True, *buffers, **rest)
+        target = held if hidden else ref.get_mla_metadata_v1
+        return target(qo, kv, last, heads, 1, True, *buffers, **rest)
 
     module = _planner_module(planner)
     monkeypatch.setitem(sys.modules, "my_planners", module)
     wm, wi, wis, ri, rfm, rpm = _buffers()
     with ref.device("gfx942", 304), mla_golden.spy(module) as spy:
-        with pytest.warns(UserWarning, match="not recorded"):
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
             module.get_mla_metadata_v1(QO, KV, LAST, 16, (wm, wis, wi, ri, rfm, rpm), uni_seqlen_qo=1, max_seqlen_qo=1)
-    assert len(spy.calls) == 0 and "do not fit aiter's get_mla_metadata_v1 by position" in spy.missed[0]
     assert int(wi[-1]) > 0  # the planner ran, untouched
+    if hidden:
+        assert len(spy.calls) == 0 and "takes **rest" in spy.missed[0] and "cannot tell" in spy.missed[0]
+        assert any("not recorded" in str(w.message) for w in warned)
+    else:
+        assert spy.missed == [] and spy.calls.one().params["max_seqlen_qo"] == 1
 
 
 def test_without_takers_the_wrapper_costs_nothing_and_warns_nothing():
@@ -142,7 +151,7 @@ def test_without_takers_the_wrapper_costs_nothing_and_warns_nothing():
             _plan(ref.get_mla_metadata_v1)
 
 
-def test_a_wrapper_with_some_of_aiters_names_is_bound_by_position_too(monkeypatch):
+def test_a_wrapper_with_some_of_aiters_names_is_recorded_where_it_forwards_too(monkeypatch):
     def planner(seqlens_qo_indptr, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr, r_final, r_partial, **rest):
         return ref.get_mla_metadata_v1(seqlens_qo_indptr, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr,
                                        r_final, r_partial, **rest)  # fmt: skip

@@ -1,0 +1,111 @@
+"""The probes behind a capture: they never change what the program sees, and disagreement is recorded, not hidden."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import standins
+import torch
+
+import mla_golden
+from mla_golden.report import render_text
+
+QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
+KV = torch.tensor([0, 50, 200, 210], dtype=torch.int32)
+
+
+def _plan(aiter, last: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    bufs = standins.toy_buffers(3, 200)
+    last = torch.ones(3, dtype=torch.int32) if last is None else last
+    aiter.get_mla_metadata_v1(QO, KV, last, 16, 1, True, *bufs.values(), max_seqlen_qo=1)
+    return bufs
+
+
+def _aiter(monkeypatch, body) -> object:
+    aiter = standins.fake_aiter(standins.with_signature(standins.mla_e4048607, body))
+    monkeypatch.setitem(sys.modules, "aiter", aiter)
+    return aiter
+
+
+def _counted(change):
+    """A planner that runs the toy plan, then ``change(arguments, run)`` (run 0 is the caller's)."""
+    runs = iter(range(100))
+
+    def body(arguments):
+        standins.mla_e4048607(**arguments)
+        change(arguments, next(runs))
+
+    return body
+
+
+def _flag_second_probe(arguments, run):
+    if run == 2:
+        arguments["work_info_set"][0, 4] += 1
+
+
+def _flag_callers_run(arguments, run):
+    if run == 0:
+        arguments["work_info_set"][1, 5] += 1
+
+
+@pytest.mark.parametrize(
+    "change, where", [(_flag_second_probe, (0, 4)), (_flag_callers_run, (1, 5))], ids=["probes-differ", "caller-differs"]
+)
+def test_outputs_that_differ_between_runs_are_written_nondeterministic_and_named(monkeypatch, change, where):
+    aiter = _aiter(monkeypatch, _counted(change))
+    with mla_golden.spy() as spy:
+        _plan(aiter)
+    call = spy.calls.one()
+    assert call.facts["deterministic"] is False
+    assert bool(call.written["work_info_set"][where])  # written, whatever value each run left there
+    flat = where[0] * 8 + where[1]
+    assert call.facts["nondeterministic"] == {"work_info_set": {"count": 1, "at": [flat]}}
+    named = f"work_info_set[{where[0]}, {where[1]}]"
+    assert any(named in note for note in call.facts["notes"])
+    found = mla_golden.diff(call, call)
+    assert any("different values when re-run" in h for h in found.hazards)
+    assert named in render_text(found)
+
+
+def test_a_deterministic_planner_names_no_element(monkeypatch):
+    aiter = _aiter(monkeypatch, _counted(lambda arguments, run: None))
+    with mla_golden.spy() as spy:
+        _plan(aiter)
+    facts = spy.calls.one().facts
+    assert facts["deterministic"] is True and "nondeterministic" not in facts
+
+
+def _bump_last_page_lens(arguments, run):
+    arguments["kv_last_page_lens"].add_(1)
+
+
+def test_a_planner_that_changes_its_inputs_is_recorded_so_and_the_program_sees_one_call(monkeypatch):
+    aiter = _aiter(monkeypatch, _counted(_bump_last_page_lens))
+    plain = torch.ones(3, dtype=torch.int32)
+    plain_bufs = _plan(aiter, plain)
+    spied = torch.ones(3, dtype=torch.int32)
+    with mla_golden.spy() as spy:
+        spied_bufs = _plan(aiter, spied)
+    assert spied.tolist() == plain.tolist() == [2, 2, 2]  # one call's effect, watched or not
+    call = spy.calls.one()
+    assert call.inputs["kv_last_page_lens"].tolist() == [1, 1, 1]  # what the planner was given
+    assert call.facts["mutated_inputs"] == ["kv_last_page_lens"]
+    assert any("changed its input kv_last_page_lens in place" in note for note in call.facts["notes"])
+    assert call.facts["deterministic"] is True
+    mask = call.written["work_info_set"]
+    assert torch.equal(plain_bufs["work_info_set"][mask], spied_bufs["work_info_set"][mask])
+
+
+def test_the_probes_run_on_copies_of_the_inputs(monkeypatch):
+    seen: list[int] = []
+
+    def body(arguments):
+        standins.mla_e4048607(**arguments)
+        seen.append(arguments["seqlens_kv_indptr"].data_ptr())
+
+    aiter = _aiter(monkeypatch, body)
+    with mla_golden.spy() as spy:
+        _plan(aiter)
+    spy.calls.one()
+    assert len(seen) == 3 and seen[0] not in seen[1:]

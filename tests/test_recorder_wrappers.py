@@ -1,0 +1,197 @@
+"""The recorder records the arguments the planner received, whatever wrapper the program called it through.
+
+A wrapper that takes ``**kwargs`` or renames aiter's parameters forwards values
+its own signature does not show. The recorder binds the call where aiter's
+signature applies (the planner the wrapper reaches); when it cannot see that
+call, it says so loudly instead of writing the defaults.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import standins
+import torch
+
+import mla_golden
+from mla_golden import reference as ref
+from mla_golden.call import CallNotFound
+
+FP8 = torch.float8_e4m3fn
+QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
+KV_PAGES = torch.tensor([0, 4, 13, 14], dtype=torch.int32)
+LAST = torch.tensor([16, 5, 1], dtype=torch.int32)
+#: What the program passes beyond the twelve positional arguments; none of it is aiter's default.
+PASSED = {"page_size": 16, "max_seqlen_qo": 1, "dtype_q": FP8, "dtype_kv": FP8}
+
+
+def _buffers() -> list[torch.Tensor]:
+    """In aiter's positional order: ptrs, work_info_set, work_indptr, reduce_indptr, final map, partial map."""
+    info = ref.get_mla_metadata_info_v1(3, 1, 16, FP8, FP8, False)
+    ptrs, indptr, info_set, *reduce = (torch.empty(shape, dtype=dtype) for shape, dtype in info)
+    return [ptrs, info_set, indptr, *reduce]
+
+
+def kwargs_wrapper(planner):
+    """aiter's twelve positional names plus ``**kwargs`` (a common pattern)."""
+
+    def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k,
+                            num_heads_k, is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr,
+                            reduce_final_map, reduce_partial_map, **kwargs):  # fmt: skip
+        return planner()(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k,
+                         is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,
+                         reduce_partial_map, **kwargs)  # fmt: skip
+
+    return get_mla_metadata_v1
+
+
+def renaming_wrapper(planner):
+    """Renamed parameters (``last_page_lens``, ``block_size``, ``q_dtype`` / ``kv_dtype``, ``max_splits``)."""
+
+    def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, last_page_lens, num_heads_per_head_k, num_heads_k,
+                            is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,
+                            reduce_partial_map, block_size=1, max_seqlen_qo=-1, q_dtype=None, kv_dtype=None,
+                            max_splits=-1):  # fmt: skip
+        return planner()(seqlens_qo_indptr, seqlens_kv_indptr, last_page_lens, num_heads_per_head_k, num_heads_k,
+                         is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,
+                         reduce_partial_map, page_size=block_size, max_seqlen_qo=max_seqlen_qo, dtype_q=q_dtype,
+                         dtype_kv=kv_dtype, max_split_per_batch=max_splits)  # fmt: skip
+
+    return get_mla_metadata_v1
+
+
+def _call(fn, bufs, renamed: bool) -> None:
+    passed = dict(PASSED)
+    if renamed:
+        passed = {"block_size": 16, "max_seqlen_qo": 1, "q_dtype": FP8, "kv_dtype": FP8}
+    fn(QO, KV_PAGES, LAST, 16, 1, True, *bufs, **passed)
+
+
+@pytest.fixture
+def truth():
+    """The call made straight to the planner, and the buffers it filled."""
+    with ref.device("gfx950", 256), mla_golden.spy(ref) as spy:
+        bufs = _buffers()
+        ref.get_mla_metadata_v1(QO, KV_PAGES, LAST, 16, 1, True, *bufs, **PASSED)
+    return spy.calls.one(), bufs
+
+
+def _module(fn) -> types.ModuleType:
+    module = types.ModuleType("my_wrappers")
+    module.get_mla_metadata_v1 = fn
+    return module
+
+
+@pytest.mark.parametrize("make", [kwargs_wrapper, renaming_wrapper], ids=["kwargs", "renamed"])
+def test_a_wrapper_call_is_recorded_with_what_the_planner_received(make, truth, monkeypatch):
+    direct, _ = truth
+    assert direct.params["page_size"] == 16 and direct.params["dtype_q_nope"] == str(FP8)
+    module = _module(make(lambda: ref.get_mla_metadata_v1))  # looked up at call time, as a module's code does
+    monkeypatch.setitem(sys.modules, "my_wrappers", module)
+    with ref.device("gfx950", 256), mla_golden.spy(module) as spy:
+        _call(module.get_mla_metadata_v1, _buffers(), make is renaming_wrapper)
+    call = spy.calls.one()
+    assert spy.missed == []
+    assert call.params == direct.params
+    assert torch.equal(call.inputs["kv_last_page_lens"], LAST)
+    assert mla_golden.diff(direct, call).equal
+    assert not any("taken as" in note or "implied" in note for note in call.facts["notes"])
+
+
+@pytest.mark.parametrize("make", [kwargs_wrapper, renaming_wrapper], ids=["kwargs", "renamed"])
+def test_a_wrapper_whose_forwarded_call_cannot_be_seen_is_missed_loudly(make, truth, monkeypatch):
+    _, want = truth
+    hidden = ref.get_mla_metadata_v1  # held in a closure: no spy can replace it
+    module = _module(make(lambda: hidden))
+    monkeypatch.setitem(sys.modules, "my_wrappers", module)
+    with ref.device("gfx950", 256), mla_golden.spy(module) as spy:
+        bufs = _buffers()
+        with pytest.warns(UserWarning, match="not recorded"):
+            _call(module.get_mla_metadata_v1, bufs, make is renaming_wrapper)
+    assert len(spy.calls) == 0 and len(spy.missed) == 1
+    with pytest.raises(CallNotFound, match="made but not recorded: .*cannot tell"):
+        spy.calls.one()
+    # The program saw exactly the planner's own effect.
+    assert torch.equal(bufs[2], want[2])
+
+
+def test_a_direct_call_through_aiters_signature_notes_only_parameters_it_lacks():
+    """An older planner signature (no page_size) cannot be passed page_size: its note says what aiter assumed."""
+    with ref.device("gfx950", 256), mla_golden.spy(ref) as spy:
+        ref.get_mla_metadata_v1(QO, KV_PAGES, LAST, 16, 1, True, *_buffers(), **PASSED)
+    assert spy.calls.one().facts["notes"] == []
+
+
+KWARGS_AITER = '''\
+"""A stand-in aiter whose planner was replaced by the program's wrapper (defined in its own module, shim)."""
+from shim import get_mla_metadata_v1  # noqa: F401
+'''
+
+SHIM = '''\
+"""The program's wrapper: aiter's twelve positional names plus **kwargs, calling the kernel directly."""
+from standins import toy_plan, _is_fp8
+
+
+def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k,
+                        is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,
+                        reduce_partial_map, **kwargs):
+    toy_plan(seqlens_qo_indptr, seqlens_kv_indptr, _is_fp8(kwargs.get("dtype_q"), kwargs.get("dtype_kv")),
+             work_metadata_ptrs, work_indptr, work_info_set, reduce_indptr, reduce_final_map, reduce_partial_map)
+'''
+
+PROGRAM = '''\
+import torch
+import standins
+import aiter
+
+bufs = standins.toy_buffers(2, 400)
+aiter.get_mla_metadata_v1(torch.tensor([0, 1, 2], dtype=torch.int32), torch.tensor([0, 50, 200], dtype=torch.int32),
+                          torch.ones(2, dtype=torch.int32), 16, 1, True, *bufs.values(), page_size=16,
+                          dtype_q=torch.float8_e4m3fn, dtype_kv=torch.float8_e4m3fn)
+'''
+
+
+def test_record_command_exits_non_zero_when_it_cannot_tell_what_the_planner_received(tmp_path):
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    site = tmp_path / "site" / "aiter"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(KWARGS_AITER)
+    (site.parent / "shim.py").write_text(SHIM)
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site.parent), str(Path(__file__).parent)]))
+    out = tmp_path / "goldens"
+    cmd = [sys.executable, "-m", "mla_golden.cli", "record", "--out", str(out), "--format", "json", "--", sys.executable, str(script)]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    report = json.loads(run.stdout)
+    assert report["summary"] == {"missed": 1}
+    assert "**kwargs" in report["results"][0]["message"]
+    assert not out.exists() or not any(out.rglob("*.safetensors"))  # no golden with defaults the program never used
+
+
+def test_aiters_compiled_op_behind_an_opaque_signature_is_bound_on_aiters_signature(monkeypatch):
+    """compile_ops hands out a (*args, **kwargs) function without __wrapped__: aiter's own planner, aiter's names."""
+
+    def wrapper(*args, **kwargs):
+        kwargs.pop("future_flag", None)  # a parameter of a newer aiter than mla-golden knows
+        return standins.mla_e4048607(*args, **kwargs)
+
+    wrapper.__module__ = "aiter.jit.utils.torch_guard"
+    aiter = standins.fake_aiter(wrapper)
+    monkeypatch.setitem(sys.modules, "aiter", aiter)
+    bufs = standins.toy_buffers(3, 200)
+    with mla_golden.spy("aiter") as spy:
+        aiter.get_mla_metadata_v1(QO, KV_PAGES, LAST, 16, 1, True, *bufs.values(), **PASSED)
+    call = spy.calls.one()
+    assert call.params["page_size"] == 16 and call.params["max_seqlen_qo"] == 1
+    assert call.params["dtype_kv_rope"] == str(FP8) and call.params["kv_granularity"] == 16
+    with mla_golden.spy("aiter") as spy, pytest.warns(UserWarning, match="not recorded"):
+        aiter.get_mla_metadata_v1(QO, KV_PAGES, LAST, 16, 1, True, *bufs.values(), future_flag=True)
+    assert len(spy.calls) == 0 and "does not fit aiter's get_mla_metadata_v1" in spy.missed[0]
