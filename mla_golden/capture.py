@@ -166,6 +166,7 @@ def capture_live(
     re-raises the exception so its own code sees it unchanged. Raises
     :class:`NotRecorded` when recording fails (saying whether the planner ran).
     """
+    __tracebackhide__ = True
     try:
         inputs = {n: _cpu(t) for n, t in bound.inputs.items()}
         call = _base_call(op, fn, bound, inputs, list(bound.notes))

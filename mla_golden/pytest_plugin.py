@@ -33,6 +33,8 @@ _TOUCHED = pytest.StashKey[set[str]]()
 _TESTS = pytest.StashKey[dict[str, bool]]()
 #: After a full run: the unused goldens and whether they were deleted.
 _UNUSED = pytest.StashKey[tuple[list[Path], bool]]()
+#: Work items a failure decodes by default: a failure stays within a screen (about 60 lines).
+MAX_ITEMS = 5
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -49,6 +51,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="write the goldens instead of checking them; a full run also deletes the goldens no test used",
+    )
+    group.addoption(
+        "--mla-golden-max-items",
+        dest="mla_golden_max_items",
+        type=int,
+        default=MAX_ITEMS,
+        help=f"divergent work items and reduce groups a failure decodes (default {MAX_ITEMS}; mla-golden diff shows all)",
     )
 
 
@@ -81,15 +90,28 @@ class MlaGoldenFixture:
         self.nodeid = nodeid
         self.golden_dir = golden_dir
         self.update = update
+        self.max_items: int = config.getoption("mla_golden_max_items")
         self._config = config
         self._counter = 0
         self._spies: list[Spy] = []
 
     def spy(self, *targets: ModuleType | str) -> Spy:
-        """A spy whose calls made but not recorded fail the test at teardown (they were warned about)."""
-        from mla_golden.recorder import spy
+        """A spy whose calls made but not recorded fail the test at teardown (they were warned about).
 
-        made = spy(*targets)
+        When a planner raises inside the block, the calls that raised are
+        compared with this test's goldens of the same inputs and the report is
+        chained to the error (the ``assert_matches`` after the block never runs).
+        """
+        from mla_golden.expectations import ReportingSpy
+        from mla_golden.golden_paths import folder_of_test
+
+        made = ReportingSpy(
+            *targets,
+            golden_dir=self.golden_dir,
+            folder=folder_of_test(self.golden_dir, self.nodeid),
+            on_compare=self._record,
+            max_items=self.max_items,
+        )
         self._spies.append(made)
         return made
 
@@ -114,16 +136,19 @@ class MlaGoldenFixture:
     def assert_matches(self, call: Call, name: str | None = None) -> None:
         """Assert ``call`` matches this test's golden ``name`` (or write it under --mla-golden-update).
 
-        On a mismatch the call is also written next to the golden as
-        ``<name>.obtained.safetensors``; a later pass removes it.
+        On a mismatch (:class:`GoldenMismatch`) the call is also written next
+        to the golden as ``<name>.obtained.safetensors``; a later pass removes it.
         """
         __tracebackhide__ = True
         from mla_golden.assertions import compare_with_golden
+        from mla_golden.errors import GoldenMismatch
 
-        result = compare_with_golden(call, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True)
+        result = compare_with_golden(
+            call, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True, max_items=self.max_items
+        )
         self._record(result)
         if result.failure is not None:
-            raise AssertionError(result.failure)
+            raise GoldenMismatch(result.failure)
 
     def check(self, call: Call, name: str | None = None) -> None:
         """Deprecated name of :meth:`assert_matches`."""
@@ -140,7 +165,13 @@ class MlaGoldenFixture:
         from mla_golden.expectations import Expect
 
         made = Expect(
-            target, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True, on_compare=self._record
+            target,
+            self.golden_dir,
+            name=self.key(name),
+            update=self.update,
+            keep_obtained=True,
+            on_compare=self._record,
+            max_items=self.max_items,
         )
         self._spies.append(made.spy)  # its missed calls fail the test too
         return made

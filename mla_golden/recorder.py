@@ -27,6 +27,7 @@ from mla_golden import reference
 from mla_golden.aliases import INDEX
 from mla_golden.call import Calls
 from mla_golden.capture import NotRecorded, capture_live, unrecordable
+from mla_golden.context import backend_of
 from mla_golden.errors import NothingToIntercept
 from mla_golden.golden_format import check_call
 from mla_golden.schema import SCHEMAS, BoundCall, bind, signature_of
@@ -85,7 +86,12 @@ def _bind(op: str, original: Callable[..., Any], args: tuple, kwargs: dict) -> t
 
 
 def _make_wrapper(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    # The reference is mla-golden's own port of a C++ op: its frames (the planner's source, the caller's
+    # uninitialised buffers as arguments) tell the caller nothing, so its errors surface at the caller's call.
+    own_frames = backend_of(original) == "reference"
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         takers = _takers(original)
         if not takers:  # an alias kept outside any module outlived its spy: no capture cost
             return original(*args, **kwargs)
@@ -109,7 +115,7 @@ def _make_wrapper(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
             for spy in takers:
                 spy.calls.append(call)
         if exc is not None:
-            raise exc
+            raise exc.with_traceback(None) if own_frames else exc
         return result
 
     for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
