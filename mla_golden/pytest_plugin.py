@@ -5,8 +5,9 @@ Goldens live in a folder mirroring the test's node id
 counter), as snapshot tools do. Writes are atomic and no-clobber, so
 pytest-xdist workers writing the same golden end with one valid file; workers
 hand what they wrote and read to the controller, which prints the summary and,
-after a full run, the goldens no test used (deleting them under
-``--mla-golden-update``).
+after a full run, the goldens no test used: they fail the run (as syrupy's
+unused snapshots do) unless ``--mla-golden-warn-unused``, and
+``--mla-golden-update`` deletes them.
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="write the goldens instead of checking them; a full run also deletes the goldens no test used",
+    )
+    group.addoption(
+        "--mla-golden-warn-unused",
+        dest="mla_golden_warn_unused",
+        action="store_true",
+        default=False,
+        help="only warn about the goldens no test used (by default they fail a full run)",
     )
     group.addoption(
         "--mla-golden-max-items",
@@ -198,6 +206,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         workeroutput["mla_golden_touched"] = sorted(touched)
     elif _full_run(session, exitstatus):
         _find_unused(config)
+        if _unused_fail(config) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -226,15 +236,23 @@ def _full_run(session: pytest.Session, exitstatus: int) -> bool:
 
 def _find_unused(config: pytest.Config) -> None:
     from mla_golden.golden_paths import unused_goldens
+    from mla_golden.store import obtained_path
 
     tests: dict[str, bool] = config.stash[_TESTS]
     unused = unused_goldens(_golden_dir(config), [Path(p) for p in config.stash[_TOUCHED]], tests, Path(config.rootpath))
     delete = bool(config.getoption("mla_golden_update"))
     if delete:
         for path in unused:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            for gone in (path, obtained_path(path)):  # a failure's obtained call goes with its golden
+                with contextlib.suppress(FileNotFoundError):
+                    gone.unlink()
     config.stash[_UNUSED] = (unused, delete)
+
+
+def _unused_fail(config: pytest.Config) -> bool:
+    """Whether unused goldens (found and not deleted) fail the run: yes unless --mla-golden-warn-unused, as syrupy does."""
+    unused, deleted = config.stash.get(_UNUSED, ([], False))
+    return bool(unused) and not deleted and not config.getoption("mla_golden_warn_unused")
 
 
 def _print_unused(terminalreporter: Any, config: pytest.Config) -> None:
@@ -245,9 +263,12 @@ def _print_unused(terminalreporter: Any, config: pytest.Config) -> None:
     if deleted:
         terminalreporter.write_line(f"mla-golden: deleted {len(unused)} unused golden(s) under {golden_dir}:")
     else:
+        verdict = "fail this run" if _unused_fail(config) else "(--mla-golden-warn-unused: a warning only)"
         terminalreporter.write_line(
-            f"mla-golden: {len(unused)} golden(s) under {golden_dir} that no test read or wrote "
-            "(a full run with --mla-golden-update deletes them):"
+            f"mla-golden: {len(unused)} golden(s) under {golden_dir} that no test read or wrote {verdict} "
+            "(a full run with --mla-golden-update deletes them):",
+            red=_unused_fail(config),
+            yellow=not _unused_fail(config),
         )
     for path in unused:
         terminalreporter.write_line(f"  {path.relative_to(golden_dir) if path.is_relative_to(golden_dir) else path}")
