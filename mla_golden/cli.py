@@ -213,6 +213,17 @@ def _run_items(
         return run_items(worker, items, args, jobs, advance)
 
 
+def _require_goldens(paths: list[Path], option: str = "") -> None:
+    """Exit 2 before any work on a path that is missing or a folder without goldens: one wording in every command."""
+    from mla_golden.runs import path_problem
+
+    for path in paths:
+        problem = path_problem(path)
+        if problem:
+            _say(f"error: {option}{path}: {problem}")
+            raise typer.Exit(EXIT_BAD)
+
+
 def _backend(spec: str, quiet: bool) -> Any:
     """Resolve the backend or exit 2 saying why not; say which one runs."""
     from mla_golden.backends import BackendError, resolve
@@ -239,7 +250,7 @@ def _clean_stale_temps(out: Path, quiet: bool) -> None:
         _say(f"removed {len(removed)} temp file(s) left by an interrupted run: {shown}", quiet)
 
 
-def _record_command(command: list[str], out: Path, update: bool, fmt: Format, quiet: bool) -> int:
+def _record_command(command: list[str], out: Path, update: bool, allow_empty: bool, fmt: Format, quiet: bool) -> int:
     from mla_golden.import_hook import HookError, run
 
     _clean_stale_temps(out, quiet)
@@ -254,10 +265,12 @@ def _record_command(command: list[str], out: Path, update: bool, fmt: Format, qu
     results = command_results(entries, command, status)
     entries = [e for e in entries if e.get("outcome") != "missed"]
     if not entries and len(results) == (status != 0):
-        _say(
-            "warning: the command made no aiter planner calls (did it import aiter? "
-            "python -S / -I skip the sitecustomize that installs the hook)"
-        )
+        nothing = "the command made no aiter planner calls (did it import aiter? python -S / -I skip the sitecustomize that installs the hook)"
+        if allow_empty:
+            _say(f"note: {nothing}", quiet)
+        else:
+            _say(f"error: {nothing}; --allow-empty accepts that")
+            results.append(Result(" ".join(command), Status.BAD, None, f"no planner call captured: {nothing}"))
     distinct = len({entry.get("key") for entry in entries})
     _say(f"{len(entries)} planner call(s) captured, {distinct} distinct", quiet)
     return _emit("record", results, fmt, quiet, {"out": str(out), "command_line": command, "command_status": status})
@@ -285,6 +298,9 @@ def record(
         list[str] | None, typer.Option(help="ARCH:CU to plan every case for instead of the matrix's devices (repeatable).")
     ] = None,
     update: Annotated[bool, typer.Option("--update", help="Replace existing goldens that differ instead of refusing.")] = False,
+    allow_empty: Annotated[
+        bool, typer.Option("--allow-empty", help="With a COMMAND: a command that makes no planner call is not an error.")
+    ] = False,
     jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     max_items: Annotated[int, typer.Option(min=1, help="Divergent items shown per diff.")] = 20,
     format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
@@ -300,7 +316,7 @@ def record(
         if matrix is not None or device:
             _say("error: --matrix and --device do not apply when recording a command")
             raise typer.Exit(EXIT_BAD)
-        raise typer.Exit(_record_command(command, out, update, format, quiet))
+        raise typer.Exit(_record_command(command, out, update, allow_empty, format, quiet))
     from mla_golden.matrix import MatrixError, load
 
     _clean_stale_temps(out, quiet)
@@ -363,6 +379,9 @@ def diff(
 
     _check_outputs(("--html", html), ("--png", png))
     roots = list(paths or [DEFAULT_GOLDENS])
+    _require_goldens(roots)
+    if against is not None:
+        _require_goldens([against], "--against ")
     render = format is Format.text and not quiet
     keep = html is not None or png is not None
     if against is not None:
@@ -382,9 +401,6 @@ def diff(
     else:
         chosen = _backend(backend or "auto", quiet)
         files, results = golden_files(roots)
-        if not files and not results:
-            _say(f"error: no goldens under {', '.join(map(str, roots))}")
-            raise typer.Exit(EXIT_BAD)
         results += _run_items(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")
         header = {"mode": "replay", "backend": chosen.to_dict()}
     if html is not None:
@@ -495,10 +511,9 @@ def check_(
     from mla_golden.runs import check_worker, golden_files, note_copies
 
     _check_outputs(("--html", html))
-    files, results = golden_files(list(paths or [DEFAULT_GOLDENS]))
-    if not files and not results:
-        _say("error: no goldens found")
-        raise typer.Exit(EXIT_BAD)
+    roots = list(paths or [DEFAULT_GOLDENS])
+    _require_goldens(roots)
+    files, results = golden_files(roots)
     results += _run_items(check_worker, files, (html is not None,), jobs, quiet, "checking")
     for group in note_copies(results):
         _say(f"warning: the same content under {len(group)} keys: {', '.join(r.key for r in group)}")
@@ -581,6 +596,7 @@ def show(
     from mla_golden.store import load
 
     _check_outputs(("--html", html), ("--png", png))
+    _require_goldens([golden])
     try:
         loaded = load(golden)
         for name in INDPTRS if loaded.call.error is None else ():
@@ -661,8 +677,9 @@ def list_(
     from mla_golden.planner_id import planner_label
     from mla_golden.store import GoldenStore, load_placed, shape_label
 
+    _require_goldens([folder])
     if not folder.is_dir():
-        _say(f"error: {folder} is not a folder")
+        _say(f"error: {folder}: not a folder (list takes a golden folder; mla-golden show FILE shows one golden)")
         raise typer.Exit(EXIT_BAD)
     rows: list[dict[str, Any]] = []
     for path in GoldenStore(folder).paths():
