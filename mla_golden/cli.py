@@ -724,6 +724,27 @@ def list_(
     raise typer.Exit(code)
 
 
+@app.command()
+def textconv(golden: Annotated[Path, typer.Argument(help="A golden file.")]) -> None:
+    """Print a golden as stable text, one line per row, for git diff (params, device, written runs, rows).
+
+    \b
+    echo '*.safetensors diff=mla-golden' >> .gitattributes
+    git config diff.mla-golden.textconv "mla-golden textconv"
+    """
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import load
+    from mla_golden.textconv import golden_text
+
+    _require_goldens([golden])
+    try:
+        text = golden_text(load(golden))
+    except GoldenError as exc:
+        _say(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+    typer.echo(text, nl=False)
+
+
 # ---------------------------------------------------------------- versions
 
 
