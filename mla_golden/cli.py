@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -64,6 +65,18 @@ class Format(str, enum.Enum):
     json = "json"
 
 
+class RunFormat(str, enum.Enum):
+    """``diff`` and ``check`` also speak GitHub Actions: the text report, one ``::error`` line per golden not ok."""
+
+    text = "text"
+    json = "json"
+    github = "github"
+
+
+RUN_FORMAT_HELP = "text for people, json for machines, github: text plus one ::error annotation per golden not ok and a step summary."
+JUNIT_HELP = "Also write the results as JUnit XML (one testcase per golden) for CI test reports."
+
+
 # ---------------------------------------------------------------- output
 
 
@@ -93,14 +106,14 @@ def _say(message: str, quiet: bool = False) -> None:
         _stderr().print(message, markup=False)
 
 
-def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header: dict[str, Any]) -> int:
-    """Print per-result reports and the summary (text) or one JSON document; return the exit status."""
+def _emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bool, header: dict[str, Any]) -> int:
+    """Print the counts, per-result reports and the summary (text, github) or one JSON document; return the exit status."""
     code = exit_code(results)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     groups = by_cause(results)
-    if fmt is Format.json:
+    if fmt.value == "json":
         document = {
             "format": "mla-golden-run/1",
             "command": command,
@@ -114,18 +127,17 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
         return code
     from rich.table import Table
 
+    from mla_golden.ci import headline
+
     out = _stdout()
+    tally = ", ".join(f"{counts[status]} {status}" for status in STATUS_EXIT if counts.get(status))
+    out.print(f"mla-golden {command}: {len(results)} result(s): {tally or 'none'}", markup=False)  # CI logs: counts first
     if not quiet:
         for group in groups:
             if len(groups) > 1 or group.causes:
                 out.print(f"== {group.label}: {len(group.results)} call(s)", markup=False)
             for r in group.results:
-                out.print(f"{r.status.upper()} {r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
-                if r.message:
-                    out.print(f"  {r.message}", markup=False)
-                if r.report:
-                    out.print(r.report.rstrip(), markup=False)
-                out.print()
+                _print_result(out, r)
     table = Table(title=f"mla-golden {command}", title_justify="left")
     table.add_column("status")
     table.add_column("count", justify="right")
@@ -145,37 +157,72 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
     if problems and not quiet:
         from rich.text import Text
 
+        status_width = max(len("status"), *(len(r.status) for r in problems))
+        longest = max(len(r.key) for r in problems)
+        # whole keys, growing the table up to the terminal's width; the first difference folds instead
+        width = min(out.width, max(SUMMARY_WIDTH, status_width + longest + KEY_TABLE_REST))
+        key_width = max(min(longest, width - status_width - KEY_TABLE_REST), 8)
         where = Table(title="not ok", title_justify="left")
-        for column in ("status", "key", "first difference"):
-            where.add_column(column, overflow="fold")
+        where.add_column("status", no_wrap=True, width=status_width)
+        where.add_column("key", overflow="fold", width=key_width)
+        where.add_column("first difference", overflow="fold", width=max(width - status_width - key_width - 10, 8))
         for r in problems:
-            where.add_row(r.status, Text(r.key), Text(_headline(r)))
-        out.print(where, width=min(out.width, SUMMARY_WIDTH))
+            where.add_row(r.status, Text(r.key), Text(headline(r)))
+        out.print(where, width=width)
     verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}[code]
     out.print(f"exit {code} ({verdict})", markup=False)
+    if fmt.value == "github":
+        _github(command, results, code)
     return code
 
 
-def _headline(result: Result) -> str:
-    """The first thing that differs, in one line: a params change, an error, or a field's first element."""
-    diff = result.diff
-    if diff is None:
-        return result.message
-    for kind in ("params", "device", "env"):
-        if diff[kind]:
-            return f"{kind}: " + ", ".join(f"{c['path']} {c['expected']} -> {c['actual']}" for c in diff[kind])
-    if diff["error"]:
-        return f"error: {diff['error']['expected']} -> {diff['error']['actual']}"
-    for fd in (*diff["inputs"], *diff["fields"]):
-        if fd["status"] == "equal":
-            continue
-        if fd["status"] == "resized":
-            return f"{fd['name']}: buffer {fd['expected_shape']} -> {fd['actual_shape']}; written contents equal"
-        if fd["status"] == "shape" and not fd["count"]:
-            return f"{fd['name']}: shape {fd['expected_shape']} -> {fd['actual_shape']}"
-        first = fd["first"]
-        return f"{fd['name']}{first['index']}: {first['expected']} -> {first['actual']} ({fd['count']} element(s))"
-    return "; ".join(diff["hazards"]) or result.message
+#: Columns the "not ok" table keeps beside its status and key columns: borders and padding (10), 24 for the first difference.
+KEY_TABLE_REST = 34
+#: Columns the ``list`` table keeps beside its key column.
+LIST_TABLE_REST = 70
+
+
+def _print_result(out: Any, r: Result) -> None:
+    """One result: its status and key, then its message and report; the verdict is said once."""
+    report = r.report.rstrip() if r.report else ""
+    verdict = f"{r.status.upper()} "
+    if report.startswith(verdict):  # the rendered diff leads with the verdict too: fold it into this line
+        out.print(f"{verdict}{r.key}", markup=False)
+        report = "  " + report[len(verdict) :]
+    else:
+        out.print(f"{verdict}{r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
+    if r.message:
+        out.print(f"  {r.message}", markup=False)
+    if report:
+        out.print(report, markup=False)
+    out.print()
+
+
+def _github(command: str, results: list[Result], code: int) -> None:
+    """GitHub Actions: one ::error annotation per golden not ok; the markdown summary into $GITHUB_STEP_SUMMARY."""
+    from mla_golden.ci import github_annotations, github_summary
+
+    for line in github_annotations(command, results):
+        typer.echo(line)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as file:  # appended, as each step adds its part
+                file.write(github_summary(command, results, code))
+        except OSError as exc:
+            _say(f"warning: GITHUB_STEP_SUMMARY {summary}: cannot append: {exc.strerror or exc}")
+
+
+def _write_junit(path: Path | None, command: str, results: list[Result], quiet: bool) -> None:
+    """Write the run's results as JUnit XML (--junit-xml), atomically."""
+    if path is None:
+        return
+    from mla_golden.ci import junit_xml
+    from mla_golden.files import atomic_write
+
+    with _writing(path, "--junit-xml"):
+        atomic_write(path, junit_xml(command, results))
+    _say(f"JUnit XML: {path}", quiet)
 
 
 @contextlib.contextmanager
@@ -359,13 +406,14 @@ def diff(
         Path | None,
         typer.Option(help="Compare with this golden tree (expected) instead of replaying; PATHS is then one tree (actual)."),
     ] = None,
-    format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+    format: Annotated[RunFormat, typer.Option(help=RUN_FORMAT_HELP)] = RunFormat.text,
     max_items: Annotated[int, typer.Option(min=1, help="Divergent items shown per diff.")] = 20,
     jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
     html: Annotated[
         Path | None, typer.Option(help="Also write a self-contained HTML report (schedules drawn, divergent works marked).")
     ] = None,
+    junit_xml: Annotated[Path | None, typer.Option("--junit-xml", help=JUNIT_HELP)] = None,
     png: Annotated[Path | None, typer.Option(help="Also draw the first divergent call as a PNG (needs the plot extra).")] = None,
 ) -> None:
     """Diff goldens: replay their inputs on a backend, or compare two golden trees call by call.
@@ -377,17 +425,16 @@ def diff(
     """
     from mla_golden.runs import diff_trees, golden_files, pair_worker, replay_worker
 
-    _check_outputs(("--html", html), ("--png", png))
+    _check_outputs(("--html", html), ("--png", png), ("--junit-xml", junit_xml))
     roots = list(paths or [DEFAULT_GOLDENS])
-    _require_goldens(roots)
-    if against is not None:
-        _require_goldens([against], "--against ")
-    render = format is Format.text and not quiet
+    render = format is not RunFormat.json and not quiet
     keep = html is not None or png is not None
     if against is not None:
         if backend is not None:
             _say("error: --backend does not apply with --against (two recorded trees are compared, nothing is replayed)")
             raise typer.Exit(EXIT_BAD)
+        _require_goldens(roots)
+        _require_goldens([against], "--against ")
         two_files = len(roots) == 1 and roots[0].is_file() and against.is_file()
         if not two_files and (len(roots) != 1 or not roots[0].is_dir() or not against.is_dir()):
             _say("error: --against compares two folders or two golden files: mla-golden diff ACTUAL --against EXPECTED")
@@ -400,6 +447,7 @@ def diff(
         header: dict[str, Any] = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
     else:
         chosen = _backend(backend or "auto", quiet)
+        _require_goldens(roots)
         files, results = golden_files(roots)
         results += _run_items(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")
         header = {"mode": "replay", "backend": chosen.to_dict()}
@@ -407,6 +455,7 @@ def diff(
         _write_html(html, results, quiet)
     if png is not None:
         _write_png(png, results, quiet)
+    _write_junit(junit_xml, "diff", results, quiet)
     raise typer.Exit(_emit("diff", results, format, quiet, header))
 
 
@@ -496,12 +545,13 @@ def check_(
     paths: Annotated[
         list[Path] | None, typer.Argument(help="Golden files or folders (default: ./goldens).", show_default=False)
     ] = None,
-    format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+    format: Annotated[RunFormat, typer.Option(help=RUN_FORMAT_HELP)] = RunFormat.text,
     jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
     html: Annotated[
         Path | None, typer.Option(help="Also write a self-contained HTML report (works that break an invariant marked).")
     ] = None,
+    junit_xml: Annotated[Path | None, typer.Option("--junit-xml", help=JUNIT_HELP)] = None,
 ) -> None:
     """Check goldens against what the kernels rely on (coverage, splits, reduce groups), no golden to compare with.
 
@@ -510,7 +560,7 @@ def check_(
     """
     from mla_golden.runs import check_worker, golden_files, note_copies
 
-    _check_outputs(("--html", html))
+    _check_outputs(("--html", html), ("--junit-xml", junit_xml))
     roots = list(paths or [DEFAULT_GOLDENS])
     _require_goldens(roots)
     files, results = golden_files(roots)
@@ -519,6 +569,7 @@ def check_(
         _say(f"warning: the same content under {len(group)} keys: {', '.join(r.key for r in group)}")
     if html is not None:
         _write_check_html(html, results, quiet)
+    _write_junit(junit_xml, "check", results, quiet)
     raise typer.Exit(_emit("check", results, format, quiet, {}))
 
 
@@ -710,8 +761,11 @@ def list_(
     from rich.table import Table
     from rich.text import Text
 
+    out = _stdout()
     table = Table(title=f"{len(rows)} golden(s) in {folder}", title_justify="left")
-    for header in ("key", "op", "device", "shape/dtype", "planner", "error"):
+    longest = max((len(r.get("key", r["path"])) for r in rows), default=0)
+    table.add_column("key", overflow="fold", min_width=max(min(longest, out.width - LIST_TABLE_REST), 1))  # whole keys when there is room
+    for header in ("op", "device", "shape/dtype", "planner", "error"):
         table.add_column(header, overflow="fold")
     for r in rows:
         if "problem" in r:
@@ -720,7 +774,7 @@ def list_(
             error = (r["error"][:60] + "...") if r["error"] and len(r["error"]) > 60 else (r["error"] or "")
             cells = [r["key"], r["op"], r["device"], r["shape"], r["planner"], error]
         table.add_row(*(Text(c) for c in cells))
-    _stdout().print(table)
+    out.print(table)
     raise typer.Exit(code)
 
 
