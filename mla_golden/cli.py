@@ -364,6 +364,9 @@ def record(
             _say("error: --matrix and --device do not apply when recording a command")
             raise typer.Exit(EXIT_BAD)
         raise typer.Exit(_record_command(command, out, update, allow_empty, format, quiet))
+    if allow_empty:
+        _say("error: --allow-empty applies to recording a command (record ... -- COMMAND)")
+        raise typer.Exit(EXIT_BAD)
     from mla_golden.matrix import MatrixError, load
 
     _clean_stale_temps(out, quiet)

@@ -48,6 +48,9 @@ def test_a_command_that_captures_no_call_is_exit_2_unless_allowed(tmp_path):
     allowed = _record(tmp_path, "--allow-empty", script="print('no planner here')")
     assert allowed.returncode == 0, allowed.stderr
     assert json.loads(allowed.stdout)["summary"] == {}
+    code, output = invoke("record", "--allow-empty", "--out", tmp_path / "matrix-out")
+    assert code == 2 and "--allow-empty applies to recording a command" in output
+    assert not (tmp_path / "matrix-out").exists()
 
 
 AS_AITER = """
