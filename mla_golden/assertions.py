@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mla_golden.call import Call
-from mla_golden.differ import diff
-from mla_golden.errors import GoldenError
+from mla_golden.differ import DEFAULT_MAX_ITEMS, diff
+from mla_golden.errors import GoldenError, GoldenMismatch
 from mla_golden.report import render_text
 from mla_golden.store import Golden, GoldenStore, WriteOutcome, derived_key, obtained_path, write
 
@@ -31,13 +31,20 @@ class Comparison:
 
 
 def compare_with_golden(
-    call: Call, golden_dir: Path | str, *, name: str | None = None, update: bool = False, keep_obtained: bool = False
+    call: Call,
+    golden_dir: Path | str,
+    *,
+    name: str | None = None,
+    update: bool = False,
+    keep_obtained: bool = False,
+    max_items: int = DEFAULT_MAX_ITEMS,
 ) -> Comparison:
     """Compare ``call`` with its golden (or write it when ``update``); a mismatch is returned, not raised.
 
     ``keep_obtained`` writes the call next to its golden as
     ``<name>.obtained.safetensors`` when it fails (rename it over the golden
     to accept it) and removes a stale one when it passes or is written.
+    ``max_items``: divergent work items and reduce groups the report decodes.
     """
     store = GoldenStore(golden_dir)
     key = golden_key(call, name)
@@ -46,10 +53,10 @@ def compare_with_golden(
     if update:
         result.outcome = store.write(Golden(key, call), update=True)
     elif not path.exists():
-        result.failure = _missing_message(store, key, call)
+        result.failure = _missing_message(store, key, call, max_items)
     else:
         golden = store.read(key)  # GoldenError propagates: a corrupt golden is not a mismatch
-        outcome = diff(golden.call, call, expected_name=f"golden {path}", actual_name="this call")
+        outcome = diff(golden.call, call, expected_name=f"golden {path}", actual_name="this call", max_items=max_items)
         if not outcome.equal:
             result.failure = render_text(outcome)
     if keep_obtained:
@@ -59,7 +66,10 @@ def compare_with_golden(
                 obtained.unlink()
         else:
             write(obtained, Golden(key, call), update=True)
-            result.failure += f"\nthis call was written to {obtained} (mla-golden show / diff it; rename it over the golden to accept it)"
+            result.failure = result.failure.rstrip() + (
+                f"\nthis call was written to {obtained}: mla-golden diff it --against the golden; to accept it, "
+                f"rerun with --mla-golden-update (update=True) or rename it over {path.name}"
+            )
     return result
 
 
@@ -71,16 +81,17 @@ def assert_matches_golden(
     ``name`` (a test id, a matrix case) keys the golden, so changed arguments
     show as a params diff; without it the key is derived from the call.
     ``update=True`` writes the golden instead and returns the write outcome.
-    A golden that cannot be read raises :class:`GoldenError` (it is not a mismatch).
+    A mismatch raises :class:`GoldenMismatch` (an ``AssertionError``); a
+    golden that cannot be read raises :class:`GoldenError` (it is not a mismatch).
     """
     __tracebackhide__ = True
     result = compare_with_golden(call, golden_dir, name=name, update=update)
     if result.failure is not None:
-        raise AssertionError(result.failure)
+        raise GoldenMismatch(result.failure)
     return result.outcome
 
 
-def _missing_message(store: GoldenStore, key: str, call: Call) -> str:
+def _missing_message(store: GoldenStore, key: str, call: Call, max_items: int) -> str:
     lines = [
         f"no golden for key {key!r} at {store.path_for(key)}",
         "create it from a known-good build with update=True "
@@ -92,5 +103,6 @@ def _missing_message(store: GoldenStore, key: str, call: Call) -> str:
         nearest = None
     if nearest is not None:
         lines.append(f"a golden with the same op and input tensors exists under key {nearest.key!r}:")
-        lines.append(render_text(diff(nearest.call, call, expected_name=f"golden {nearest.path}", actual_name="this call")))
+        report = diff(nearest.call, call, expected_name=f"golden {nearest.path}", actual_name="this call", max_items=max_items)
+        lines.append(render_text(report))
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -66,6 +67,18 @@ class Format(str, enum.Enum):
     json = "json"
 
 
+class RunFormat(str, enum.Enum):
+    """``diff`` and ``check`` also speak GitHub Actions: the text report, one ``::error`` line per golden not ok."""
+
+    text = "text"
+    json = "json"
+    github = "github"
+
+
+RUN_FORMAT_HELP = "text for people, json for machines, github: text plus one ::error annotation per golden not ok and a step summary."
+JUNIT_HELP = "Also write the results as JUnit XML (one testcase per golden) for CI test reports."
+
+
 # ---------------------------------------------------------------- output
 
 
@@ -95,8 +108,8 @@ def _say(message: str, quiet: bool = False) -> None:
         _stderr().print(message, markup=False)
 
 
-def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header: dict[str, Any]) -> int:
-    """Print per-result reports and the summary (text) or one JSON document; return the exit status.
+def _emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bool, header: dict[str, Any]) -> int:
+    """Print the counts, per-result reports and the summary (text, github) or one JSON document; return the exit status.
 
     A run stopped by a signal reports what it did and exits 128 + the signal (130 Ctrl-C, 143 SIGTERM).
     """
@@ -115,7 +128,7 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
         counts[r.status] = counts.get(r.status, 0) + 1
     groups = by_cause(results)
     apart = not_comparable(results)
-    if fmt is Format.json:
+    if fmt.value == "json":
         document = {
             "format": "mla-golden-run/1",
             "command": command,
@@ -130,7 +143,11 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
         return code
     from rich.table import Table
 
+    from mla_golden.ci import headline
+
     out = _stdout()
+    tally = ", ".join(f"{counts[status]} {status}" for status in STATUS_EXIT if counts.get(status))
+    out.print(f"mla-golden {command}: {len(results)} result(s): {tally or 'none'}", markup=False)  # CI logs: counts first
     if not quiet:
         for group in groups:
             _print_group(out, group, headed=len(groups) > 1 or bool(group.causes))
@@ -162,50 +179,80 @@ def _emit(command: str, results: list[Result], fmt: Format, quiet: bool, header:
     if problems and not quiet:
         from rich.text import Text
 
+        status_width = max(len("status"), *(len(r.status) for r in problems))
+        longest = max(len(r.key) for r in problems)
+        # whole keys, growing the table up to the terminal's width; the first difference folds instead
+        width = min(out.width, max(SUMMARY_WIDTH, status_width + longest + KEY_TABLE_REST))
+        key_width = max(min(longest, width - status_width - KEY_TABLE_REST), 8)
         where = Table(title="not ok", title_justify="left")
-        for column in ("status", "key", "first difference"):
-            where.add_column(column, overflow="fold")
+        where.add_column("status", no_wrap=True, width=status_width)
+        where.add_column("key", overflow="fold", width=key_width)
+        where.add_column("first difference", overflow="fold", width=max(width - status_width - key_width - 10, 8))
         for r in problems:
-            where.add_row(r.status, Text(r.key), Text(_headline(r)))
-        out.print(where, width=min(out.width, SUMMARY_WIDTH))
+            where.add_row(r.status, Text(r.key), Text(headline(r)))
+        out.print(where, width=width)
     verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
     out.print(f"exit {code} ({verdict})", markup=False)
+    if fmt.value == "github":
+        _github(command, results, code)
     return code
 
 
+#: Columns the "not ok" table keeps beside its status and key columns: borders and padding (10), 24 for the first difference.
+KEY_TABLE_REST = 34
+#: Columns the ``list`` table keeps beside its key column.
+LIST_TABLE_REST = 70
+
+
 def _print_group(out: Any, group: CauseGroup, headed: bool, suffix: str = "") -> None:
-    """One group of results: its heading, then each result's status, message and report."""
+    """One group of results: its heading, then each result."""
     if headed:
         out.print(f"== {group.label}{suffix}: {len(group.results)} call(s)", markup=False)
     for r in group.results:
-        out.print(f"{r.status.upper()} {r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
-        if r.message:
-            out.print(f"  {r.message}", markup=False)
-        if r.report:
-            out.print(r.report.rstrip(), markup=False)
-        out.print()
+        _print_result(out, r)
 
 
-def _headline(result: Result) -> str:
-    """The first thing that differs, in one line: a params change, an error, or a field's first element."""
-    diff = result.diff
-    if diff is None:
-        return result.message
-    for kind in ("params", "device", "env"):
-        if diff[kind]:
-            return f"{kind}: " + ", ".join(f"{c['path']} {c['expected']} -> {c['actual']}" for c in diff[kind])
-    if diff["error"]:
-        return f"error: {diff['error']['expected']} -> {diff['error']['actual']}"
-    for fd in (*diff["inputs"], *diff["fields"]):
-        if fd["status"] == "equal":
-            continue
-        if fd["status"] == "resized":
-            return f"{fd['name']}: buffer {fd['expected_shape']} -> {fd['actual_shape']}; written contents equal"
-        if fd["status"] == "shape" and not fd["count"]:
-            return f"{fd['name']}: shape {fd['expected_shape']} -> {fd['actual_shape']}"
-        first = fd["first"]
-        return f"{fd['name']}{first['index']}: {first['expected']} -> {first['actual']} ({fd['count']} element(s))"
-    return "; ".join(diff["hazards"]) or result.message
+def _print_result(out: Any, r: Result) -> None:
+    """One result: its status and key, then its message and report; the verdict is said once."""
+    report = r.report.rstrip() if r.report else ""
+    verdict = f"{r.status.upper()} "
+    if report.startswith(verdict):  # the rendered diff leads with the verdict too: fold it into this line
+        out.print(f"{verdict}{r.key}", markup=False)
+        report = "  " + report[len(verdict) :]
+    else:
+        out.print(f"{verdict}{r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
+    if r.message:
+        out.print(f"  {r.message}", markup=False)
+    if report:
+        out.print(report, markup=False)
+    out.print()
+
+
+def _github(command: str, results: list[Result], code: int) -> None:
+    """GitHub Actions: one ::error annotation per golden not ok; the markdown summary into $GITHUB_STEP_SUMMARY."""
+    from mla_golden.ci import github_annotations, github_summary
+
+    for line in github_annotations(command, results):
+        typer.echo(line)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as file:  # appended, as each step adds its part
+                file.write(github_summary(command, results, code))
+        except OSError as exc:
+            _say(f"warning: GITHUB_STEP_SUMMARY {summary}: cannot append: {exc.strerror or exc}")
+
+
+def _write_junit(path: Path | None, command: str, results: list[Result], quiet: bool) -> None:
+    """Write the run's results as JUnit XML (--junit-xml), atomically."""
+    if path is None:
+        return
+    from mla_golden.ci import junit_xml
+    from mla_golden.files import atomic_write
+
+    with _writing(path, "--junit-xml"):
+        atomic_write(path, junit_xml(command, results))
+    _say(f"JUnit XML: {path}", quiet)
 
 
 @contextlib.contextmanager
@@ -265,6 +312,17 @@ def _run_items(
         return _interruptible(lambda: run_items(worker, items, args, jobs, advance))
 
 
+def _require_goldens(paths: list[Path], option: str = "") -> None:
+    """Exit 2 before any work on a path that is missing or a folder without goldens: one wording in every command."""
+    from mla_golden.runs import path_problem
+
+    for path in paths:
+        problem = path_problem(path)
+        if problem:
+            _say(f"error: {option}{path}: {problem}")
+            raise typer.Exit(EXIT_BAD)
+
+
 def _backend(spec: str, quiet: bool) -> Any:
     """Resolve the backend or exit 2 saying why not; say which one runs."""
     from mla_golden.backends import BackendError, resolve
@@ -291,7 +349,7 @@ def _clean_stale_temps(out: Path, quiet: bool) -> None:
         _say(f"removed {len(removed)} temp file(s) left by an interrupted run: {shown}", quiet)
 
 
-def _record_command(command: list[str], out: Path, update: bool, fmt: Format, quiet: bool) -> int:
+def _record_command(command: list[str], out: Path, update: bool, allow_empty: bool, fmt: Format, quiet: bool) -> int:
     from mla_golden.import_hook import HookError, run
 
     _clean_stale_temps(out, quiet)
@@ -308,10 +366,12 @@ def _record_command(command: list[str], out: Path, update: bool, fmt: Format, qu
         _STOPPED_BY.append(stopped_by)
     entries = [e for e in entries if e.get("outcome") != "missed"]
     if not entries and len(results) == (status != 0):
-        _say(
-            "warning: the command made no aiter planner calls (did it import aiter? "
-            "python -S / -I skip the sitecustomize that installs the hook)"
-        )
+        nothing = "the command made no aiter planner calls (did it import aiter? python -S / -I skip the sitecustomize that installs the hook)"
+        if allow_empty:
+            _say(f"note: {nothing}", quiet)
+        else:
+            _say(f"error: {nothing}; --allow-empty accepts that")
+            results.append(Result(" ".join(command), Status.BAD, None, f"no planner call captured: {nothing}"))
     distinct = len({entry.get("key") for entry in entries})
     _say(f"{len(entries)} planner call(s) captured, {distinct} distinct", quiet)
     return _emit("record", results, fmt, quiet, {"out": str(out), "command_line": command, "command_status": status})
@@ -339,6 +399,9 @@ def record(
         list[str] | None, typer.Option(help="ARCH:CU to plan every case for instead of the matrix's devices (repeatable).")
     ] = None,
     update: Annotated[bool, typer.Option("--update", help="Replace existing goldens that differ instead of refusing.")] = False,
+    allow_empty: Annotated[
+        bool, typer.Option("--allow-empty", help="With a COMMAND: a command that makes no planner call is not an error.")
+    ] = False,
     jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     max_items: Annotated[int, typer.Option(min=1, help="Divergent items shown per diff.")] = 20,
     format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
@@ -354,7 +417,10 @@ def record(
         if matrix is not None or device:
             _say("error: --matrix and --device do not apply when recording a command")
             raise typer.Exit(EXIT_BAD)
-        raise typer.Exit(_record_command(command, out, update, format, quiet))
+        raise typer.Exit(_record_command(command, out, update, allow_empty, format, quiet))
+    if allow_empty:
+        _say("error: --allow-empty applies to recording a command (record ... -- COMMAND)")
+        raise typer.Exit(EXIT_BAD)
     from mla_golden.matrix import MatrixError, load
 
     _clean_stale_temps(out, quiet)
@@ -397,13 +463,14 @@ def diff(
         Path | None,
         typer.Option(help="Compare with this golden tree (expected) instead of replaying; PATHS is then one tree (actual)."),
     ] = None,
-    format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+    format: Annotated[RunFormat, typer.Option(help=RUN_FORMAT_HELP)] = RunFormat.text,
     max_items: Annotated[int, typer.Option(min=1, help="Divergent items shown per diff.")] = 20,
     jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
     html: Annotated[
         Path | None, typer.Option(help="Also write a self-contained HTML report (schedules drawn, divergent works marked).")
     ] = None,
+    junit_xml: Annotated[Path | None, typer.Option("--junit-xml", help=JUNIT_HELP)] = None,
     png: Annotated[Path | None, typer.Option(help="Also draw the first divergent call as a PNG (needs the plot extra).")] = None,
 ) -> None:
     """Diff goldens: replay their inputs on a backend, or compare two golden trees call by call.
@@ -415,14 +482,16 @@ def diff(
     """
     from mla_golden.runs import diff_trees, golden_files, pair_worker, replay_worker
 
-    _check_outputs(("--html", html), ("--png", png))
+    _check_outputs(("--html", html), ("--png", png), ("--junit-xml", junit_xml))
     roots = list(paths or [DEFAULT_GOLDENS])
-    render = format is Format.text and not quiet
+    render = format is not RunFormat.json and not quiet
     keep = html is not None or png is not None
     if against is not None:
         if backend is not None:
             _say("error: --backend does not apply with --against (two recorded trees are compared, nothing is replayed)")
             raise typer.Exit(EXIT_BAD)
+        _require_goldens(roots)
+        _require_goldens([against], "--against ")
         two_files = len(roots) == 1 and roots[0].is_file() and against.is_file()
         if not two_files and (len(roots) != 1 or not roots[0].is_dir() or not against.is_dir()):
             _say("error: --against compares two folders or two golden files: mla-golden diff ACTUAL --against EXPECTED")
@@ -437,16 +506,15 @@ def diff(
         header: dict[str, Any] = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
     else:
         chosen = _backend(backend or "auto", quiet)
+        _require_goldens(roots)
         files, results = golden_files(roots)
-        if not files and not results:
-            _say(f"error: no goldens under {', '.join(map(str, roots))}")
-            raise typer.Exit(EXIT_BAD)
         results += _run_items(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")
         header = {"mode": "replay", "backend": chosen.to_dict()}
     if html is not None:
         _write_html(html, results, quiet)
     if png is not None:
         _write_png(png, results, quiet)
+    _write_junit(junit_xml, "diff", results, quiet)
     raise typer.Exit(_emit("diff", results, format, quiet, header))
 
 
@@ -538,12 +606,13 @@ def check_(
     paths: Annotated[
         list[Path] | None, typer.Argument(help="Golden files or folders (default: ./goldens).", show_default=False)
     ] = None,
-    format: Annotated[Format, typer.Option(help="text for people, json for machines.")] = Format.text,
+    format: Annotated[RunFormat, typer.Option(help=RUN_FORMAT_HELP)] = RunFormat.text,
     jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
     html: Annotated[
         Path | None, typer.Option(help="Also write a self-contained HTML report (works that break an invariant marked).")
     ] = None,
+    junit_xml: Annotated[Path | None, typer.Option("--junit-xml", help=JUNIT_HELP)] = None,
 ) -> None:
     """Check goldens against what the kernels rely on (coverage, splits, reduce groups), no golden to compare with.
 
@@ -552,17 +621,17 @@ def check_(
     """
     from mla_golden.runs import check_worker, golden_files, note_copies
 
-    _check_outputs(("--html", html))
-    files, results = golden_files(list(paths or [DEFAULT_GOLDENS]))
-    if not files and not results:
-        _say("error: no goldens found")
-        raise typer.Exit(EXIT_BAD)
+    _check_outputs(("--html", html), ("--junit-xml", junit_xml))
+    roots = list(paths or [DEFAULT_GOLDENS])
+    _require_goldens(roots)
+    files, results = golden_files(roots)
     results += _run_items(check_worker, files, (html is not None,), jobs, quiet, "checking")
     for group in note_copies(results):
         shown = ", ".join(r.key for r in group[:10]) + (f" and {len(group) - 10} more" if len(group) > 10 else "")
         _say(f"warning: the same content under {len(group)} keys: {shown}")
     if html is not None:
         _write_check_html(html, results, quiet)
+    _write_junit(junit_xml, "check", results, quiet)
     raise typer.Exit(_emit("check", results, format, quiet, {}))
 
 
@@ -640,6 +709,7 @@ def show(
     from mla_golden.store import load
 
     _check_outputs(("--html", html), ("--png", png))
+    _require_goldens([golden])
     try:
         loaded = load(golden)
         for name in INDPTRS if loaded.call.error is None else ():
@@ -720,8 +790,9 @@ def list_(
     from mla_golden.planner_id import planner_label
     from mla_golden.store import GoldenStore, load_placed, shape_label
 
+    _require_goldens([folder])
     if not folder.is_dir():
-        _say(f"error: {folder} is not a folder")
+        _say(f"error: {folder}: not a folder (list takes a golden folder; mla-golden show FILE shows one golden)")
         raise typer.Exit(EXIT_BAD)
     rows: list[dict[str, Any]] = []
     for path in GoldenStore(folder).paths():
@@ -752,8 +823,11 @@ def list_(
     from rich.table import Table
     from rich.text import Text
 
+    out = _stdout()
     table = Table(title=f"{len(rows)} golden(s) in {folder}", title_justify="left")
-    for header in ("key", "op", "device", "shape/dtype", "planner", "error"):
+    longest = max((len(r.get("key", r["path"])) for r in rows), default=0)
+    table.add_column("key", overflow="fold", min_width=max(min(longest, out.width - LIST_TABLE_REST), 1))  # whole keys when there is room
+    for header in ("op", "device", "shape/dtype", "planner", "error"):
         table.add_column(header, overflow="fold")
     for r in rows:
         if "problem" in r:
@@ -762,8 +836,29 @@ def list_(
             error = (r["error"][:60] + "...") if r["error"] and len(r["error"]) > 60 else (r["error"] or "")
             cells = [r["key"], r["op"], r["device"], r["shape"], r["planner"], error]
         table.add_row(*(Text(c) for c in cells))
-    _stdout().print(table)
+    out.print(table)
     raise typer.Exit(code)
+
+
+@app.command()
+def textconv(golden: Annotated[Path, typer.Argument(help="A golden file.")]) -> None:
+    """Print a golden as stable text, one line per row, for git diff (params, device, written runs, rows).
+
+    \b
+    echo '*.safetensors diff=mla-golden' >> .gitattributes
+    git config diff.mla-golden.textconv "mla-golden textconv"
+    """
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import load
+    from mla_golden.textconv import golden_text
+
+    _require_goldens([golden])
+    try:
+        text = golden_text(load(golden))
+    except GoldenError as exc:
+        _say(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+    typer.echo(text, nl=False)
 
 
 # ---------------------------------------------------------------- versions

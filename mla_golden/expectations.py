@@ -16,11 +16,28 @@ from types import ModuleType, TracebackType
 from typing import Literal
 
 from mla_golden.assertions import Comparison, compare_with_golden
+from mla_golden.differ import DEFAULT_MAX_ITEMS
 from mla_golden.errors import GoldenError, GoldenMismatch
 from mla_golden.recorder import Spy
 from mla_golden.store import GoldenStore
 
-__all__ = ["Expect", "GoldenMismatch", "expect"]
+__all__ = ["Expect", "GoldenMismatch", "ReportingSpy", "expect"]
+
+
+def raise_failures(failures: list[str], exc: BaseException | None) -> None:
+    """Raise ``failures`` as one :class:`GoldenMismatch`; when the block raised ``exc``, chain them to it instead.
+
+    The report becomes ``exc``'s cause, so a traceback shows it before the
+    planner's error, which then propagates unchanged.
+    """
+    __tracebackhide__ = True
+    if not failures:
+        return
+    report = GoldenMismatch("\n".join(failures))
+    if exc is None:
+        raise report
+    report.__cause__ = exc.__cause__  # keep what the block's error was already chained to
+    exc.__cause__ = report
 
 
 class Expect:
@@ -40,8 +57,10 @@ class Expect:
         update: bool = False,
         keep_obtained: bool = False,
         on_compare: Callable[[Comparison], None] | None = None,
+        max_items: int = DEFAULT_MAX_ITEMS,
     ) -> None:
         self.golden_dir = Path(golden_dir)
+        self.max_items = max_items
         self.name = name
         self.update = update
         self.keep_obtained = keep_obtained
@@ -63,15 +82,8 @@ class Expect:
     ) -> Literal[False]:
         __tracebackhide__ = True
         self.spy.__exit__(exc_type, exc, tb)
-        failures = self._compare()
-        if not failures:
-            return False  # the block's own exception, if any, goes on unchanged
-        report = GoldenMismatch("\n".join(failures))
-        if exc is None:
-            raise report
-        report.__cause__ = exc.__cause__  # keep what the block's error was already chained to
-        exc.__cause__ = report
-        return False
+        raise_failures(self._compare(), exc)
+        return False  # the block's own exception, if any, goes on
 
     def _compare(self) -> list[str]:
         failures = []
@@ -79,7 +91,12 @@ class Expect:
         for index, call in enumerate(calls):
             try:
                 result = compare_with_golden(
-                    call, self.golden_dir, name=self.key(index), update=self.update, keep_obtained=self.keep_obtained
+                    call,
+                    self.golden_dir,
+                    name=self.key(index),
+                    update=self.update,
+                    keep_obtained=self.keep_obtained,
+                    max_items=self.max_items,
                 )
             except GoldenError as exc:  # one unreadable golden never stops the others from being checked
                 failures.append(f"call {index} of the block ({call.op}): {exc}")
@@ -93,6 +110,58 @@ class Expect:
         if missing is not None and not self.update and GoldenStore(self.golden_dir).exists(missing):
             path = GoldenStore(self.golden_dir).path_for(missing)
             failures.append(f"golden {path} expects call {len(calls)} of the block, which made only {len(calls)} call(s)")
+        return failures
+
+
+class ReportingSpy(Spy):
+    """A spy that, when its block raises, reports the calls that raised against their goldens.
+
+    A planner that raises inside a builder stops the test before the
+    ``assert_matches`` after the block names the golden to compare with, so
+    each call that raised is compared with the golden under ``folder``
+    holding the same op and inputs (the one that assertion would have
+    checked), and the report is chained to the error as :class:`Expect` does.
+    """
+
+    def __init__(
+        self,
+        *targets: ModuleType | str,
+        golden_dir: Path,
+        folder: Path,
+        on_compare: Callable[[Comparison], None],
+        max_items: int = DEFAULT_MAX_ITEMS,
+    ) -> None:
+        super().__init__(*targets)
+        self.golden_dir = golden_dir
+        self.folder = folder
+        self.on_compare = on_compare
+        self.max_items = max_items
+
+    def __exit__(self, *exc_info: object) -> None:
+        __tracebackhide__ = True
+        super().__exit__(*exc_info)
+        exc = exc_info[1]
+        if isinstance(exc, Exception):
+            raise_failures(self._compare_raised(), exc)
+
+    def _compare_raised(self) -> list[str]:
+        failures = []
+        for index, call in enumerate(self.calls.all()):
+            if call.error is None:
+                continue
+            try:
+                golden = next(iter(GoldenStore(self.folder).same_inputs(call)), None)
+                if golden is None:
+                    continue
+                result = compare_with_golden(
+                    call, self.golden_dir, name=golden.key, keep_obtained=True, max_items=self.max_items
+                )
+            except GoldenError as error:
+                failures.append(f"call {index} of the block ({call.op}): {error}")
+                continue
+            self.on_compare(result)
+            if result.failure is not None:
+                failures.append(f"call {index} of the block: {result.failure}")
         return failures
 
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -113,8 +113,8 @@ class _MissedLog:
         self.writer.write_log({"outcome": "missed", "problem": reason, "pid": os.getpid()})
 
 
-def _wrap(module: ModuleType) -> None:
-    """Spy on ``module``'s planners for the rest of the process, writing each call as a golden."""
+def _writing_spy(module: ModuleType) -> Any:
+    """An entered spy on ``module``'s planners writing each call as a golden; None when it has no planners."""
     from mla_golden.recorder import NothingToIntercept, Spy
 
     spy = Spy(module)
@@ -123,8 +123,32 @@ def _wrap(module: ModuleType) -> None:
     try:
         spy.__enter__()
     except NothingToIntercept:
-        return  # this aiter has no planners to wrap; the program runs on unchanged
-    _active.append(spy)
+        return None  # this aiter has no planners to wrap; the program runs on unchanged
+    return spy
+
+
+def _wrap(module: ModuleType) -> None:
+    """Spy on ``module``'s planners for the rest of the process, writing each call as a golden."""
+    spy = _writing_spy(module)
+    if spy is not None:
+        _active.append(spy)
+
+
+@contextlib.contextmanager
+def recording(module: ModuleType) -> Iterator[None]:
+    """Under ``record -- COMMAND``, record the planner calls of an ``aiter`` placed in ``sys.modules`` for a block.
+
+    ``reference.as_aiter()`` puts its stand-in there directly, so no import
+    (and no finder of ours) ever sees it; it calls this for its block. The
+    spy is left on exit, so the next stand-in's calls are written once.
+    Outside a recorded process this does nothing.
+    """
+    spy = _writing_spy(module) if os.environ.get(ENV_OUT) else None
+    try:
+        yield
+    finally:
+        if spy is not None:
+            spy.__exit__(None, None, None)
 
 
 class _WrappingLoader(importlib.abc.Loader):

@@ -89,11 +89,12 @@ def _decode_units(call: Call, qo: list[int]) -> int | None:
     """Batches aiter's decode dispatch plans (after head folding; per query token when sparse)."""
     from mla_golden.capture import planner_env
     from mla_golden.context import plan_for
+    from mla_golden.planner_id import rules_version
     from mla_golden.reference.layout import decode_layout
 
     try:
         with planner_env(call.env), plan_for(call.device):
-            layout = decode_layout(call.inputs, call.params, _numel(call, "reduce_indptr"))
+            layout = decode_layout(call.inputs, call.params, _numel(call, "reduce_indptr"), rules_version(call.provenance).features)
     except Exception:  # noqa: BLE001 - aiter refuses these inputs: the planner says why, at no cost
         return None
     batches = layout.dispatch.params.num_batches

@@ -189,11 +189,26 @@ def load(path: Path | str | None = None, devices: Sequence[str] | None = None) -
 
 
 def parse_device(text: str) -> tuple[str, int]:
-    """'gfx942:304' -> ('gfx942', 304); MatrixError otherwise."""
+    """'gfx942:304' -> ('gfx942', 304); MatrixError otherwise (an arch the planners know nothing of too)."""
     match = _DEVICE_RE.match(text)
     if match is None:
         raise MatrixError(f"device {text!r}: expected ARCH:CU such as gfx942:304")
+    problem = arch_problem(match.group(1))
+    if problem:
+        raise MatrixError(f"device {text!r}: {problem}")
     return match.group(1), int(match.group(2))
+
+
+def arch_problem(arch: str) -> str | None:
+    """Why the planners cannot plan for ``arch`` (one they know no LDS size or CU count of), or None.
+
+    Planning every case for such an arch would write goldens that each hold the same arch error.
+    """
+    from mla_golden.reference._device import FULL_PART_CUS
+
+    if arch in FULL_PART_CUS:
+        return None
+    return f"unknown arch {arch!r} (known: {', '.join(sorted(FULL_PART_CUS))})"
 
 
 def parse(text: str, source: str = "<matrix>", devices: Sequence[str] | None = None) -> list[Case]:
@@ -353,8 +368,9 @@ def _devices(where: Locator, group: Table | None, index: int, value: Any) -> lis
     devices = []
     for item in values:
         match = _DEVICE_RE.match(item) if isinstance(item, str) else None
-        if match is None:
-            problem = f"expected devices as 'ARCH:CU' such as 'gfx942:304', got {item!r}"
+        problem = None if match is None else arch_problem(match.group(1))
+        if match is None or problem:
+            problem = problem or f"expected devices as 'ARCH:CU' such as 'gfx942:304', got {item!r}"
             raise group.fail("devices", problem) if group else where.error(None, index, "devices", problem)
         devices.append((match.group(1), int(match.group(2))))
     if not devices:

@@ -106,6 +106,13 @@ def reference_version(planner: RecordedPlanner) -> PlannerVersion | None:
     return None
 
 
+def rules_version(provenance: Mapping[str, Any]) -> PlannerVersion:
+    """The ported version whose rules judge a golden with this provenance: the one that recorded it, else the newest."""
+    from mla_golden.reference.versions import latest
+
+    return reference_version(recorded_planner(provenance)) or latest()
+
+
 def planner_of(fn: Callable[..., Any], backend: str, aiter: Mapping[str, Any] | None) -> RecordedPlanner:
     """The identity of planner function ``fn`` (``backend`` as ``context.backend_of`` says)."""
     if backend == REFERENCE:

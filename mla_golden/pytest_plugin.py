@@ -5,9 +5,10 @@ Goldens live in a folder mirroring the test's node id
 counter), as snapshot tools do. Writes are atomic and no-clobber, so
 pytest-xdist workers writing the same golden end with one valid file; workers
 hand what they wrote and read to the controller, which prints the summary and,
-after a full run, the goldens no test used (deleting them under
-``--mla-golden-update``, and only when every worker reported: a crashed one
-is named and nothing is deleted).
+after a full run, the goldens no test used: they fail the run (as syrupy's
+unused snapshots do) unless ``--mla-golden-warn-unused``, and
+``--mla-golden-update`` deletes them, only when every worker reported (a
+crashed one is named and nothing is deleted).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ _TESTS = pytest.StashKey[dict[str, bool]]()
 _SILENT = pytest.StashKey[list[str]]()
 #: After a full run: the unused goldens and whether they were deleted.
 _UNUSED = pytest.StashKey[tuple[list[Path], bool]]()
+#: Work items a failure decodes by default: a failure stays within a screen (about 60 lines).
+MAX_ITEMS = 5
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,6 +55,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="write the goldens instead of checking them; a full run also deletes the goldens no test used",
+    )
+    group.addoption(
+        "--mla-golden-warn-unused",
+        dest="mla_golden_warn_unused",
+        action="store_true",
+        default=False,
+        help="only warn about the goldens no test used (by default they fail a full run)",
+    )
+    group.addoption(
+        "--mla-golden-max-items",
+        dest="mla_golden_max_items",
+        type=int,
+        default=MAX_ITEMS,
+        help=f"divergent work items and reduce groups a failure decodes (default {MAX_ITEMS}; mla-golden diff shows all)",
     )
 
 
@@ -85,15 +102,28 @@ class MlaGoldenFixture:
         self.nodeid = nodeid
         self.golden_dir = golden_dir
         self.update = update
+        self.max_items: int = config.getoption("mla_golden_max_items")
         self._config = config
         self._counter = 0
         self._spies: list[Spy] = []
 
     def spy(self, *targets: ModuleType | str) -> Spy:
-        """A spy whose calls made but not recorded fail the test at teardown (they were warned about)."""
-        from mla_golden.recorder import spy
+        """A spy whose calls made but not recorded fail the test at teardown (they were warned about).
 
-        made = spy(*targets)
+        When a planner raises inside the block, the calls that raised are
+        compared with this test's goldens of the same inputs and the report is
+        chained to the error (the ``assert_matches`` after the block never runs).
+        """
+        from mla_golden.expectations import ReportingSpy
+        from mla_golden.golden_paths import folder_of_test
+
+        made = ReportingSpy(
+            *targets,
+            golden_dir=self.golden_dir,
+            folder=folder_of_test(self.golden_dir, self.nodeid),
+            on_compare=self._record,
+            max_items=self.max_items,
+        )
         self._spies.append(made)
         return made
 
@@ -118,16 +148,19 @@ class MlaGoldenFixture:
     def assert_matches(self, call: Call, name: str | None = None) -> None:
         """Assert ``call`` matches this test's golden ``name`` (or write it under --mla-golden-update).
 
-        On a mismatch the call is also written next to the golden as
-        ``<name>.obtained.safetensors``; a later pass removes it.
+        On a mismatch (:class:`GoldenMismatch`) the call is also written next
+        to the golden as ``<name>.obtained.safetensors``; a later pass removes it.
         """
         __tracebackhide__ = True
         from mla_golden.assertions import compare_with_golden
+        from mla_golden.errors import GoldenMismatch
 
-        result = compare_with_golden(call, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True)
+        result = compare_with_golden(
+            call, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True, max_items=self.max_items
+        )
         self._record(result)
         if result.failure is not None:
-            raise AssertionError(result.failure)
+            raise GoldenMismatch(result.failure)
 
     def check(self, call: Call, name: str | None = None) -> None:
         """Deprecated name of :meth:`assert_matches`."""
@@ -144,7 +177,13 @@ class MlaGoldenFixture:
         from mla_golden.expectations import Expect
 
         made = Expect(
-            target, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True, on_compare=self._record
+            target,
+            self.golden_dir,
+            name=self.key(name),
+            update=self.update,
+            keep_obtained=True,
+            on_compare=self._record,
+            max_items=self.max_items,
         )
         self._spies.append(made.spy)  # its missed calls fail the test too
         return made
@@ -171,6 +210,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         workeroutput["mla_golden_touched"] = sorted(touched)
     elif _full_run(session, exitstatus):
         _find_unused(config)
+        if _unused_fail(config) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -202,6 +243,7 @@ def _full_run(session: pytest.Session, exitstatus: int) -> bool:
 
 def _find_unused(config: pytest.Config) -> None:
     from mla_golden.golden_paths import unused_goldens
+    from mla_golden.store import obtained_path
 
     if config.stash[_SILENT]:
         return  # a worker's passing tests read goldens nobody heard of: any "unused" one may be theirs
@@ -210,9 +252,16 @@ def _find_unused(config: pytest.Config) -> None:
     delete = bool(config.getoption("mla_golden_update"))
     if delete:
         for path in unused:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            for gone in (path, obtained_path(path)):  # a failure's obtained call goes with its golden
+                with contextlib.suppress(FileNotFoundError):
+                    gone.unlink()
     config.stash[_UNUSED] = (unused, delete)
+
+
+def _unused_fail(config: pytest.Config) -> bool:
+    """Whether unused goldens (found and not deleted) fail the run: yes unless --mla-golden-warn-unused, as syrupy does."""
+    unused, deleted = config.stash.get(_UNUSED, ([], False))
+    return bool(unused) and not deleted and not config.getoption("mla_golden_warn_unused")
 
 
 def _print_unused(terminalreporter: Any, config: pytest.Config) -> None:
@@ -230,9 +279,12 @@ def _print_unused(terminalreporter: Any, config: pytest.Config) -> None:
     if deleted:
         terminalreporter.write_line(f"mla-golden: deleted {len(unused)} unused golden(s) under {golden_dir}:")
     else:
+        verdict = "fail this run" if _unused_fail(config) else "(--mla-golden-warn-unused: a warning only)"
         terminalreporter.write_line(
-            f"mla-golden: {len(unused)} golden(s) under {golden_dir} that no test read or wrote "
-            "(a full run with --mla-golden-update deletes them):"
+            f"mla-golden: {len(unused)} golden(s) under {golden_dir} that no test read or wrote {verdict} "
+            "(a full run with --mla-golden-update deletes them):",
+            red=_unused_fail(config),
+            yellow=not _unused_fail(config),
         )
     for path in unused:
         terminalreporter.write_line(f"  {path.relative_to(golden_dir) if path.is_relative_to(golden_dir) else path}")

@@ -175,7 +175,12 @@ def _make_wrapper(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
     shows everything the planner receives, and missed loudly otherwise.
     """
 
+    # The reference is mla-golden's own port of a C++ op: its frames (the planner's source, the caller's
+    # uninitialised buffers as arguments) tell the caller nothing, so its errors surface at the caller's call.
+    own_frames = backend_of(original) == "reference"
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         frames = _frames()
         if frames and frames[-1].probing:  # a probe run of an enclosing capture, not the program's call
             return original(*args, **kwargs)
@@ -198,7 +203,7 @@ def _make_wrapper(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
                     _miss(takers, op, reason)
                 else:
                     _hand(takers, op, live.failed(exc))
-            raise
+            raise exc.with_traceback(None) if own_frames else exc  # noqa: B904 - the program's own error, unchained
         finally:
             frames.pop()
         if frame.reached:

@@ -391,9 +391,20 @@ def command_results(entries: list[dict[str, Any]], command: Sequence[str], statu
 GoldenFile = tuple[str, bool]
 
 
+def path_problem(path: Path) -> str | None:
+    """Why ``path`` gives no golden to work on (missing, or a folder without goldens), or None: every command's wording."""
+    from mla_golden.store import SUFFIX, GoldenStore
+
+    if not path.exists() and not path.is_symlink():
+        return f"no such file or folder (goldens are *{SUFFIX} files)"
+    if path.is_dir() and next(GoldenStore(path).paths(), None) is None:
+        return f"a folder holding no goldens (*{SUFFIX} files)"
+    return None
+
+
 def golden_files(paths: Sequence[Path]) -> tuple[list[GoldenFile], list[Result]]:
     """Golden files under ``paths`` (files or folders), and a 'bad' result for each path that is neither."""
-    from mla_golden.store import SUFFIX, GoldenStore
+    from mla_golden.store import GoldenStore
 
     files: list[GoldenFile] = []
     bad: list[Result] = []
@@ -403,7 +414,7 @@ def golden_files(paths: Sequence[Path]) -> tuple[list[GoldenFile], list[Result]]
         elif path.exists() or path.is_symlink():  # a FIFO or a dangling link too: the reader reports it
             files.append((str(path), False))
         else:
-            bad.append(Result(str(path), Status.BAD, str(path), f"no such file or folder (goldens are *{SUFFIX} files)"))
+            bad.append(Result(str(path), Status.BAD, str(path), path_problem(path) or "unreadable"))
     return files, bad
 
 

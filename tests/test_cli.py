@@ -492,7 +492,7 @@ def test_the_summary_tables_fit_100_columns_and_a_resized_buffer_reads_as_such(t
     rewrite(other, KEY_16, lambda call: call.params.__setitem__("kv_granularity", 32))
     code, text = cli("diff", other, "--against", tree)
     assert code == 1
-    summary = text[text.index("mla-golden diff") :]
+    summary = text[text.rindex("mla-golden diff") :]  # the summary tables, after the reports (the counts line leads)
     assert summary.count("\n") > 5 and max(len(line) for line in summary.splitlines()) <= 100, summary
     rows = load(GoldenStore(tree).path_for(KEY_128)).call.outputs["work_info_set"].shape[0]
     assert f"work_info_set buffer [{rows}, 8] -> [{rows + 5}, 8]; written contents equal" in text

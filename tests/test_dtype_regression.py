@@ -51,7 +51,7 @@ def test_dropped_dtypes_fail_naming_the_params_and_the_first_divergent_work_item
     with mla_golden.spy() as spy:
         builder.build(SEQ_LENS, pass_dtypes=False)
     bad = spy.calls.one("get_mla_metadata_v1")
-    with pytest.raises(AssertionError) as info:
+    with pytest.raises(mla_golden.GoldenMismatch) as info:
         mla_golden.assert_matches_golden(bad, tmp_path, name="deepseek-v3-tp1-decode")
     message = str(info.value)
     for param in ("dtype_q_nope", "dtype_q_rope", "dtype_kv_nope", "dtype_kv_rope"):
@@ -68,7 +68,7 @@ def test_without_a_name_the_missing_golden_points_at_the_same_inputs(builder, tm
     mla_golden.assert_matches_golden(spy.calls.one(), tmp_path, update=True)
     with mla_golden.spy() as spy:
         builder.build(SEQ_LENS, pass_dtypes=False)
-    with pytest.raises(AssertionError) as info:
+    with pytest.raises(mla_golden.GoldenMismatch) as info:
         mla_golden.assert_matches_golden(spy.calls.one(), tmp_path)
     message = str(info.value)
     assert "no golden for key" in message and "same op and input tensors" in message

@@ -252,9 +252,10 @@ def test_a_full_run_lists_unused_goldens_and_a_full_update_run_deletes_them(proj
     elsewhere.write_bytes(stale[0].read_bytes())
     result = project.runpytest()
     result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the tests passed, the unused goldens fail the run
     result.stdout.fnmatch_lines(
         [
-            "*mla-golden: 3 golden(s) under * that no test read or wrote*",
+            "*mla-golden: 3 golden(s) under * that no test read or wrote fail this run*",
             "  test_builder.py/test_decode_metadata/gone.safetensors",
             "  test_builder.py/test_removed/x.safetensors",
             "  test_deleted_file.py/test_any/0.safetensors",
@@ -262,16 +263,25 @@ def test_a_full_run_lists_unused_goldens_and_a_full_update_run_deletes_them(proj
     )
     assert "written_by_other_means" not in result.stdout.str()  # outside the folders of the test files that ran
     assert all(p.exists() for p in stale)
-    # a subset never deletes
+    warned = project.runpytest("--mla-golden-warn-unused")
+    assert warned.ret == pytest.ExitCode.OK
+    warned.stdout.fnmatch_lines(["*3 golden(s) under * that no test read or wrote (--mla-golden-warn-unused: a warning only)*"])
+    # a subset never deletes, nor fails for goldens it did not judge
     result = project.runpytest("--mla-golden-update", "-k", "decode")
     assert "golden(s) under" not in result.stdout.str() and all(p.exists() for p in stale)
+    assert project.runpytest("-k", "decode").ret == pytest.ExitCode.OK
     result = project.runpytest("--mla-golden-update", "test_builder.py::test_decode_metadata")
     assert "golden(s) under" not in result.stdout.str() and all(p.exists() for p in stale)
+    obtained = stale[2].with_name("0.obtained.safetensors")  # a failure of the deleted test file left it
+    obtained.write_bytes(stale[2].read_bytes())
     result = project.runpytest("--mla-golden-update")
+    assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*mla-golden: deleted 3 unused golden(s)*"])
     assert not any(p.exists() for p in stale) and elsewhere.exists()
+    assert not obtained.exists()  # it went with its golden
     assert (project.path / "goldens" / "test_builder.py" / "test_decode_metadata" / "decode.safetensors").exists()
-    assert "golden(s) under" not in project.runpytest().stdout.str()
+    after = project.runpytest()
+    assert "golden(s) under" not in after.stdout.str() and after.ret == pytest.ExitCode.OK
 
 
 def test_goldens_of_a_failed_or_skipped_test_are_never_called_unused(project, monkeypatch):
@@ -309,7 +319,8 @@ def test_unused_goldens_under_xdist(project):
     stale = _add_unused(project)
     result = project.runpytest("-n", "2")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*mla-golden: 3 golden(s) under * that no test read or wrote*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*mla-golden: 3 golden(s) under * that no test read or wrote fail this run*"])
     project.runpytest("-n", "2", "--mla-golden-update").stdout.fnmatch_lines(["*deleted 3 unused golden(s)*"])
     assert not any(p.exists() for p in stale)
 

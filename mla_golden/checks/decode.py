@@ -12,7 +12,6 @@ import bisect
 from collections import defaultdict
 
 from mla_golden import reference
-from mla_golden.call import Call
 from mla_golden.capture import planner_env
 from mla_golden.checks.common import (
     Checker,
@@ -33,9 +32,8 @@ from mla_golden.checks.results import HAZARDS
 from mla_golden.context import plan_for
 from mla_golden.errors import AiterCheckError, UndefinedResultError
 from mla_golden.geometry import Work
-from mla_golden.planner_id import recorded_planner, reference_version
+from mla_golden.planner_id import rules_version
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout, decode_layout
-from mla_golden.reference.versions import PlannerVersion, latest
 from mla_golden.schema import WORK_ROW, to_dtype
 from mla_golden.schema import WorkColumn as C
 
@@ -84,17 +82,12 @@ def _check_seqlen_qo(c: Checker, qo: list[int], max_seqlen_qo: int, uni_seqlen_q
             )
 
 
-def _recording_version(call: Call) -> PlannerVersion:
-    """The aiter version that recorded ``call`` (the newest ported one when it is not a ported one)."""
-    return reference_version(recorded_planner(call.provenance)) or latest()
-
-
 def _decode_layout(c: Checker) -> DecodeLayout | None:
     """aiter's host decision (folding, tiles, clusters) for this call, or None when aiter aborts."""
     call = c.call
     try:
         with planner_env(call.env), plan_for(call.device):
-            return decode_layout(call.inputs, call.params, numel(call, "reduce_indptr"), _recording_version(call).features)
+            return decode_layout(call.inputs, call.params, numel(call, "reduce_indptr"), rules_version(call.provenance).features)
     except AiterCheckError as error:
         c.hazard("aborts", f"{HAZARDS['aborts']}: {error}")
     except UndefinedResultError as error:
@@ -146,7 +139,7 @@ def _observed_folding(c: Checker, layout: DecodeLayout, works: list[Work], batch
         "work.batch",
         "work_info_set batch_idx",
         f"works are planned with qk_batch_ratio={ratio} ({batches * ratio} batches of {heads // ratio} heads) "
-        f"but aiter {_recording_version(c.call).name} runs {heads} heads with these dtypes on {c.call.device.get('arch')} as "
+        f"but aiter {rules_version(c.call.provenance).name} runs {heads} heads with these dtypes on {c.call.device.get('arch')} as "
         f"qk_batch_ratio={layout.qk_batch_ratio}: the kernel would read the batches differently",
     )
     return layout.refolded(ratio, batches)
@@ -332,7 +325,7 @@ def check_decode(c: Checker) -> None:
         )
     works = decoded_works(c, indptr, num_works)
     if layout is None:
-        c.result.skipped.append(f"per-batch invariants: aiter {_recording_version(call).name} has no plan for these inputs")
+        c.result.skipped.append(f"per-batch invariants: aiter {rules_version(call.provenance).name} has no plan for these inputs")
         return
     if not call.params.get("fast_mode", True) or call.params.get("intra_batch_mode", False):
         c.result.skipped.append("per-batch invariants: only the fast_mode v1_2 planner's layout is known")

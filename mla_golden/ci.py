@@ -1,0 +1,110 @@
+"""A run's results in the formats CI systems read: GitHub workflow commands and step summary, JUnit XML.
+
+GitHub Actions turns a ``::error file=...,title=...::message`` line of a
+job's log into an annotation, and renders the markdown a step appends to
+``$GITHUB_STEP_SUMMARY`` on the run's page; every CI reads JUnit XML as test
+results. One golden is one annotation, one summary row, one testcase.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+
+from mla_golden.runs import STATUS_EXIT, Result, Status
+
+#: Statuses a JUnit testcase reports as a failure (the golden says no); the other not-ok ones are errors.
+FAILURES = {Status.REFUSED, Status.DIVERGED, Status.VIOLATED, Status.ONLY_EXPECTED, Status.ONLY_ACTUAL}
+
+
+def headline(result: Result) -> str:
+    """The first thing that differs, in one line: a params change, an error, or a field's first element."""
+    diff = result.diff
+    if diff is None:
+        return result.message
+    for kind in ("params", "device", "env"):
+        if diff[kind]:
+            return f"{kind}: " + ", ".join(f"{c['path']} {c['expected']} -> {c['actual']}" for c in diff[kind])
+    if diff["error"]:
+        return f"error: {diff['error']['expected']} -> {diff['error']['actual']}"
+    for fd in (*diff["inputs"], *diff["fields"]):
+        if fd["status"] == "equal":
+            continue
+        if fd["status"] == "resized":
+            return f"{fd['name']}: buffer {fd['expected_shape']} -> {fd['actual_shape']}; written contents equal"
+        if fd["status"] == "shape" and not fd["count"]:
+            return f"{fd['name']}: shape {fd['expected_shape']} -> {fd['actual_shape']}"
+        first = fd["first"]
+        return f"{fd['name']}{first['index']}: {first['expected']} -> {first['actual']} ({fd['count']} element(s))"
+    return "; ".join(diff["hazards"]) or result.message
+
+
+# ---------------------------------------------------------------- GitHub Actions
+
+
+def _escape_data(text: str) -> str:
+    """A workflow command's message: ``%``, CR and LF escaped (GitHub's toolkit rules)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """A workflow command's property value: the message escapes plus ``:`` and ``,``."""
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(command: str, results: Sequence[Result]) -> list[str]:
+    """One ``::error`` line per golden that is not ok, on its file, titled with its status and key."""
+    lines = []
+    for r in results:
+        if r.status.ok:
+            continue
+        props = [f"title={_escape_property(f'mla-golden {command}: {r.status.value} {r.key}')}"]
+        if r.path:
+            props.insert(0, f"file={_escape_property(r.path)}")
+        lines.append(f"::error {','.join(props)}::{_escape_data(headline(r) or r.status.value)}")
+    return lines
+
+
+def _cell(text: str) -> str:
+    """Text a markdown table cell can hold: pipes escaped, on one line."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def github_summary(command: str, results: Sequence[Result], code: int) -> str:
+    """Markdown for the step summary: the verdict, the counts by status, then every golden that is not ok."""
+    counts = {status: sum(r.status is status for r in results) for status in STATUS_EXIT}
+    lines = [f"### mla-golden {command}: exit {code}", "", "| status | count |", "|---|---:|"]
+    lines += [f"| {status.value} | {n} |" for status, n in counts.items() if n]
+    lines.append(f"| **total** | **{len(results)}** |")
+    problems = [r for r in results if not r.status.ok]
+    if problems:
+        lines += ["", "| status | golden | first difference |", "|---|---|---|"]
+        lines += [f"| {r.status.value} | `{_cell(r.key)}` | {_cell(headline(r))} |" for r in problems]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- JUnit XML
+
+
+def junit_xml(command: str, results: Sequence[Result]) -> str:
+    """A JUnit XML document: one testsuite for the run, one testcase per golden (failure, error or skipped)."""
+    suite = ET.Element(
+        "testsuite",
+        name=f"mla-golden {command}",
+        tests=str(len(results)),
+        failures=str(sum(r.status in FAILURES for r in results)),
+        errors=str(sum(not r.status.ok and r.status not in FAILURES for r in results)),
+        skipped=str(sum(r.status is Status.SKIPPED for r in results)),
+    )
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname=f"mla-golden.{command}", name=r.key)
+        if r.path:
+            case.set("file", r.path)
+        if r.status is Status.SKIPPED:
+            ET.SubElement(case, "skipped", message=r.message)
+        elif not r.status.ok:
+            kind = "failure" if r.status in FAILURES else "error"
+            element = ET.SubElement(case, kind, message=headline(r) or r.status.value, type=r.status.value)
+            element.text = r.report or r.message
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

@@ -1,0 +1,86 @@
+"""``mla-golden textconv``: a golden as stable text, so ``git diff`` of a changed golden shows its changed rows."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mla_golden.cli import app
+from mla_golden.store import Golden, GoldenStore, load, write
+
+SHIPPED = Path(__file__).resolve().parent.parent / "goldens"
+
+
+def _decode_golden() -> Path:
+    return next(p for p in GoldenStore(SHIPPED / "decode").paths() if load(p).call.error is None)
+
+
+def textconv(path: Path) -> str:
+    ran = CliRunner().invoke(app, ["textconv", str(path)])
+    assert ran.exit_code == 0, ran.output
+    return ran.stdout
+
+
+def test_the_text_is_the_call_alone_one_line_per_row(tmp_path):
+    source = _decode_golden()
+    golden = load(source)
+    text = textconv(source)
+    lines = text.splitlines()
+    assert lines[0] == f"golden {golden.key}"
+    for name, value in golden.call.params.items():
+        assert f"param {name} = {value!r}" in lines if isinstance(value, str) else f"param {name} = {value}" in lines
+    assert f"device arch = {golden.call.device['arch']!r}" in lines
+    rows = int(golden.call.written["work_info_set"].any(dim=1).sum())
+    assert sum(line.startswith("work ") for line in lines) == rows  # one line per written work item
+    first = golden.call.outputs["work_info_set"][0].tolist()
+    assert lines[[line.startswith("work 0:") for line in lines].index(True)].startswith(f"work 0: batch_idx={first[0]} partial_qo_loc={first[1]}")
+    # recorded again later (another time, another torch): the same text
+    golden.call.provenance = {**golden.call.provenance, "created": "2031-01-01T00:00:00Z", "torch": "9.9.9"}
+    again = tmp_path / "again.safetensors"
+    write(again, Golden(golden.key, golden.call))
+    assert textconv(again) == text
+    assert "2031-01-01" not in text and "9.9.9" not in text and "created" not in text and "digest" not in text
+
+
+def test_textconv_of_a_missing_path_is_exit_2():
+    ran = CliRunner().invoke(app, ["textconv", "no/such.safetensors"])
+    assert ran.exit_code == 2 and "no such file or folder" in ran.output
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_diff_of_a_changed_golden_names_the_changed_work_rows(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    # the README's two lines, with this interpreter standing in for the mla-golden script
+    (repo / ".gitattributes").write_text("*.safetensors diff=mla-golden\n")
+    _git(repo, "config", "diff.mla-golden.textconv", f"{sys.executable} -m mla_golden.cli textconv")
+    golden = load(_decode_golden())
+    path = repo / "goldens" / "decode.safetensors"
+    path.parent.mkdir()
+    write(path, Golden(golden.key, golden.call))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "golden")
+    assert _git(repo, "diff") == ""
+    changed = golden.call.outputs["work_info_set"].clone()
+    changed[3, 5] += 7  # work 3's kv_end
+    golden.call.outputs["work_info_set"] = changed
+    write(path, Golden(golden.key, golden.call), update=True)
+    shown = _git(repo, "diff")
+    assert "Binary files" not in shown
+    removed = [line for line in shown.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in shown.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert len(removed) == len(added) == 1, shown
+    assert removed[0].startswith("-work 3: ") and added[0].startswith("+work 3: ")
+    assert f"kv_end={int(changed[3, 5])}" in added[0] and f"kv_end={int(changed[3, 5]) - 7}" in removed[0]
