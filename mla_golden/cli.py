@@ -38,10 +38,11 @@ from mla_golden.runs import (
 #: Runs at least this long get a progress bar.
 PROGRESS_MIN_ITEMS = 20
 DEFAULT_GOLDENS = Path("goldens")
-BACKEND_METAVAR = "auto|aiter|reference[@VERSION]"
+BACKEND_METAVAR = "auto|aiter|reference[@VERSION]|python:MODULE[:ATTR]"
 BACKEND_HELP = (
     "Planner to {what}: auto (aiter when it works, else the reference), aiter, reference (the newest ported "
-    "aiter version), or reference@VERSION (an aiter commit prefix, release tag or date; see mla-golden versions)."
+    "aiter version), reference@VERSION (an aiter commit prefix, release tag or date; see mla-golden versions), "
+    "or python:MODULE[:ATTR] (a plug-in object with the planner and sizing functions in aiter's signatures)."
 )
 REPLAY_HELP = (
     " Plain reference replays each golden on the version that recorded it; reference@NEW replays all of them "

@@ -156,7 +156,9 @@ def sweep(
     ``aiter``...; see :mod:`mla_golden.sweeper.planners`). Budget: ``cases`` points or ``seconds`` of
     sweeping (default :data:`DEFAULT_CASES` points); a small space is enumerated whole. ``out``
     receives the reproducer goldens and the journal a rerun resumes from. ``jobs`` local worker
-    processes, or ``ray`` (an address, or "local") for a Ray cluster.
+    processes, or ``ray`` (an address, or "local") for a Ray cluster. Local workers are spawned and
+    import the calling script again: with ``jobs`` > 1 a script calls this under
+    ``if __name__ == "__main__":``.
     """
     started = time.monotonic()
     for spec in (a, b):

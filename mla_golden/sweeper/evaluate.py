@@ -325,6 +325,7 @@ def capture(point: Point, planner: Planner) -> Call:
             return call
     specs = _specs(sized)
     call.buffers = {name: {"shape": list(shape), "dtype": str(dtype)} for name, (shape, dtype) in zip(OUTPUTS, specs)}
-    captured = replay(call, planner.function(point.op), on=planner.tensor_device)
+    with planner.device_context(call.device):  # replay() sets it for the reference's own functions only
+        captured = replay(call, planner.function(point.op), on=planner.tensor_device)
     captured.provenance["sweep"] = call.provenance["sweep"]
     return captured
