@@ -265,3 +265,43 @@ def test_time_budget_stops_the_sweep() -> None:
     findings = mla_golden.sweep("reference", "reference", seconds=1.5)
     assert findings.stopped_by == "time" and 0 < len(findings.results)
     assert time.monotonic() - start < 15
+
+
+def test_a_shrink_cut_short_is_reported_in_text_json_and_html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mla_golden.sweeper import shrink
+    from mla_golden.sweeper.render import render_html, render_text
+
+    monkeypatch.setattr(shrink, "MAX_EVALS", 1)
+    points = [Point("get_mla_metadata_v1", "gfx942", 304, 16, (3000, 500, 70, 9), q_dtype="fp8", kv_dtype="fp8")]
+    findings = mla_golden.sweep("reference", "reference:gfx942:80", points)
+    [case] = findings.results
+    assert case.status == DIVERGED and case.shrink_exhausted == "evals" and case.shrink_evals == 1
+    [rep] = findings.reproducers
+    assert rep.exhausted == "evals" and len(rep.point["seq_lens"]) > 1, "one evaluation cannot reach one request"
+    document = json.loads(json.dumps(findings.to_dict()))
+    assert document["shrink_exhausted"] == {"evals": 1} and document["reproducers"][0]["exhausted"] == "evals"
+    for page in (render_text(findings), render_html(findings)):
+        assert "NOT minimal: shrinking ran out of its evaluation budget" in page
+        assert "shrinking ran out of its evaluation budget on 1 divergent case(s)" in page
+    monkeypatch.setattr(shrink, "MAX_EVALS", 400)
+    whole = mla_golden.sweep("reference", "reference:gfx942:80", points)
+    assert whole.reproducers[0].exhausted is None and whole.reproducers[0].point["seq_lens"] == [1]
+    assert "NOT minimal" not in render_text(whole) and whole.to_dict()["shrink_exhausted"] == {}
+
+
+def test_the_time_budget_bounds_shrinking_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mla_golden.sweeper import work
+
+    real = work.evaluate
+    work.warm("reference", "reference:gfx942:80")  # the warm-up runs before the slow planners below
+
+    def slow(*args, **kwargs):  # a planner pair whose every call takes 0.4 s
+        time.sleep(0.4)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(work, "evaluate", slow)
+    points = [Point("get_mla_metadata_v1", "gfx942", 304, 16, tuple(range(3000, 3064)), q_dtype="fp8", kv_dtype="fp8")]
+    findings = mla_golden.sweep("reference", "reference:gfx942:80", points, seconds=1.0)
+    [case] = findings.results
+    assert case.status == DIVERGED and case.shrink_exhausted == "time"
+    assert case.shrink_evals < 7, "reaching one request takes 7 evaluations, 2.8 s; the 1 s budget stopped it"

@@ -52,13 +52,15 @@ class Reproducer:
     cases: int = 1
     #: The differ's verdict on the two captured calls (False: the capture saw no divergence).
     confirmed: bool = True
+    #: What ran out before the shrink reached a minimum ("evals", "time"); None: it is a minimum.
+    exhausted: str | None = None
     diff: Diff | None = field(default=None, repr=False)
     calls: tuple[Call, Call] | None = field(default=None, repr=False)
     written: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "point": self.point, "kind": self.kind, "detail": self.detail, "cases": self.cases,
-                "confirmed": self.confirmed, "written": self.written}  # fmt: skip
+                "confirmed": self.confirmed, "exhausted": self.exhausted, "written": self.written}  # fmt: skip
 
 
 @dataclass
@@ -93,6 +95,11 @@ class Findings:
     def planner_s(self) -> float:
         return sum(r.planner_s for r in self.results)
 
+    @property
+    def shrink_exhausted(self) -> dict[str, int]:
+        """Divergent cases whose shrink stopped short of a minimum, by what ran out (evals, time)."""
+        return dict(Counter(r.shrink_exhausted for r in self.results if r.shrink_exhausted))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, schema ``mla-golden-sweep/1`` (docs/cli.md)."""
         return {
@@ -100,10 +107,11 @@ class Findings:
             "space": self.space, "seed": self.seed, "out": str(self.out) if self.out else None,
             "cases": len(self.results), "counts": self.counts, "diverged": self.diverged,
             "stopped_by": self.stopped_by, "resumed": self.resumed, "elapsed_s": round(self.elapsed_s, 3), "startup_s": round(self.startup_s, 3),
-            "planner_s": round(self.planner_s, 3), **self.summary.to_dict(),
+            "planner_s": round(self.planner_s, 3), "shrink_exhausted": self.shrink_exhausted, **self.summary.to_dict(),
             "reproducers": [r.to_dict() for r in self.reproducers],
             "divergent_cases": [{"index": r.index, "detail": r.detail, "kind": r.kind, "point": r.point,
-                                 "minimal": r.minimal} for r in self.results if r.status == DIVERGED],
+                                 "minimal": r.minimal, "shrink_exhausted": r.shrink_exhausted}
+                                for r in self.results if r.status == DIVERGED],
         }  # fmt: skip
 
 
@@ -125,7 +133,8 @@ def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reprodu
     call_a, call_b = capture(point, planner(a)), capture(point, planner(b))
     found = diff(call_a, call_b, expected_name=f"A {a}", actual_name=f"B {b}")
     confirmed = found.error is not None or any(not f.equal for f in found.fields)
-    rep = Reproducer(point.key, point.to_dict(), result.kind, result.minimal_detail or result.detail, 1, confirmed, found, (call_a, call_b))
+    detail = result.minimal_detail or result.detail
+    rep = Reproducer(point.key, point.to_dict(), result.kind, detail, 1, confirmed, result.shrink_exhausted, found, (call_a, call_b))
     if out is not None:
         for side, call in (("a", call_a), ("b", call_b)):
             store = GoldenStore(out / side)
@@ -206,6 +215,8 @@ def sweep(
     opened = time.monotonic()
     with executors.make(a, b, shrink, jobs, ray) as executor:
         startup = time.monotonic() - opened
+        if seconds is not None:  # shrinking stops with the budget too (workers compare against wall-clock time)
+            executor.deadline = time.time() + seconds - (time.monotonic() - started)
         workers[0] = executor.workers
         if progress:
             progress(len(results), total, sum(r.status == DIVERGED for r in results))

@@ -72,6 +72,14 @@ class Verdict:
     #: Planner time of both sides, wall and CPU seconds.
     planner_s: float = 0.0
     planner_cpu_s: float = 0.0
+    #: What diverged, as groups tell causes apart: the buffers whose shape or values differ, or
+    #: which side raised ("A raised", "both raised").
+    fields: tuple[str, ...] = ()
+
+    @property
+    def signature(self) -> tuple[str | None, ...]:
+        """Kind and fields: two divergences with the same signature are taken to have one cause."""
+        return (self.kind, *self.fields)
 
 
 def _dtype(name: str, arch: str) -> str | None:
@@ -266,20 +274,27 @@ def compare(a: Side, b: Side) -> Verdict:
             return Verdict(EQUAL, planner_s=seconds, planner_cpu_s=cpu)
         if a.undefined or b.undefined:
             return Verdict(UNDEFINED, None, (a.error or b.error or "")[:200], seconds, cpu)
-        return Verdict(DIVERGED, KIND_ERROR, f"error: {a.error or 'none'} -> {b.error or 'none'}", seconds, cpu)
-    for name, sa, sb in zip(OUTPUTS, a.shapes, b.shapes):
-        if sa != sb:
-            return Verdict(DIVERGED, KIND_SHAPE, f"{name} shape {list(sa)} -> {list(sb)}", seconds, cpu)
+        raised = "both raised" if a.error and b.error else ("A raised" if a.error else "B raised")
+        detail = f"error: {a.error or 'none'} -> {b.error or 'none'}"
+        return Verdict(DIVERGED, KIND_ERROR, detail, seconds, cpu, (raised,))
+    reshaped = [(name, sa, sb) for name, sa, sb in zip(OUTPUTS, a.shapes, b.shapes) if sa != sb]
+    if reshaped:
+        name, sa, sb = reshaped[0]
+        fields = tuple(n for n, _, _ in reshaped)
+        return Verdict(DIVERGED, KIND_SHAPE, f"{name} shape {list(sa)} -> {list(sb)}", seconds, cpu, fields)
     pointer = _POINTER_CANARY
     assert a.flat is not None and b.flat is not None  # both sides planned without error
     if torch.equal(a.flat, b.flat) and torch.equal(a.buffers[0] != pointer, b.buffers[0] != pointer):
         return Verdict(EQUAL, planner_s=seconds, planner_cpu_s=cpu)
+    differing = []
     for name, ta, tb in zip(OUTPUTS, a.buffers, b.buffers):
         if name == POINTER_OUTPUT:
             ta, tb = ta != pointer, tb != pointer
         if not torch.equal(ta, tb):
-            return Verdict(DIVERGED, KIND_VALUES, _first_difference(name, ta, tb), seconds, cpu)
-    raise AssertionError("the flat buffers differ but no buffer does")
+            differing.append((name, ta, tb))
+    assert differing, "the flat buffers differ but no buffer does"
+    name, ta, tb = differing[0]
+    return Verdict(DIVERGED, KIND_VALUES, _first_difference(name, ta, tb), seconds, cpu, tuple(n for n, _, _ in differing))
 
 
 def _first_difference(name: str, a: torch.Tensor, b: torch.Tensor) -> str:

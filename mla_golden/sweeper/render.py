@@ -45,9 +45,21 @@ def _point_line(rep: Reproducer) -> str:
     return f"{p['op']} {shape} {env} lens {p['seq_lens']}".replace("  ", " ")
 
 
+#: What a shrink that ran out of budget ran out of, as reports say it.
+_RAN_OUT = {"evals": "its evaluation budget", "time": "the --time budget"}
+
+
+def _exhausted(rep: Reproducer) -> str:
+    """``; NOT minimal: ...`` when the reproducer's shrink ran out of budget, else nothing."""
+    return f"; NOT minimal: shrinking ran out of {_RAN_OUT.get(rep.exhausted, rep.exhausted)}" if rep.exhausted else ""
+
+
 def _notes(findings: Findings) -> list[str]:
-    """Why some cases were not judged (skipped / undefined), one line per distinct reason."""
-    lines = []
+    """Shrinks cut short, and why some cases were not judged (skipped / undefined), one line per distinct reason."""
+    lines = [
+        f"shrinking ran out of {_RAN_OUT.get(what, what)} on {n} divergent case(s): their reproducers may not be minimal"
+        for what, n in sorted(findings.shrink_exhausted.items())
+    ]
     for status in (SKIPPED, UNDEFINED):
         reasons: dict[str, int] = {}
         for r in findings.results:
@@ -79,7 +91,7 @@ def render_text(findings: Findings, *, quiet: bool = False) -> str:
         where = f"{findings.out}/a vs {findings.out}/b" if findings.out else "not written (no --out)"
         lines.append(f"minimal reproducers ({len(findings.reproducers)}; goldens {where}):")
         for rep in findings.reproducers[:MAX_SHOWN]:
-            lines.append(f"  {rep.key}  [{rep.kind}; from {rep.cases} case(s)]")
+            lines.append(f"  {rep.key}  [{rep.kind}; from {rep.cases} case(s){_exhausted(rep)}]")
             lines.append(f"    {_point_line(rep)}")
             lines.append(f"    {rep.detail}" + ("" if rep.confirmed else "  (NOT confirmed by the full capture)"))
         if len(findings.reproducers) > MAX_SHOWN:
@@ -126,14 +138,14 @@ def render_html(findings: Findings) -> str:
     ]  # fmt: skip
     notes = _notes(findings)
     if notes:
-        parts.append("<h2>Not judged</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     if findings.reproducers:
         parts.append(f"<h2>Minimal reproducers ({len(findings.reproducers)})</h2>")
         if findings.out:
             parts.append(f"<p>Goldens: <code>mla-golden diff {html.escape(str(findings.out))}/b --against {html.escape(str(findings.out))}/a</code></p>")
         for rep in findings.reproducers[:MAX_SHOWN]:
             parts.append(f"<h2>{html.escape(rep.key)}</h2><p>{html.escape(_point_line(rep))}<br>{html.escape(rep.detail)} "
-                         f"(from {rep.cases} case(s))</p>")  # fmt: skip
+                         f"(from {rep.cases} case(s){html.escape(_exhausted(rep))})</p>")  # fmt: skip
             if rep.calls is not None and rep.diff is not None:
                 a, b = rep.calls
                 pictures = draw({"A": a, "B": b}, diff_marks(a, b))  # one scale, aligned rows, divergent works outlined
