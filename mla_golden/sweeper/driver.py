@@ -24,6 +24,7 @@ from mla_golden.errors import SweepError
 from mla_golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import DIVERGED, capture
+from mla_golden.sweeper.groups import CLASSES, Group, check_sides, explain, signature, size
 from mla_golden.sweeper.journal import Journal
 from mla_golden.sweeper.planners import parse_spec
 from mla_golden.sweeper.regions import Summary, summarise
@@ -48,7 +49,7 @@ class Reproducer:
     point: dict[str, Any]
     kind: str | None
     detail: str
-    #: How many swept cases shrank to this call.
+    #: How many swept cases it stands for (its group's cases).
     cases: int = 1
     #: The differ's verdict on the two captured calls (False: the capture saw no divergence).
     confirmed: bool = True
@@ -65,7 +66,7 @@ class Reproducer:
 
 @dataclass
 class Findings:
-    """What a sweep found: every verdict, the minimal reproducers, and the regions."""
+    """What a sweep found: every verdict, the groups of divergences by cause (one reproducer each), and the regions."""
 
     a: str
     b: str
@@ -73,7 +74,7 @@ class Findings:
     space: str
     seed: int
     results: list[CaseResult]
-    reproducers: list[Reproducer]
+    groups: list[Group]
     summary: Summary
     elapsed_s: float
     out: Path | None = None
@@ -82,6 +83,11 @@ class Findings:
     resumed: int = 0
     #: Seconds spent starting the executor (worker processes import torch; Ray starts its instance).
     startup_s: float = 0.0
+
+    @property
+    def reproducers(self) -> list[Reproducer]:
+        """One per group, in the groups' order."""
+        return [g.reproducer for g in self.groups]
 
     @property
     def counts(self) -> dict[str, int]:
@@ -108,6 +114,7 @@ class Findings:
             "cases": len(self.results), "counts": self.counts, "diverged": self.diverged,
             "stopped_by": self.stopped_by, "resumed": self.resumed, "elapsed_s": round(self.elapsed_s, 3), "startup_s": round(self.startup_s, 3),
             "planner_s": round(self.planner_s, 3), "shrink_exhausted": self.shrink_exhausted, **self.summary.to_dict(),
+            "groups": [g.to_dict() for g in self.groups],
             "reproducers": [r.to_dict() for r in self.reproducers],
             "divergent_cases": [{"index": r.index, "detail": r.detail, "kind": r.kind, "point": r.point,
                                  "minimal": r.minimal, "shrink_exhausted": r.shrink_exhausted}
@@ -188,10 +195,10 @@ def sweep(
     done = journal.resume() if journal else []
     finished = {r.index for r in done}
     results = list(done)
-    reproducers: dict[str, Reproducer] = {}
+    groups: dict[tuple[str, ...], Group] = {}
     for result in done:
         if result.status == DIVERGED:
-            _collect(reproducers, result, a, b, out_path)
+            _collect(groups, result, a, b, out_path)
     enumerated = space.size() <= (cases if cases is not None else 10_000)
     total = min(space.size(), cases) if enumerated and cases else cases
     points: Iterator[tuple[int, Point]] = ((i, p) for i, p in enumerate(space.points(seed, cases)) if i not in finished)
@@ -224,7 +231,7 @@ def sweep(
         def take(batch: list[CaseResult]) -> None:
             for result in batch:
                 if result.status == DIVERGED:
-                    _collect(reproducers, result, a, b, out_path)
+                    _collect(groups, result, a, b, out_path)
             if journal:
                 journal.append(batch)
             results.extend(batch)
@@ -234,9 +241,15 @@ def sweep(
 
         _drive(executor, _chunks(points, chunk_size), take)
     results.sort(key=lambda r: r.index)
+    found = list(groups.values())
+    for group in found:
+        group.checks = check_sides(group.reproducer)
+        group.reproducer.cases = group.cases
+    explain(found, results)
+    found.sort(key=lambda g: (CLASSES.index(g.cls), -g.cases, g.signature))
     return Findings(
         a, b, (planners[0].label, planners[1].label), space.source, seed, results,
-        sorted(reproducers.values(), key=lambda r: (-r.cases, r.key)), summarise(results), time.monotonic() - started, out_path, stopped_by, len(done), startup,
+        found, summarise(results), time.monotonic() - started, out_path, stopped_by, len(done), startup,
     )  # fmt: skip
 
 
@@ -256,9 +269,16 @@ def _drive(executor: executors.Executor, chunks: Iterator[executors.Chunk], take
         in_flight -= 1
 
 
-def _collect(reproducers: dict[str, Reproducer], result: CaseResult, a: str, b: str, out: Path | None) -> None:
-    key = Point.from_dict(result.minimal or result.point).key
-    if key in reproducers:
-        reproducers[key].cases += 1
-    else:
-        reproducers[key] = _reproducer(result, a, b, out)
+def _collect(groups: dict[tuple[str, ...], Group], result: CaseResult, a: str, b: str, out: Path | None) -> None:
+    """Count ``result`` in its signature's group; capture (and write) its call when it is the group's smallest yet."""
+    minimal = result.minimal or result.point
+    result_signature = signature(result)
+    group = groups.get(result_signature)
+    rank = (*size(minimal), result.shrink_exhausted is not None)
+    if group is None or rank < (*size(group.reproducer.point), group.reproducer.exhausted is not None):
+        rep = _reproducer(result, a, b, out)
+        if group is None:
+            group = groups[result_signature] = Group(result_signature, rep)
+        group.reproducer = rep
+    group.cases += 1
+    group.minimal_calls.add(Point.from_dict(minimal).key)

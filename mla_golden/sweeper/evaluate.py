@@ -33,8 +33,9 @@ from mla_golden.sweeper.space import DECODE, Point
 #: reads memory it never wrote), so equality cannot be judged; ``skipped``: a side cannot make
 #: this call (its signature cannot express it, or live aiter runs on another device).
 EQUAL, DIVERGED, UNDEFINED, SKIPPED = "equal", "diverged", "undefined", "skipped"
-#: What diverged, most telling first: the error status or message, a buffer shape, output values.
-KIND_ERROR, KIND_SHAPE, KIND_VALUES = "error", "shape", "values"
+#: What diverged, most telling first: the error status or message, a buffer shape with what was
+#: written in it, output values; ``sizing``: only buffer sizes changed, what was written is the same.
+KIND_ERROR, KIND_SHAPE, KIND_VALUES, KIND_SIZING = "error", "shape", "values", "sizing"
 #: vLLM's FP8 prefill convention (``_build_fp8_prefill_ps_metadata``).
 PREFILL_PARAMS = {
     "gqa_ratio": 1, "qhead_granularity": 1, "qlen_granularity": 256,
@@ -78,8 +79,12 @@ class Verdict:
 
     @property
     def signature(self) -> tuple[str | None, ...]:
-        """Kind and fields: two divergences with the same signature are taken to have one cause."""
-        return (self.kind, *self.fields)
+        """Kind and the first field it shows in: two divergences with the same signature are taken to have one cause.
+
+        Not every field: a longer call that splits its requests changes the reduce maps too, and
+        shrinking must not be held at the longer call for that.
+        """
+        return (self.kind, *self.fields[:1])
 
 
 def _dtype(name: str, arch: str) -> str | None:
@@ -280,8 +285,11 @@ def compare(a: Side, b: Side) -> Verdict:
     reshaped = [(name, sa, sb) for name, sa, sb in zip(OUTPUTS, a.shapes, b.shapes) if sa != sb]
     if reshaped:
         name, sa, sb = reshaped[0]
-        fields = tuple(n for n, _, _ in reshaped)
-        return Verdict(DIVERGED, KIND_SHAPE, f"{name} shape {list(sa)} -> {list(sb)}", seconds, cpu, fields)
+        changed = tuple(n for n, ta, tb in zip(OUTPUTS, a.buffers, b.buffers) if not _same_written(n, ta, tb))
+        kind = KIND_SHAPE if changed else KIND_SIZING
+        fields = tuple(n for n in OUTPUTS if n in changed or any(n == r[0] for r in reshaped))
+        written = "; written contents differ" if changed else "; written contents equal"
+        return Verdict(DIVERGED, kind, f"{name} shape {list(sa)} -> {list(sb)}{written}", seconds, cpu, fields)
     pointer = _POINTER_CANARY
     assert a.flat is not None and b.flat is not None  # both sides planned without error
     if torch.equal(a.flat, b.flat) and torch.equal(a.buffers[0] != pointer, b.buffers[0] != pointer):
@@ -295,6 +303,23 @@ def compare(a: Side, b: Side) -> Verdict:
     assert differing, "the flat buffers differ but no buffer does"
     name, ta, tb = differing[0]
     return Verdict(DIVERGED, KIND_VALUES, _first_difference(name, ta, tb), seconds, cpu, tuple(n for n, _, _ in differing))
+
+
+def _same_written(name: str, a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Did both sides write the same elements with the same values, whatever the buffers' sizes?"""
+    unwritten = _POINTER_CANARY if name == POINTER_OUTPUT else _CANARY
+    if a.dim() != b.dim():
+        return False
+    overlap = tuple(slice(0, min(x, y)) for x, y in zip(a.shape, b.shape))
+    for t in (a, b):  # nothing written outside the part both buffers have
+        outside = torch.ones(t.shape, dtype=torch.bool, device=t.device)
+        outside[overlap] = False
+        if bool((t[outside] != unwritten).any()):
+            return False
+    ta, tb = a[overlap], b[overlap]
+    if name == POINTER_OUTPUT:
+        return torch.equal(ta != unwritten, tb != unwritten)
+    return torch.equal(ta, tb)
 
 
 def _first_difference(name: str, a: torch.Tensor, b: torch.Tensor) -> str:

@@ -14,6 +14,7 @@ from mla_golden.report import render_text as render_diff
 from mla_golden.svg import draw
 from mla_golden.sweeper.driver import Findings, Reproducer
 from mla_golden.sweeper.evaluate import SKIPPED, UNDEFINED
+from mla_golden.sweeper.groups import Group
 from mla_golden.sweeper.regions import NOT_APPLICABLE
 from mla_golden.views import diff_marks
 
@@ -70,8 +71,24 @@ def _notes(findings: Findings) -> list[str]:
     return lines
 
 
+def _group_lines(group: Group) -> list[str]:
+    rep = group.reproducer
+    lens = rep.point["seq_lens"]
+    return [
+        f"  [{group.cls}] {', '.join(group.fields) or group.kind} ({group.kind}): {group.cases} case(s), "
+        f"{len(group.minimal_calls)} distinct minimal call(s)",
+        f"    cause: {group.cause()}",
+        f"    where: {group.rule.describe() if group.rule else 'no judged cases'}",
+        f"    reproducer: {rep.key} ({len(lens)} request(s), {sum(lens)} KV tokens{_exhausted(rep)})",
+    ]
+
+
 def render_text(findings: Findings, *, quiet: bool = False) -> str:
     lines = [headline(findings)]
+    if findings.groups:
+        lines.append(f"causes ({len(findings.groups)} group(s) of divergent cases, one reproducer each):")
+        for group in findings.groups:
+            lines += _group_lines(group)
     if findings.summary.regions:
         lines.append("regions:")
         lines += [f"  {region.describe()}" for region in findings.summary.regions]
@@ -89,9 +106,9 @@ def render_text(findings: Findings, *, quiet: bool = False) -> str:
     lines += _notes(findings)
     if findings.reproducers:
         where = f"{findings.out}/a vs {findings.out}/b" if findings.out else "not written (no --out)"
-        lines.append(f"minimal reproducers ({len(findings.reproducers)}; goldens {where}):")
+        lines.append(f"minimal reproducers ({len(findings.reproducers)}, one per group; goldens {where}):")
         for rep in findings.reproducers[:MAX_SHOWN]:
-            lines.append(f"  {rep.key}  [{rep.kind}; from {rep.cases} case(s){_exhausted(rep)}]")
+            lines.append(f"  {rep.key}  [{rep.kind}; stands for {rep.cases} case(s){_exhausted(rep)}]")
             lines.append(f"    {_point_line(rep)}")
             lines.append(f"    {rep.detail}" + ("" if rep.confirmed else "  (NOT confirmed by the full capture)"))
         if len(findings.reproducers) > MAX_SHOWN:
@@ -107,7 +124,7 @@ h1{font-size:18px} h2{font-size:15px;margin-top:28px}
 .verdict{font-size:16px;font-weight:bold} .diverged{color:#b00020} .equal{color:#2a7a2a}
 table td,table th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
 pre{background:#f6f6f6;padding:8px;overflow:auto;max-width:1100px;font-size:11px}
-.pair{display:flex;gap:16px;flex-wrap:wrap} rect.work.divergent{stroke:#e00000;stroke-width:1.5}
+.pair{display:flex;gap:16px;flex-wrap:wrap} table.groups td{overflow-wrap:anywhere;max-width:520px} rect.work.divergent{stroke:#e00000;stroke-width:1.5}
 """
 
 
@@ -117,6 +134,25 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _groups_table(findings: Findings) -> list[str]:
+    """The causes, one row per group, each linking to its reproducer below."""
+    if not findings.groups:
+        return []
+    rows = []
+    for i, group in enumerate(findings.groups):
+        rep = group.reproducer
+        rule = group.rule.describe() if group.rule else "-"
+        shown = i < MAX_SHOWN
+        key = f"<a href='#rep-{i}'>{html.escape(rep.key)}</a>" if shown else html.escape(rep.key)
+        rows.append(
+            f"<tr><td>{html.escape(group.cls)}</td><td>{html.escape(group.cause())}</td><td>{group.cases}</td>"
+            f"<td>{html.escape(rule)}</td><td>{key} ({len(rep.point['seq_lens'])} request(s), "
+            f"{sum(rep.point['seq_lens'])} KV tokens{html.escape(_exhausted(rep))})</td></tr>"
+        )
+    head = "".join(f"<th>{h}</th>" for h in ("class", "cause", "cases", "where (rule)", "reproducer"))
+    return [f"<h2>Causes ({len(findings.groups)})</h2>", f"<table class='groups'><tr>{head}</tr>{''.join(rows)}</table>"]
+
+
 def render_html(findings: Findings) -> str:
     """One page, inline CSS and SVG, no network."""
     cls = "diverged" if findings.diverged else "equal"
@@ -124,6 +160,7 @@ def render_html(findings: Findings) -> str:
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mla-golden sweep</title><style>{_CSS}</style></head><body>",
         "<h1>mla-golden sweep</h1>",
         f"<p class='verdict {cls}'>{html.escape(headline(findings))}</p>",
+        *_groups_table(findings),
         "<h2>Regions</h2>",
         _table(["where", "diverged / cases", "extent"], [
             (r.scope(), f"{r.diverged} / {r.cases}",
@@ -143,9 +180,9 @@ def render_html(findings: Findings) -> str:
         parts.append(f"<h2>Minimal reproducers ({len(findings.reproducers)})</h2>")
         if findings.out:
             parts.append(f"<p>Goldens: <code>mla-golden diff {html.escape(str(findings.out))}/b --against {html.escape(str(findings.out))}/a</code></p>")
-        for rep in findings.reproducers[:MAX_SHOWN]:
-            parts.append(f"<h2>{html.escape(rep.key)}</h2><p>{html.escape(_point_line(rep))}<br>{html.escape(rep.detail)} "
-                         f"(from {rep.cases} case(s){html.escape(_exhausted(rep))})</p>")  # fmt: skip
+        for i, rep in enumerate(findings.reproducers[:MAX_SHOWN]):
+            parts.append(f"<h2 id='rep-{i}'>{html.escape(rep.key)}</h2><p>{html.escape(_point_line(rep))}<br>{html.escape(rep.detail)} "
+                         f"(stands for {rep.cases} case(s){html.escape(_exhausted(rep))})</p>")  # fmt: skip
             if rep.calls is not None and rep.diff is not None:
                 a, b = rep.calls
                 pictures = draw({"A": a, "B": b}, diff_marks(a, b))  # one scale, aligned rows, divergent works outlined
