@@ -22,6 +22,7 @@ from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.store import load
 from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate, template
 from mla_golden.sweeper.planners import resolve
+from mla_golden.sweeper.render import render_text
 from mla_golden.sweeper.space import Point, parse
 
 OVERRIDE_SPACE = """\
@@ -116,6 +117,12 @@ def test_serial_and_parallel_planners_agree_over_their_shared_eligibility() -> N
     assert len(points) == 60 and findings.counts == {EQUAL: 60}, findings.counts
     parallel = sum(_parallel_kernel(p) for p in points)
     assert parallel >= 30, f"only {parallel} of 60 cases ran the parallel planner: the comparison would be vacuous"
+    # The summary says so per side, as the planner's own dispatch decided it.
+    paths = findings.kernel_paths
+    assert sum(paths["A"].values()) == sum(paths["B"].values()) == 60
+    assert set(paths["A"]) <= {"serial/native", "serial/folded"}, "A pins the serial planner"
+    assert sum(n for path, n in paths["B"].items() if path.startswith("parallel")) == parallel
+    assert "decode kernel paths (cases): A serial/" in render_text(findings)
     assert max(p.batch for p in points) > 1000, "batches past the LDS batch-info threshold"
 
 
@@ -272,7 +279,7 @@ def test_time_budget_stops_the_sweep() -> None:
 
 def test_a_shrink_cut_short_is_reported_in_text_json_and_html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mla_golden.sweeper import shrink
-    from mla_golden.sweeper.render import render_html, render_text
+    from mla_golden.sweeper.render import render_html
 
     monkeypatch.setattr(shrink, "MAX_EVALS", 1)
     points = [Point("get_mla_metadata_v1", "gfx942", 304, 16, (3000, 500, 70, 9), q_dtype="fp8", kv_dtype="fp8")]

@@ -102,6 +102,16 @@ class Findings:
         return sum(r.planner_s for r in self.results)
 
     @property
+    def kernel_paths(self) -> dict[str, dict[str, int]]:
+        """Side ("A", "B") -> decode kernel path ("serial/native"...) -> cases that ran it, where the side says."""
+        counts: dict[str, Counter[str]] = {"A": Counter(), "B": Counter()}
+        for result in self.results:
+            for side, path in zip(("A", "B"), result.paths or ()):
+                if path is not None:
+                    counts[side][path] += 1
+        return {side: dict(sorted(c.items())) for side, c in counts.items()}
+
+    @property
     def shrink_exhausted(self) -> dict[str, int]:
         """Divergent cases whose shrink stopped short of a minimum, by what ran out (evals, time)."""
         return dict(Counter(r.shrink_exhausted for r in self.results if r.shrink_exhausted))
@@ -113,7 +123,7 @@ class Findings:
             "space": self.space, "seed": self.seed, "out": str(self.out) if self.out else None,
             "cases": len(self.results), "counts": self.counts, "diverged": self.diverged,
             "stopped_by": self.stopped_by, "resumed": self.resumed, "elapsed_s": round(self.elapsed_s, 3), "startup_s": round(self.startup_s, 3),
-            "planner_s": round(self.planner_s, 3), "shrink_exhausted": self.shrink_exhausted, **self.summary.to_dict(),
+            "planner_s": round(self.planner_s, 3), "kernel_paths": self.kernel_paths, "shrink_exhausted": self.shrink_exhausted, **self.summary.to_dict(),
             "groups": [g.to_dict() for g in self.groups],
             "reproducers": [r.to_dict() for r in self.reproducers],
             "divergent_cases": [{"index": r.index, "detail": r.detail, "kind": r.kind, "point": r.point,

@@ -25,6 +25,7 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.capture import CANARIES, _message, planner_env, replay
+from mla_golden.reference import kernel_log
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, AdaptationError, build_arguments, schema_for
 from mla_golden.sweeper.planners import Planner
 from mla_golden.sweeper.space import DECODE, Point
@@ -62,6 +63,8 @@ class Side:
     buffers: tuple[torch.Tensor, ...] = ()
     #: The storage all the int32 buffers are views of.
     flat: torch.Tensor | None = None
+    #: The decode kernel path that planned it ("serial/native", "parallel/folded"...; None: unknown or prefill).
+    path: str | None = None
 
 
 @dataclass
@@ -76,6 +79,8 @@ class Verdict:
     #: What diverged, as groups tell causes apart: the buffers whose shape or values differ, or
     #: which side raised ("A raised", "both raised").
     fields: tuple[str, ...] = ()
+    #: The kernel path of each side (:attr:`Side.path`).
+    paths: tuple[str | None, str | None] = (None, None)
 
     @property
     def signature(self) -> tuple[str | None, ...]:
@@ -258,13 +263,21 @@ def run_side(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
             kwargs = _arguments(planner, call, buffers)
         except AdaptationError as exc:
             raise Unexpressible(f"{planner.spec}: {exc}") from exc
+        kernel_log.forget()
         clock.resume()
         try:
             fn(**kwargs)
         except Exception as exc:
             return Side(_message(exc), _undefined(exc), *clock.stop())
         seconds, cpu_seconds = clock.stop()
-    return Side(None, False, seconds, cpu_seconds, tuple(shape for shape, _ in specs), tuple(buffers.values()), flat)
+    shapes = tuple(shape for shape, _ in specs)
+    return Side(None, False, seconds, cpu_seconds, shapes, tuple(buffers.values()), flat, _path(planner))
+
+
+def _path(planner: Planner) -> str | None:
+    """The decode kernel path the reference (or a plug-in built on it) noted; None for live aiter."""
+    path = kernel_log.last_kernel() if planner.backend.plans_any_device else None
+    return None if path is None else str(path)
 
 
 def _undefined(exc: BaseException) -> bool:
@@ -347,7 +360,10 @@ def evaluate(point: Point, a: Planner, b: Planner) -> Verdict:
         device = dict(zip(("arch", "cu_num"), a.spec.device_for(point.arch, point.cu_num)))
         shared = device == dict(zip(("arch", "cu_num"), b.spec.device_for(point.arch, point.cu_num)))
         with a.device_context(device) if shared else contextlib.nullcontext():
-            return compare(run_side(point, a, inputs), run_side(point, b, inputs))
+            side_a, side_b = run_side(point, a, inputs), run_side(point, b, inputs)
+        verdict = compare(side_a, side_b)
+        verdict.paths = (side_a.path, side_b.path)
+        return verdict
     except Unexpressible as exc:
         return Verdict(SKIPPED, detail=str(exc))
 

@@ -83,8 +83,17 @@ def _group_lines(group: Group) -> list[str]:
     ]
 
 
+def kernel_paths(findings: Findings) -> str:
+    """``decode kernel paths: A serial/native 120, parallel/native 80; B ...`` (empty when no side says)."""
+    sides = [f"{side} " + ", ".join(f"{path} {n}" for path, n in paths.items())
+             for side, paths in findings.kernel_paths.items() if paths]  # fmt: skip
+    return "decode kernel paths (cases): " + "; ".join(sides) if sides else ""
+
+
 def render_text(findings: Findings, *, quiet: bool = False) -> str:
     lines = [headline(findings)]
+    if kernel_paths(findings):
+        lines.append(kernel_paths(findings))
     if findings.groups:
         lines.append(f"causes ({len(findings.groups)} group(s) of divergent cases, one reproducer each):")
         for group in findings.groups:
@@ -160,6 +169,7 @@ def render_html(findings: Findings) -> str:
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mla-golden sweep</title><style>{_CSS}</style></head><body>",
         "<h1>mla-golden sweep</h1>",
         f"<p class='verdict {cls}'>{html.escape(headline(findings))}</p>",
+        f"<p>{html.escape(kernel_paths(findings))}</p>" if kernel_paths(findings) else "",
         *_groups_table(findings),
         "<h2>Regions</h2>",
         _table(["where", "diverged / cases", "extent"], [

@@ -40,6 +40,8 @@ class CaseResult:
     shrink_exhausted: str | None = None
     #: The divergence's signature (kind and fields, ``Verdict.signature``): what groups tell causes by.
     signature: list[str | None] | None = None
+    #: The decode kernel path each side ran (``Verdict.paths``; None where unknown).
+    paths: list[str | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -82,6 +84,8 @@ def run_chunk(
         verdict = evaluate(point, pa, pb)
         result = CaseResult(index, data, verdict.status, verdict.kind, verdict.detail, verdict.planner_s)
         result.planner_cpu_s = verdict.planner_cpu_s
+        if any(verdict.paths):
+            result.paths = list(verdict.paths)
         if verdict.status == DIVERGED:
             result.signature = list(verdict.signature)
         if verdict.status == DIVERGED and shrink_divergent:
