@@ -767,7 +767,7 @@ def sweep(
     \b
     mla-golden sweep --a reference@aded0f84 --b reference@e4048607 --out sweep-out
     mla-golden sweep --a reference+AITER_MLA_META_USE_PARALLEL=0 --b reference+AITER_MLA_META_USE_PARALLEL=1
-    mla-golden sweep --a reference --b reference:gfx942:80 --time 60 --ray ray://head:10001
+    mla-golden sweep --a reference --b reference:gfx942:80 --space docs/sweep-spaces/gfx942.toml --time 60 --ray ray://head:10001
     """
     if address is not None and not ray:
         _say(f"error: unexpected argument {address!r} (a Ray address goes after --ray)")

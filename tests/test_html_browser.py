@@ -237,3 +237,33 @@ def test_without_a_browser_the_tests_say_so(monkeypatch, ci, outcome):
     monkeypatch.setenv("CI", ci)
     with pytest.raises(outcome, match="no headless browser"):
         _require_browser()
+
+
+def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(browser, tmp_path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import mla_golden
+    from mla_golden.sweeper.render import render_html
+
+    findings = mla_golden.sweep("reference", "python:planted_planners:two_bugs", cases=60)
+    assert len(findings.groups) == 2
+    page = tmp_path / "sweep.html"
+    page.write_text(render_html(findings), encoding="utf-8")
+    _open(browser, page, "sweep-groups")
+    # the answer and the causes in the first screen, what was compared named
+    for selector in (".verdict", "table.groups", ".compared"):
+        assert _visible(_box(browser, selector)), selector
+    assert "python:planted_planners:two_bugs" in browser.evaluate("document.querySelector('.compared').innerText")
+    # nothing wider than the screen
+    assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0]
+    # every in-page link resolves, and each group is folded
+    hrefs = browser.evaluate("Array.from(document.querySelectorAll('a[href^=\"#\"]')).map(a => a.getAttribute('href'))")
+    assert len(hrefs) == 2 and all(browser.evaluate(f"!!document.querySelector({json.dumps(h)})") for h in hrefs)
+    assert browser.evaluate("Array.from(document.querySelectorAll('details.group')).map(d => d.open)") == [False, False]
+    # opened, the decode reproducer (one request) is drawn zoomed: a few CU parts, not the whole 304 / 256
+    browser.evaluate("document.querySelectorAll('details.group').forEach(d => d.open = true)")
+    assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0]
+    rows = browser.evaluate("Array.from(document.querySelectorAll('details.group svg.schedule[data-side=A]')).map("
+                            "s => s.querySelectorAll('text.cu').length)")  # fmt: skip
+    assert len(rows) == 2 and min(rows) <= 8, rows

@@ -48,7 +48,8 @@ def test_groups_say_their_cause_with_check_on_both_sides_and_a_short_rule(two_bu
     assert len(document["reproducers"]) == 2
     text, page = render_text(two_bugs), render_html(two_bugs)
     assert text.index("causes (2 group(s)") < text.index("regions:"), "the causes lead"
-    assert page.index("<h2>Causes (2)</h2>") < page.index("<h2>Regions</h2>")
+    assert page.index("<h2>Causes (2)</h2>") < page.index("<details class='group'") < page.index("Regions and per-parameter")
+    assert "reproducers drawn 2 of 2" in page and page.count("<svg") == 4, "each group's pair drawn"
     for i in range(2):
         assert f"href='#rep-{i}'" in page and f"id='rep-{i}'" in page
 
