@@ -389,7 +389,11 @@ def diff(
         results += _run_items(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")
         header = {"mode": "replay", "backend": chosen.to_dict()}
     if html is not None:
-        _write_html(html, results, quiet)
+        if against is not None:
+            compared = f"{roots[0]} (actual) against {against} (expected), call by call"
+        else:
+            compared = f"goldens under {', '.join(map(str, roots))} replayed on {chosen.label} ({chosen.reason})"
+        _write_html(html, results, quiet, compared)
     if png is not None:
         _write_png(png, results, quiet)
     raise typer.Exit(_emit("diff", results, format, quiet, header))
@@ -400,11 +404,15 @@ HTML_MAX_PICTURES = 50
 
 
 def _drawn(results: list[Result], limit: int) -> list[Result]:
-    """The first ``limit`` diverged results whose diff and calls the run kept."""
-    return [r for r in results if r.status is Status.DIVERGED and r.found is not None and r.calls is not None][:limit]
+    """``limit`` diverged results whose diff and calls the run kept: behaviour changes first, resize-only ones last."""
+    from mla_golden.differ import Cause
+
+    kept = [r for r in results if r.status is Status.DIVERGED and r.found is not None and r.calls is not None]
+    kept.sort(key=lambda r: r.found is not None and r.found.cause is Cause.RESIZED)  # stable: file order within each
+    return kept[:limit]
 
 
-def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
+def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = "") -> None:
     """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs."""
     from mla_golden.files import atomic_write
     from mla_golden.html import Entry, cause_group, render_diff_page
@@ -415,12 +423,12 @@ def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
         if id(r) in drawn and r.calls is not None:
             entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls))
         elif r.status is Status.DIVERGED and r.diff is not None:
-            not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
+            not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
             entries.append(Entry(r.key, r.status, not_drawn, group=cause_group(r.diff)))
         else:
             entries.append(Entry(r.key, r.status, r.message))
     with _writing(path, "--html"):
-        atomic_write(path, render_diff_page(entries))
+        atomic_write(path, render_diff_page(entries, compared=compared))
     _say(f"HTML report: {path}", quiet)
 
 
@@ -519,7 +527,7 @@ def _write_check_html(path: Path, results: list[Result], quiet: bool) -> None:
             entries.append(CheckEntry(r.key, r.status, r.message, *r.checked))
             drawn += 1
         elif r.checked is not None:
-            not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
+            not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
             entries.append(CheckEntry(r.key, r.status, not_drawn, result=r.checked[1]))
         else:
             entries.append(CheckEntry(r.key, r.status, r.message))
