@@ -5,6 +5,10 @@ of it (the newest ported aiter version), ``reference@VERSION`` one older
 version of that port (commit prefix, release tag or date); ``auto`` takes
 aiter when it imports and can plan on this machine, and the reference
 otherwise, and says why, so nobody mistakes a reference run for a hardware one.
+``python:MODULE[:ATTR]`` plugs in any object with the four planner and sizing
+functions in aiter's signatures (a module, ``mla_golden.reference.at(...)``, a
+copy of the planner with a planted bug): it plans on CPU tensors for the
+device of the reference's device context, as the reference does.
 
 An unpinned reference replays each golden on the version that recorded it
 (:meth:`Backend.for_golden`), so a golden recorded on an older aiter still
@@ -27,9 +31,13 @@ if TYPE_CHECKING:
 from mla_golden.errors import BackendError
 from mla_golden.schema import SCHEMAS
 
-NAMES = ("auto", "aiter", "reference")
+NAMES = ("auto", "aiter", "reference", "python")
 #: Separates a backend from the version it is pinned to: ``reference@aded0f84``.
 VERSION_SEP = "@"
+#: Separates the ``python`` backend from what it plugs in: ``python:pkg.mod:planners``.
+TARGET_SEP = ":"
+#: Backends planning on the CPU for the reference's device context (any device).
+_ANY_DEVICE = ("reference", "python")
 #: Buffer-sizing helper of each planner op.
 SIZERS = {op: schema.sizer for op, schema in SCHEMAS.items()}
 
@@ -49,10 +57,14 @@ class Backend:
     version: PlannerVersion | None = None
     #: The version was asked for (``reference@VERSION``): replays never switch to the recording version.
     pinned: bool = False
+    #: What a ``python`` backend plugs in (``MODULE[:ATTR]``).
+    target: str | None = None
 
     @property
     def spec(self) -> str:
         """What ``resolve`` takes to give this backend again (in a worker process, say)."""
+        if self.target is not None:
+            return f"{self.name}{TARGET_SEP}{self.target}"
         return f"{self.name}{VERSION_SEP}{self.version.name}" if self.pinned and self.version else self.name
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,8 +74,15 @@ class Backend:
 
     @property
     def label(self) -> str:
-        """How reports name it: ``reference@e4048607``, ``aiter``."""
+        """How reports name it: ``reference@e4048607``, ``aiter``, ``python:pkg.mod:planners``."""
+        if self.target is not None:
+            return self.spec
         return f"{self.name}{VERSION_SEP}{self.version.name}" if self.version else self.name
+
+    @property
+    def plans_any_device(self) -> bool:
+        """Does it plan for the reference's device context (reference, plug-ins) rather than a live GPU?"""
+        return self.name in _ANY_DEVICE
 
     def planner(self, op: str) -> Callable[..., Any]:
         """The planner function for ``op``, looked up now (so a spy's wrapper is seen)."""
@@ -84,15 +103,15 @@ class Backend:
 
         aiter plans for the GPU it runs on; :meth:`live_device` says which.
         """
-        if self.name == "reference":
+        if self.plans_any_device:
             from mla_golden.reference import device
 
             return device(arch, cu_num)
         return contextlib.nullcontext()
 
     def live_device(self) -> tuple[str, int] | None:
-        """(arch, cu_num) of the GPU aiter plans for; None for the reference (it plans for any)."""
-        if self.name == "reference":
+        """(arch, cu_num) of the GPU aiter plans for; None for the reference or a plug-in (they plan for any)."""
+        if self.plans_any_device:
             return None
         import torch
 
@@ -111,9 +130,13 @@ class Backend:
         which buffers changed size, or why the golden's were kept.
         """
         from mla_golden.capture import replay
+        from mla_golden.context import plan_for
 
         buffers, note = self._caller_buffers(call)
-        actual = replay(call, self.planner(call.op), on=self.tensor_device, buffers=buffers)
+        # a plug-in's functions live outside mla_golden.reference, so replay() would not set its device
+        planning = plan_for(call.device) if self.name == "python" else contextlib.nullcontext()
+        with planning:
+            actual = replay(call, self.planner(call.op), on=self.tensor_device, buffers=buffers)
         if note:
             actual.provenance["capture"]["notes"].append(note)
         self.stamp(actual)
@@ -180,16 +203,47 @@ class Backend:
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
-    """``'reference@aded0f84'`` -> ``('reference', 'aded0f84')``; ``'auto'`` -> ``('auto', None)``.
+    """``'reference@aded0f84'`` -> ``('reference', 'aded0f84')``; ``'auto'`` -> ``('auto', None)``;
+    ``'python:pkg.mod:planners'`` -> ``('python', 'pkg.mod:planners')``.
 
     BackendError for an unknown backend, or a version on a backend other than the reference.
     """
-    name, sep, version = spec.strip().partition(VERSION_SEP)
+    stripped = spec.strip()
+    if stripped.partition(TARGET_SEP)[0] == "python":
+        return "python", _python_target(stripped)
+    name, sep, version = stripped.partition(VERSION_SEP)
     if name not in NAMES:
-        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)} (or reference@VERSION)")
+        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)} (or reference@VERSION, python:MODULE:ATTR)")
     if sep and name != "reference":
         raise BackendError(f"backend {spec!r}: only the reference has versions (reference@VERSION); {name} is what is installed")
     return name, version if sep else None  # 'reference@' names no version: the reference says which exist
+
+
+def _python_target(spec: str) -> str:
+    """``MODULE[:ATTR]`` of a ``python:`` spec, BackendError when it names none."""
+    target = spec.partition(TARGET_SEP)[2]
+    module, _, attr = target.partition(TARGET_SEP)
+    dotted = all(part.isidentifier() for part in module.split("."))
+    if not module or not dotted or (attr and not all(part.isidentifier() for part in attr.split("."))):
+        raise BackendError(f"backend {spec!r}: expected python:MODULE[:ATTR], e.g. python:my_planners:patched")
+    return target
+
+
+def _python(target: str) -> Backend:
+    """The object ``MODULE[:ATTR]`` names as a backend, BackendError saying what is missing."""
+    module_name, _, attr = target.partition(TARGET_SEP)
+    try:
+        found: Any = importlib.import_module(module_name)
+    except Exception as exc:  # a plug-in's import can fail in any way; say how
+        raise BackendError(f"module {module_name} does not import: {type(exc).__name__}: {exc}") from exc
+    for part in filter(None, attr.split(".")):
+        if not hasattr(found, part):
+            raise BackendError(f"{module_name}:{attr} cannot be found: {type(found).__name__} has no attribute {part}")
+        found = getattr(found, part)
+    missing = [n for n in (*SIZERS, *SIZERS.values()) if not callable(getattr(found, n, None))]
+    if missing:
+        raise BackendError(f"{target} has no {', '.join(missing)} (a plug-in needs the planner and sizing functions of both ops)")
+    return Backend("python", found, f"plug-in planner {target}", "cpu", target=target)
 
 
 def _reference(version: str | None = None) -> Backend:
@@ -227,8 +281,11 @@ def _aiter() -> Backend:
 
 
 def resolve(spec: str) -> Backend:
-    """The backend ``spec`` names (auto, aiter, reference, reference@VERSION); BackendError when it cannot be used."""
+    """The backend ``spec`` names (auto, aiter, reference, reference@VERSION, python:MODULE[:ATTR]); BackendError when it cannot be used."""
     name, version = parse_spec(spec)
+    if name == "python":
+        assert version is not None  # parse_spec gives python its target
+        return _python(version)
     if name == "reference":
         return _reference(version)
     if name == "aiter":

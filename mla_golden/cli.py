@@ -41,10 +41,11 @@ from mla_golden.runs import (
 #: Runs at least this long get a progress bar.
 PROGRESS_MIN_ITEMS = 20
 DEFAULT_GOLDENS = Path("goldens")
-BACKEND_METAVAR = "auto|aiter|reference[@VERSION]"
+BACKEND_METAVAR = "auto|aiter|reference[@VERSION]|python:MODULE[:ATTR]"
 BACKEND_HELP = (
     "Planner to {what}: auto (aiter when it works, else the reference), aiter, reference (the newest ported "
-    "aiter version), or reference@VERSION (an aiter commit prefix, release tag or date; see mla-golden versions)."
+    "aiter version), reference@VERSION (an aiter commit prefix, release tag or date; see mla-golden versions), "
+    "or python:MODULE[:ATTR] (a plug-in object with the planner and sizing functions in aiter's signatures)."
 )
 REPLAY_HELP = (
     " Plain reference replays each golden on the version that recorded it; reference@NEW replays all of them "
@@ -511,7 +512,11 @@ def diff(
         results += _run_items(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")
         header = {"mode": "replay", "backend": chosen.to_dict()}
     if html is not None:
-        _write_html(html, results, quiet)
+        if against is not None:
+            compared = f"{roots[0]} (actual) against {against} (expected), call by call"
+        else:
+            compared = f"goldens under {', '.join(map(str, roots))} replayed on {chosen.label} ({chosen.reason})"
+        _write_html(html, results, quiet, compared)
     if png is not None:
         _write_png(png, results, quiet)
     _write_junit(junit_xml, "diff", results, quiet)
@@ -525,11 +530,16 @@ _DIFFERED = (Status.DIVERGED, Status.RESIZED)
 
 
 def _drawn(results: list[Result], limit: int) -> list[Result]:
-    """The first ``limit`` diverged results whose diff and calls the run kept."""
-    return [r for r in results if r.status in _DIFFERED and r.found is not None and r.calls is not None][:limit]
+    """``limit`` diverged results whose diff and calls the run kept: behaviour changes first, resize-only ones last."""
+    from mla_golden.differ import Cause
+
+    kept = [r for r in results if r.status in _DIFFERED and r.found is not None and r.calls is not None]
+    # stable: file order within each
+    kept.sort(key=lambda r: r.status is Status.RESIZED or (r.found is not None and r.found.cause is Cause.RESIZED))
+    return kept[:limit]
 
 
-def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
+def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = "") -> None:
     """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs."""
     from mla_golden.files import atomic_write
     from mla_golden.html import Entry, cause_group, render_diff_page
@@ -540,12 +550,12 @@ def _write_html(path: Path, results: list[Result], quiet: bool) -> None:
         if id(r) in drawn and r.calls is not None:
             entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls))
         elif r.status in _DIFFERED and r.diff is not None:
-            not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
+            not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
             entries.append(Entry(r.key, r.status, not_drawn, group=cause_group(r.diff)))
         else:
             entries.append(Entry(r.key, r.status, r.message))
     with _writing(path, "--html"):
-        atomic_write(path, render_diff_page(entries))
+        atomic_write(path, render_diff_page(entries, compared=compared))
     _say(f"HTML report: {path}", quiet)
 
 
@@ -646,7 +656,7 @@ def _write_check_html(path: Path, results: list[Result], quiet: bool) -> None:
             entries.append(CheckEntry(r.key, r.status, r.message, *r.checked))
             drawn += 1
         elif r.checked is not None:
-            not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
+            not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
             entries.append(CheckEntry(r.key, r.status, not_drawn, result=r.checked[1]))
         else:
             entries.append(CheckEntry(r.key, r.status, r.message))
@@ -959,7 +969,7 @@ def sweep(
     \b
     mla-golden sweep --a reference@aded0f84 --b reference@e4048607 --out sweep-out
     mla-golden sweep --a reference+AITER_MLA_META_USE_PARALLEL=0 --b reference+AITER_MLA_META_USE_PARALLEL=1
-    mla-golden sweep --a reference --b reference:gfx942:80 --time 60 --ray ray://head:10001
+    mla-golden sweep --a reference --b reference:gfx942:80 --space docs/sweep-spaces/gfx942.toml --time 60 --ray ray://head:10001
     """
     if address is not None and not ray:
         _say(f"error: unexpected argument {address!r} (a Ray address goes after --ray)")

@@ -28,6 +28,8 @@ from mla_golden.views import Marks, diff_marks, focus, moved_parts, parts_of, sc
 VERDICT_ROWS = 4
 #: Calls linked from one group of the summary before the rest are folded away.
 GROUP_LINKS = 6
+#: Characters a diff page may spend before drawn calls leave their (collapsed) full schedules out.
+PAGE_BUDGET = 1_000_000
 
 _CSS = f"""
 body{{font:13px/1.45 system-ui,sans-serif;margin:16px;color:#222;max-width:{2 * SIDE_WIDTH + 60}px}}
@@ -46,6 +48,8 @@ td.changed{{background:#ffd6d6;font-weight:600}}
 figure.side{{margin:0;flex:0 0 auto}}
 details{{margin:8px 0}} summary{{cursor:pointer;color:#1a4f9c}}
 pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:11px}}
+.facts>div{{min-width:0;max-width:100%}} table{{display:block;max-width:100%;overflow-x:auto}}
+td.l{{white-space:normal;overflow-wrap:anywhere}} h2,p,li{{overflow-wrap:anywhere}}
 """
 
 
@@ -169,7 +173,7 @@ def _works_table(items: list[WorkItemDiff]) -> str:
     return _table(["work", "side", "cu part", *columns], _work_rows(items), "works")
 
 
-def _verdict(diff: Diff, marks: Marks, moved: int, anchor: str) -> str:
+def _verdict(diff: Diff, marks: Marks, moved: int, anchor: str, hoisted: frozenset[str] = frozenset()) -> str:
     """The answer in words: cause, what changed where, the divergent works and reduce groups decoded."""
     itemised = diff.params or diff.device or diff.env  # listed below: the detail would repeat them
     headline = (
@@ -215,8 +219,9 @@ def _verdict(diff: Diff, marks: Marks, moved: int, anchor: str) -> str:
             "<h3>Schedule geometry</h3>"
             + (_table(["", "expected", "actual"], rows, "geometry") if rows else "<p>the same on both sides</p>")
         )
-    if diff.notes:
-        right.append("<h3>Notes</h3><ul>" + "".join(f"<li>{_e(n)}</li>" for n in diff.notes) + "</ul>")
+    notes = [n for n in diff.notes if n not in hoisted]  # the page's notes (every call's) are said once, at the top
+    if notes:
+        right.append("<h3>Notes</h3><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
     return f'<div class="verdict">{headline}<div class="facts"><div>{"".join(left)}</div><div>{"".join(right)}</div></div></div>'
 
 
@@ -239,8 +244,10 @@ def _geo(value: object) -> str:
 # ---------------------------------------------------------------- pictures
 
 
-def _where(sides: dict[str, Call], marks: Marks, marked_parts: set[int], what: str, heading: str, anchor: str) -> str:
-    """The marked CU parts enlarged with their neighbours (under ``heading``), then every CU part, collapsed."""
+def _where(
+    sides: dict[str, Call], marks: Marks, marked_parts: set[int], what: str, heading: str, anchor: str, full: bool = True
+) -> str:
+    """The marked CU parts enlarged with their neighbours (under ``heading``), then (``full``) every CU part, collapsed."""
     total = max((len(schedule(c)) for c in sides.values()), default=0)
     out = []
     rows, left_out = focus(marked_parts, total)
@@ -250,13 +257,18 @@ def _where(sides: dict[str, Call], marks: Marks, marked_parts: set[int], what: s
             f'<div class="where" id="{anchor}-where"><h3>{heading}: CU part(s) {_span(sorted(marked_parts & set(rows)))} '
             f"of {total}, enlarged with neighbours{more}</h3>{_pair(draw(sides, marks, rows, enlarged=True))}</div>"
         )
-    elif marks or marked_parts:
-        out.append(f"<p>No {what} lies in a CU part's work range; see the full schedule.</p>")
-    out.append(f'<details class="full"><summary>Full schedule: {total} CU parts</summary>{_pair(draw(sides, marks))}</details>')
+    else:  # the verdict's "pictures" link lands here
+        said = f"No {what} lies in a CU part's work range; see the full schedule." if marks or marked_parts else ""
+        out.append(f'<div class="where" id="{anchor}-where"><p>{said}</p></div>')
+    if full:
+        out.append(f'<details class="full"><summary>Full schedule: {total} CU parts</summary>{_pair(draw(sides, marks))}</details>')
+    else:
+        out.append(f"<p class='legend'>Full schedule ({total} CU parts) left out to keep the page small; "
+                   "diff this call alone for it.</p>")  # fmt: skip
     return "".join(out)
 
 
-def _diff_section(entry: Entry, anchor: str) -> str:
+def _diff_section(entry: Entry, anchor: str, full: bool = True, hoisted: frozenset[str] = frozenset()) -> str:
     out = [f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>']
     if entry.diff is None or entry.expected is None or entry.actual is None:
         out.append(f'<p class="bad">{_e(entry.status)}: {_e(entry.message)}</p></section>')
@@ -267,8 +279,8 @@ def _diff_section(entry: Entry, anchor: str) -> str:
     marked_parts = set(moved)
     for call in sides.values():
         marked_parts |= parts_of(schedule(call), marks)
-    out.append(_verdict(entry.diff, marks, len(moved), anchor))
-    out.append(_where(sides, marks, marked_parts, "divergent work", "Where it changed", anchor))
+    out.append(_verdict(entry.diff, marks, len(moved), anchor, hoisted))
+    out.append(_where(sides, marks, marked_parts, "divergent work", "Where it changed", anchor, full))
     out.append(f"<details class='text'><summary>Plain-text report</summary><pre>{_e(render_text(entry.diff))}</pre></details>")
     out.append("</section>")
     return "".join(out)
@@ -278,7 +290,7 @@ def _diff_section(entry: Entry, anchor: str) -> str:
 
 
 def cause_group(diff: dict[str, Any]) -> str:
-    """The group a divergence is listed under: what changed (which params), or what the planner did.
+    """The group a divergence is listed under: what changed (which params), or what the planner did (and how).
 
     Takes the JSON form (``Diff.to_dict()``), which a run's results carry for
     every divergent call, drawn or not.
@@ -287,8 +299,9 @@ def cause_group(diff: dict[str, Any]) -> str:
     if cause in (Cause.PARAMS, Cause.DEVICE, Cause.ENV):
         kind = {Cause.PARAMS: "params", Cause.DEVICE: "device", Cause.ENV: "env"}[cause]
         return f"{cause.value}: " + ", ".join(sorted({c["path"] for c in diff[kind]}))
-    if cause.is_planner:
-        return str(diff["cause_label"])  # planner behaviour change OLD -> NEW
+    if cause.is_planner:  # planner behaviour change OLD -> NEW, split by what it changed
+        kind = {Cause.PLANNER_ERROR: "error", Cause.PLANNER_GEOMETRY: "geometry", Cause.PLANNER_VALUES: "values only"}[cause]
+        return f"{diff['cause_label']}: {kind}"
     return {Cause.GEOMETRY: "geometry", Cause.VALUES: "values only"}.get(cause, cause.value)
 
 
@@ -353,12 +366,45 @@ def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: 
 # ---------------------------------------------------------------- pages
 
 
-def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff") -> str:
-    """Divergences grouped by cause (for more than one call), then each divergent call, group by group."""
+def _drawn_facts(entries: Sequence[Entry]) -> str:
+    """``; drawn calls: devices ..., heads ..., dtypes ..., planners OLD -> NEW`` over the calls the page draws."""
+    facts: dict[str, set[str]] = {"devices": set(), "heads": set(), "dtypes": set(), "planners": set()}
+    for entry in entries:
+        for call in (entry.expected, entry.actual):
+            if call is None:
+                continue
+            facts["devices"].add(f"{call.device.get('arch')}:{call.device.get('cu_num')}")
+            heads = call.params.get("num_heads_per_head_k", call.params.get("num_heads_k"))
+            facts["heads"].add(str(heads))
+            dtypes = {str(call.params[k]).removeprefix("torch.") for k in ("dtype_q_nope", "dtype_kv_nope") if call.params.get(k)}
+            facts["dtypes"].add("/".join(sorted(dtypes)) or "-")
+        if entry.diff is not None and entry.diff.planner is not None:
+            facts["planners"].add(str(entry.diff.planner))
+    said = [f"{name} {', '.join(sorted(values))}" for name, values in facts.items() if values]
+    return "; drawn calls: " + "; ".join(said) if said else ""
+
+
+def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", compared: str = "") -> str:
+    """Divergences grouped by cause (for more than one call), then each divergent call, group by group.
+
+    ``compared`` names what was compared (trees, backend); notes every drawn call shares are said
+    once under it. Past :data:`PAGE_BUDGET`, drawn calls leave their full schedules out (page size).
+    """
     entries = list(entries)
     groups, equal = _diff_groups(entries)
-    body = [_summary(entries, groups, equal, ("cause", "diverged", "equal"))] if len(entries) > 1 else []
-    body += [_diff_section(entries[i], f"e{i}") for group in groups for i in group.members]
+    drawn = [e.diff for e in entries if e.diff is not None and e.expected is not None]
+    shared = frozenset.intersection(*(frozenset(d.notes) for d in drawn)) if len(drawn) > 1 else frozenset()
+    head = [f'<p class="compared">compared: {_e(compared)}{_e(_drawn_facts(entries))}</p>'] if compared else []
+    if shared:
+        head.append("<div class='notes'><b>Notes (every call)</b><ul>" + "".join(f"<li>{_e(n)}</li>" for n in sorted(shared)) + "</ul></div>")
+    body = head + ([_summary(entries, groups, equal, ("cause", "diverged", "equal"))] if len(entries) > 1 else [])
+    size = sum(map(len, body))
+    for i in (i for group in groups for i in group.members):
+        section = _diff_section(entries[i], f"e{i}", True, shared)
+        if size + len(section) > PAGE_BUDGET:  # the full schedules are most of a page's bytes: drop them first
+            section = _diff_section(entries[i], f"e{i}", False, shared)
+        size += len(section)
+        body.append(section)
     if len(entries) == 1 and equal:
         body.append('<p class="equal">EQUAL: nothing differs.</p>')
     return _page(title, body, "divergent work")

@@ -496,3 +496,37 @@ def test_the_summary_tables_fit_100_columns_and_a_resized_buffer_reads_as_such(t
     assert summary.count("\n") > 5 and max(len(line) for line in summary.splitlines()) <= 100, summary
     rows = load(GoldenStore(tree).path_for(KEY_128)).call.outputs["work_info_set"].shape[0]
     assert f"work_info_set buffer [{rows}, 8] -> [{rows + 5}, 8]; written contents equal" in text
+
+
+def test_diff_replays_on_a_plug_in_planner(tree):
+    import planted_planners
+
+    code, report = cli_json("diff", tree, "--backend", "python:planted_planners:clean")
+    assert code == 0 and report["backend"]["spec"] == "python:planted_planners:clean"
+    assert {r["status"] for r in report["results"]} == {"equal"} and len(report["results"]) == 3
+    code, report = cli_json("diff", tree, "--backend", "python:planted_planners:one_bug")
+    store = GoldenStore(tree)
+    for result in report["results"]:
+        call = store.read(result["key"]).call
+        hit = False  # the bug is in the decode planner only
+        if "kv_last_page_lens" in call.inputs:
+            kv = call.inputs["seqlens_kv_indptr"]
+            tokens = (kv.diff() - 1) * call.params.get("page_size", 1) + call.inputs["kv_last_page_lens"]
+            hit = int(tokens.max()) >= planted_planners.LONG_REQUEST
+        assert (result["status"] != "equal") == hit, result["key"]
+    assert code == (1 if any(r["status"] != "equal" for r in report["results"]) else 0)
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("python:no_such_module_here", "module no_such_module_here does not import"),
+        ("python:planted_planners:nothing", "has no attribute nothing"),
+        ("python:planted_planners:incomplete", "incomplete has no get_ps_metadata_v1, get_mla_metadata_info_v1"),
+        ("python:", "expected python:MODULE[:ATTR]"),
+    ],
+)
+def test_a_bad_plug_in_planner_exits_2_saying_what_is_missing(tree, spec, problem):
+    result = CliRunner().invoke(app, ["diff", str(tree), "--backend", spec])
+    assert result.exit_code == 2 and result.exception is None or isinstance(result.exception, SystemExit)
+    assert problem in result.output, result.output

@@ -237,3 +237,71 @@ def test_without_a_browser_the_tests_say_so(monkeypatch, ci, outcome):
     monkeypatch.setenv("CI", ci)
     with pytest.raises(outcome, match="no headless browser"):
         _require_browser()
+
+
+def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(browser, tmp_path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import mla_golden
+    from mla_golden.sweeper.render import render_html
+
+    findings = mla_golden.sweep("reference", "python:planted_planners:two_bugs", cases=60)
+    assert len(findings.groups) == 2
+    page = tmp_path / "sweep.html"
+    page.write_text(render_html(findings), encoding="utf-8")
+    _open(browser, page, "sweep-groups")
+    # the answer and the causes in the first screen, what was compared named
+    for selector in (".verdict", "table.groups", ".compared"):
+        assert _visible(_box(browser, selector)), selector
+    assert "python:planted_planners:two_bugs" in browser.evaluate("document.querySelector('.compared').innerText")
+    # nothing wider than the screen
+    assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0]
+    # every in-page link resolves, and each group is folded
+    hrefs = browser.evaluate("Array.from(document.querySelectorAll('a[href^=\"#\"]')).map(a => a.getAttribute('href'))")
+    assert len(hrefs) == 2 and all(browser.evaluate(f"!!document.querySelector({json.dumps(h)})") for h in hrefs)
+    assert browser.evaluate("Array.from(document.querySelectorAll('details.group')).map(d => d.open)") == [False, False]
+    # opened, the decode reproducer (one request) is drawn zoomed: a few CU parts, not the whole 304 / 256
+    browser.evaluate("document.querySelectorAll('details.group').forEach(d => d.open = true)")
+    assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0]
+    rows = browser.evaluate("Array.from(document.querySelectorAll('details.group svg.schedule[data-side=A]')).map("
+                            "s => s.querySelectorAll('text.cu').length)")  # fmt: skip
+    assert len(rows) == 2 and min(rows) <= 8, rows
+
+
+def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_screen(browser, tmp_path):
+    # 120 goldens replayed on the oldest port: 45 divergent calls, most of them drawn.
+    page = tmp_path / "preview.html"
+    assert _cli("diff", ROOT / "goldens", "--backend", "reference@33d168a0", "--html", page, "-q") == 1
+    assert page.stat().st_size < 2_000_000, page.stat().st_size
+    _open(browser, page, "diff-upgrade-preview")
+    assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0], "no horizontal overflow"
+    compared = browser.evaluate("document.querySelector('.compared').innerText")
+    assert "reference@33d168a0" in compared and "devices gfx942:304" in compared and "heads" in compared
+    assert _visible(_box(browser, ".summary table.groups"))
+    # the planner's changes split by what they changed: 20 errors, 11 geometry, 2 values (as the JSON counts them)
+    labels = browser.evaluate("Array.from(document.querySelectorAll('table.groups tr')).slice(1).map(r => [r.cells[0].innerText, +r.cells[1].innerText])")
+    planner = {label.rsplit(": ", 1)[1]: n for label, n in labels if label.startswith("planner behaviour change")}
+    assert planner == {"error": 20, "geometry": 11, "values only": 2}, labels
+    # every in-page link leads somewhere (the verdicts' "pictures" links included)
+    hrefs = browser.evaluate("Array.from(document.querySelectorAll('a[href^=\"#\"]')).map(a => a.getAttribute('href'))")
+    dead = [h for h in hrefs if not browser.evaluate(f"!!document.querySelector({json.dumps(h)})")]
+    assert hrefs and not dead, dead[:5]
+    # open everything: still nothing wider than the screen
+    browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0]
+
+
+def test_the_drawing_cap_is_spent_on_behaviour_changes_before_resize_only_calls():
+    from types import SimpleNamespace
+
+    from mla_golden.cli import _drawn
+    from mla_golden.differ import Cause
+    from mla_golden.runs import Status
+
+    def result(name: str, cause: Cause) -> SimpleNamespace:
+        return SimpleNamespace(key=name, status=Status.DIVERGED, found=SimpleNamespace(cause=cause), calls=("a", "b"))
+
+    results = [result(f"resized{i}", Cause.RESIZED) for i in range(5)] + [result("geometry", Cause.PLANNER_GEOMETRY),
+                                                                          result("values", Cause.VALUES)]  # fmt: skip
+    assert [r.key for r in _drawn(results, 3)] == ["geometry", "values", "resized0"]

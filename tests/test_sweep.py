@@ -22,6 +22,7 @@ from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.store import load
 from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate, template
 from mla_golden.sweeper.planners import resolve
+from mla_golden.sweeper.render import render_text
 from mla_golden.sweeper.space import Point, parse
 
 OVERRIDE_SPACE = """\
@@ -83,11 +84,14 @@ def test_cu_override_diverges_exactly_where_the_cu_count_changes(tmp_path: Path)
     # The goldens reproduce it: same keys on both sides, and diff sees the divergence.
     keys_a = sorted(p.relative_to(out / "a") for p in (out / "a").rglob("*.safetensors"))
     keys_b = sorted(p.relative_to(out / "b") for p in (out / "b").rglob("*.safetensors"))
-    assert keys_a == keys_b and len(keys_a) == len(findings.reproducers) == 3
+    # One cause per op (work_indptr sized for 80 CUs): one group and one reproducer each, heads 16 and 128 together.
+    assert keys_a == keys_b and len(keys_a) == len(findings.reproducers) == len(findings.groups) == 2
+    decode = next(g for g in findings.groups if g.signature[0] == "get_mla_metadata_v1")
+    assert decode.cases == 2 * 2 and len(decode.minimal_calls) == 2 and decode.fields == ("work_indptr",)  # heads x batch
     result = CliRunner().invoke(app, ["diff", str(out / "b"), "--against", str(out / "a"), "--format", "json"])
     assert result.exit_code == 1, result.output
     diffs = json.loads(result.output)["results"]
-    assert {d["status"] for d in diffs} == {"diverged"} and len(diffs) == 3
+    assert {d["status"] for d in diffs} == {"diverged"} and len(diffs) == 2
     golden = load(out / "b" / keys_b[0])
     assert golden.call.device["cu_num"] == 80 and golden.call.provenance["sweep"]["planner"] == "reference:gfx942:80"
 
@@ -113,6 +117,12 @@ def test_serial_and_parallel_planners_agree_over_their_shared_eligibility() -> N
     assert len(points) == 60 and findings.counts == {EQUAL: 60}, findings.counts
     parallel = sum(_parallel_kernel(p) for p in points)
     assert parallel >= 30, f"only {parallel} of 60 cases ran the parallel planner: the comparison would be vacuous"
+    # The summary says so per side, as the planner's own dispatch decided it.
+    paths = findings.kernel_paths
+    assert sum(paths["A"].values()) == sum(paths["B"].values()) == 60
+    assert set(paths["A"]) <= {"serial/native", "serial/folded"}, "A pins the serial planner"
+    assert sum(n for path, n in paths["B"].items() if path.startswith("parallel")) == parallel
+    assert "decode kernel paths (cases): A serial/" in render_text(findings)
     assert max(p.batch for p in points) > 1000, "batches past the LDS batch-info threshold"
 
 
@@ -265,3 +275,43 @@ def test_time_budget_stops_the_sweep() -> None:
     findings = mla_golden.sweep("reference", "reference", seconds=1.5)
     assert findings.stopped_by == "time" and 0 < len(findings.results)
     assert time.monotonic() - start < 15
+
+
+def test_a_shrink_cut_short_is_reported_in_text_json_and_html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mla_golden.sweeper import shrink
+    from mla_golden.sweeper.render import render_html
+
+    monkeypatch.setattr(shrink, "MAX_EVALS", 1)
+    points = [Point("get_mla_metadata_v1", "gfx942", 304, 16, (3000, 500, 70, 9), q_dtype="fp8", kv_dtype="fp8")]
+    findings = mla_golden.sweep("reference", "reference:gfx942:80", points)
+    [case] = findings.results
+    assert case.status == DIVERGED and case.shrink_exhausted == "evals" and case.shrink_evals == 1
+    [rep] = findings.reproducers
+    assert rep.exhausted == "evals" and len(rep.point["seq_lens"]) > 1, "one evaluation cannot reach one request"
+    document = json.loads(json.dumps(findings.to_dict()))
+    assert document["shrink_exhausted"] == {"evals": 1} and document["reproducers"][0]["exhausted"] == "evals"
+    for page in (render_text(findings), render_html(findings)):
+        assert "NOT minimal: shrinking ran out of its evaluation budget" in page
+        assert "shrinking ran out of its evaluation budget on 1 divergent case(s)" in page
+    monkeypatch.setattr(shrink, "MAX_EVALS", 400)
+    whole = mla_golden.sweep("reference", "reference:gfx942:80", points)
+    assert whole.reproducers[0].exhausted is None and whole.reproducers[0].point["seq_lens"] == [1]
+    assert "NOT minimal" not in render_text(whole) and whole.to_dict()["shrink_exhausted"] == {}
+
+
+def test_the_time_budget_bounds_shrinking_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mla_golden.sweeper import work
+
+    real = work.evaluate
+    work.warm("reference", "reference:gfx942:80")  # the warm-up runs before the slow planners below
+
+    def slow(*args, **kwargs):  # a planner pair whose every call takes 0.4 s
+        time.sleep(0.4)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(work, "evaluate", slow)
+    points = [Point("get_mla_metadata_v1", "gfx942", 304, 16, tuple(range(3000, 3064)), q_dtype="fp8", kv_dtype="fp8")]
+    findings = mla_golden.sweep("reference", "reference:gfx942:80", points, seconds=1.0)
+    [case] = findings.results
+    assert case.status == DIVERGED and case.shrink_exhausted == "time"
+    assert case.shrink_evals < 7, "reaching one request takes 7 evaluations, 2.8 s; the 1 s budget stopped it"

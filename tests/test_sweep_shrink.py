@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 from mla_golden.sweeper.evaluate import DIVERGED, KIND_SHAPE, evaluate
 from mla_golden.sweeper.planners import resolve
-from mla_golden.sweeper.shrink import shrink
+from mla_golden.sweeper.shrink import EVALS, TIME, shrink
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
 
 
@@ -19,16 +21,15 @@ def test_shrinks_to_the_requests_and_lengths_that_matter() -> None:
         return len(lens) >= 2 and lens[0] >= 700 and lens[1] >= 40
 
     start = _point((5, 9000, 3, 120, 8, 77, 2000, 1, 64, 33))
-    minimal, evals = shrink(start, diverges)
-    assert sorted(minimal.seq_lens) == [40, 700], minimal.seq_lens
-    assert 0 < evals < 200
+    shrunk = shrink(start, diverges)
+    assert sorted(shrunk.point.seq_lens) == [40, 700], shrunk.point.seq_lens
+    assert 0 < shrunk.evals < 200 and shrunk.exhausted is None
 
 
 def test_lengths_never_go_below_the_query_length() -> None:
-    minimal, _ = shrink(_point((500, 600), qlen=3), lambda p: True)
-    assert minimal.seq_lens == (3,)
+    assert shrink(_point((500, 600), qlen=3), lambda p: True).point.seq_lens == (3,)
     prefill = Point(PREFILL, "gfx950", 256, 16, (900, 17))
-    assert shrink(prefill, lambda p: True)[0].seq_lens == (1,)
+    assert shrink(prefill, lambda p: True).point.seq_lens == (1,)
 
 
 def test_the_evaluation_budget_bounds_the_work() -> None:
@@ -38,8 +39,13 @@ def test_the_evaluation_budget_bounds_the_work() -> None:
         calls.append(p)
         return sum(p.seq_lens) % 7 == 0 or p.batch > 3
 
-    _, evals = shrink(_point(tuple(range(100, 164))), diverges, max_evals=25)
-    assert evals == len(calls) <= 25
+    shrunk = shrink(_point(tuple(range(100, 164))), diverges, max_evals=25)
+    assert shrunk.evals == len(calls) <= 25
+    assert shrunk.exhausted is None and shrunk.point.seq_lens == (1,) * 4, "4 requests of 1 token: the minimum"
+    calls.clear()
+    cut = shrink(_point(tuple(range(100, 164))), diverges, max_evals=3)
+    assert cut.evals == len(calls) == 3
+    assert cut.exhausted == EVALS and cut.point.batch > 4, "a shrink cut short says so"
 
 
 def test_a_real_divergence_shrinks_to_one_shortest_request() -> None:
@@ -52,6 +58,57 @@ def test_a_real_divergence_shrinks_to_one_shortest_request() -> None:
         found = evaluate(p, a, b)
         return found.status == DIVERGED and found.kind == KIND_SHAPE
 
-    minimal, _ = shrink(start, same)
+    minimal = shrink(start, same).point
     assert minimal.seq_lens == (1,)
-    assert evaluate(minimal, a, b).detail == "work_indptr shape [305] -> [81]"
+    assert evaluate(minimal, a, b).detail == "work_indptr shape [305] -> [81]; written contents differ"
+
+
+def _is_one_minimal(point: Point, diverges) -> bool:
+    """No single request can go and no single length can drop by one while it still diverges."""
+    lens = list(point.seq_lens)
+    for i in range(len(lens)):
+        fewer = lens[:i] + lens[i + 1 :]
+        if fewer and diverges(_point(tuple(fewer), point.qlen)):
+            return False
+        if lens[i] > point.qlen and diverges(_point(tuple(lens[:i] + [lens[i] - 1] + lens[i + 1 :]), point.qlen)):
+            return False
+    return True
+
+
+def test_a_divergence_that_needs_many_requests_of_any_length_shrinks_to_them_at_the_shortest() -> None:
+    # As in the issue: 34 long requests diverge, and so do 8 of 2 tokens: what matters is the count.
+    def diverges(p: Point) -> bool:
+        return p.batch >= 8
+
+    start = _point(tuple(40_000 + 997 * i for i in range(34)), qlen=2)
+    shrunk = shrink(start, diverges)
+    assert shrunk.point.seq_lens == (2,) * 8 and shrunk.exhausted is None
+    assert shrunk.evals < 60, "whole-call moves take the lengths down in a few steps"
+
+
+def test_whole_call_moves_reach_a_minimum_where_per_request_moves_alone_run_out() -> None:
+    # Diverges when the requests hold at least 300k tokens together and at least 6 requests are at 1000+.
+    def diverges(p: Point) -> bool:
+        return sum(p.seq_lens) >= 300_000 and sum(n >= 1000 for n in p.seq_lens) >= 6
+
+    start = _point(tuple(90_000 + 13 * i for i in range(256)))
+    shrunk = shrink(start, diverges)
+    assert shrunk.exhausted is None
+    assert _is_one_minimal(shrunk.point, diverges)
+    assert sum(shrunk.point.seq_lens) < 310_000 and shrunk.point.batch <= 10
+
+
+def test_a_deadline_stops_shrinking_and_says_so() -> None:
+    def slow(p: Point) -> bool:
+        time.sleep(0.01)
+        return True
+
+    def needs_many(p: Point) -> bool:
+        time.sleep(0.01)
+        return p.batch >= 5 and min(p.seq_lens) >= 3
+
+    start = _point(tuple(range(1000, 1064)))
+    shrunk = shrink(start, needs_many, deadline=time.time() + 0.05)
+    assert shrunk.exhausted == TIME and shrunk.evals <= 6
+    assert needs_many(shrunk.point), "what it gives back still diverges"
+    assert shrink(start, needs_many, deadline=time.time() - 1).evals == 0

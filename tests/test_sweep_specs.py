@@ -42,7 +42,7 @@ def test_specs_parse_and_print_back(text: str, spec: PlannerSpec) -> None:
         ("reference:gfx90a", "no default CU count for gfx90a"),
         ("reference+AITER_FOO=1", "AITER_FOO is not a planner env var"),
         ("reference:gfx942:0", "expected BACKEND"),
-        ("auto", "a sweep side names its planner: reference or aiter, not auto"),
+        ("auto", "not auto"),
         ("reference@:gfx942", "expected BACKEND"),
     ],
 )
@@ -79,3 +79,32 @@ def test_live_aiter_that_cannot_run_here_is_a_spec_error() -> None:
         assert "aiter" in str(info.value)
     else:
         pytest.skip("aiter imports here")
+
+
+@pytest.mark.parametrize(
+    ("text", "backend", "arch", "cu"),
+    [
+        ("python:planted_planners:clean", "python:planted_planners:clean", None, None),
+        ("python:planted_planners:clean:gfx950", "python:planted_planners:clean", "gfx950", None),
+        ("python:planted_planners:clean:gfx942:80", "python:planted_planners:clean", "gfx942", 80),
+        ("python:planted_planners", "python:planted_planners", None, None),
+    ],
+)
+def test_a_plug_in_planner_keeps_its_colons_and_takes_a_device(text: str, backend: str, arch: str | None, cu: int | None) -> None:
+    spec = parse_spec(text)
+    assert (spec.backend, spec.backend_spec, spec.arch, spec.cu_num) == ("python", backend, arch, cu)
+    assert parse_spec(str(spec)) == spec
+
+
+def test_a_plug_in_planner_plans_like_the_reference_it_copies() -> None:
+    from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate
+    from mla_golden.sweeper.space import DECODE, Point
+
+    reference, clean = resolve("reference:gfx950"), resolve("python:planted_planners:clean:gfx950")
+    assert clean.label == "plug-in planner planted_planners:clean"
+    point = Point(DECODE, "gfx942", 304, 16, (3000, 40), q_dtype="fp8", kv_dtype="fp8")
+    assert evaluate(point, reference, clean).status == EQUAL
+    assert evaluate(point, resolve("reference"), clean).status == DIVERGED, "the plug-in plans for gfx950, as told"
+    buggy = resolve("python:planted_planners:one_bug:gfx950")
+    assert evaluate(point, reference, buggy).status == DIVERGED
+    assert evaluate(Point(DECODE, "gfx942", 304, 16, (1999, 40), q_dtype="fp8", kv_dtype="fp8"), reference, buggy).status == EQUAL

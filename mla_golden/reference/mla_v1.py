@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from mla_golden.reference import preconditions
+from mla_golden.reference import kernel_log, preconditions
 from mla_golden.reference._device import current_device
 from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, undefined_allowed
 from mla_golden.reference.errors import (
@@ -567,6 +567,7 @@ def fill_mla_metadata_v1(
         dtype_kv_rope=dtype_ids[3],
         features=features,
     )
+    kernel_log.note(dispatch.kernel_name, dispatch.params.qk_batch_ratio)
 
     # the values the preconditions read, where they could (a 1-D contiguous int tensor), else read here
     inputs = {

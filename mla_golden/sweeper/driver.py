@@ -24,6 +24,7 @@ from mla_golden.errors import SweepError
 from mla_golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import DIVERGED, capture
+from mla_golden.sweeper.groups import CLASSES, Group, check_sides, explain, signature, size
 from mla_golden.sweeper.journal import Journal
 from mla_golden.sweeper.planners import parse_spec
 from mla_golden.sweeper.regions import Summary, summarise
@@ -48,22 +49,24 @@ class Reproducer:
     point: dict[str, Any]
     kind: str | None
     detail: str
-    #: How many swept cases shrank to this call.
+    #: How many swept cases it stands for (its group's cases).
     cases: int = 1
     #: The differ's verdict on the two captured calls (False: the capture saw no divergence).
     confirmed: bool = True
+    #: What ran out before the shrink reached a minimum ("evals", "time"); None: it is a minimum.
+    exhausted: str | None = None
     diff: Diff | None = field(default=None, repr=False)
     calls: tuple[Call, Call] | None = field(default=None, repr=False)
     written: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "point": self.point, "kind": self.kind, "detail": self.detail, "cases": self.cases,
-                "confirmed": self.confirmed, "written": self.written}  # fmt: skip
+                "confirmed": self.confirmed, "exhausted": self.exhausted, "written": self.written}  # fmt: skip
 
 
 @dataclass
 class Findings:
-    """What a sweep found: every verdict, the minimal reproducers, and the regions."""
+    """What a sweep found: every verdict, the groups of divergences by cause (one reproducer each), and the regions."""
 
     a: str
     b: str
@@ -71,7 +74,7 @@ class Findings:
     space: str
     seed: int
     results: list[CaseResult]
-    reproducers: list[Reproducer]
+    groups: list[Group]
     summary: Summary
     elapsed_s: float
     out: Path | None = None
@@ -80,6 +83,11 @@ class Findings:
     resumed: int = 0
     #: Seconds spent starting the executor (worker processes import torch; Ray starts its instance).
     startup_s: float = 0.0
+
+    @property
+    def reproducers(self) -> list[Reproducer]:
+        """One per group, in the groups' order."""
+        return [g.reproducer for g in self.groups]
 
     @property
     def counts(self) -> dict[str, int]:
@@ -93,6 +101,21 @@ class Findings:
     def planner_s(self) -> float:
         return sum(r.planner_s for r in self.results)
 
+    @property
+    def kernel_paths(self) -> dict[str, dict[str, int]]:
+        """Side ("A", "B") -> decode kernel path ("serial/native"...) -> cases that ran it, where the side says."""
+        counts: dict[str, Counter[str]] = {"A": Counter(), "B": Counter()}
+        for result in self.results:
+            for side, path in zip(("A", "B"), result.paths or ()):
+                if path is not None:
+                    counts[side][path] += 1
+        return {side: dict(sorted(c.items())) for side, c in counts.items()}
+
+    @property
+    def shrink_exhausted(self) -> dict[str, int]:
+        """Divergent cases whose shrink stopped short of a minimum, by what ran out (evals, time)."""
+        return dict(Counter(r.shrink_exhausted for r in self.results if r.shrink_exhausted))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, schema ``mla-golden-sweep/1`` (docs/cli.md)."""
         return {
@@ -100,10 +123,12 @@ class Findings:
             "space": self.space, "seed": self.seed, "out": str(self.out) if self.out else None,
             "cases": len(self.results), "counts": self.counts, "diverged": self.diverged,
             "stopped_by": self.stopped_by, "resumed": self.resumed, "elapsed_s": round(self.elapsed_s, 3), "startup_s": round(self.startup_s, 3),
-            "planner_s": round(self.planner_s, 3), **self.summary.to_dict(),
+            "planner_s": round(self.planner_s, 3), "kernel_paths": self.kernel_paths, "shrink_exhausted": self.shrink_exhausted, **self.summary.to_dict(),
+            "groups": [g.to_dict() for g in self.groups],
             "reproducers": [r.to_dict() for r in self.reproducers],
             "divergent_cases": [{"index": r.index, "detail": r.detail, "kind": r.kind, "point": r.point,
-                                 "minimal": r.minimal} for r in self.results if r.status == DIVERGED],
+                                 "minimal": r.minimal, "shrink_exhausted": r.shrink_exhausted}
+                                for r in self.results if r.status == DIVERGED],
         }  # fmt: skip
 
 
@@ -125,7 +150,8 @@ def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reprodu
     call_a, call_b = capture(point, planner(a)), capture(point, planner(b))
     found = diff(call_a, call_b, expected_name=f"A {a}", actual_name=f"B {b}")
     confirmed = found.error is not None or any(not f.equal for f in found.fields)
-    rep = Reproducer(point.key, point.to_dict(), result.kind, result.minimal_detail or result.detail, 1, confirmed, found, (call_a, call_b))
+    detail = result.minimal_detail or result.detail
+    rep = Reproducer(point.key, point.to_dict(), result.kind, detail, 1, confirmed, result.shrink_exhausted, found, (call_a, call_b))
     if out is not None:
         for side, call in (("a", call_a), ("b", call_b)):
             store = GoldenStore(out / side)
@@ -156,7 +182,9 @@ def sweep(
     ``aiter``...; see :mod:`mla_golden.sweeper.planners`). Budget: ``cases`` points or ``seconds`` of
     sweeping (default :data:`DEFAULT_CASES` points); a small space is enumerated whole. ``out``
     receives the reproducer goldens and the journal a rerun resumes from. ``jobs`` local worker
-    processes, or ``ray`` (an address, or "local") for a Ray cluster.
+    processes, or ``ray`` (an address, or "local") for a Ray cluster. Local workers are spawned and
+    import the calling script again: with ``jobs`` > 1 a script calls this under
+    ``if __name__ == "__main__":``.
     """
     started = time.monotonic()
     for spec in (a, b):
@@ -177,10 +205,10 @@ def sweep(
     done = journal.resume() if journal else []
     finished = {r.index for r in done}
     results = list(done)
-    reproducers: dict[str, Reproducer] = {}
+    groups: dict[tuple[str, ...], Group] = {}
     for result in done:
         if result.status == DIVERGED:
-            _collect(reproducers, result, a, b, out_path)
+            _collect(groups, result, a, b, out_path)
     enumerated = space.size() <= (cases if cases is not None else 10_000)
     total = min(space.size(), cases) if enumerated and cases else cases
     points: Iterator[tuple[int, Point]] = ((i, p) for i, p in enumerate(space.points(seed, cases)) if i not in finished)
@@ -204,6 +232,8 @@ def sweep(
     opened = time.monotonic()
     with executors.make(a, b, shrink, jobs, ray) as executor:
         startup = time.monotonic() - opened
+        if seconds is not None:  # shrinking stops with the budget too (workers compare against wall-clock time)
+            executor.deadline = time.time() + seconds - (time.monotonic() - started)
         workers[0] = executor.workers
         if progress:
             progress(len(results), total, sum(r.status == DIVERGED for r in results))
@@ -211,7 +241,7 @@ def sweep(
         def take(batch: list[CaseResult]) -> None:
             for result in batch:
                 if result.status == DIVERGED:
-                    _collect(reproducers, result, a, b, out_path)
+                    _collect(groups, result, a, b, out_path)
             if journal:
                 journal.append(batch)
             results.extend(batch)
@@ -221,9 +251,15 @@ def sweep(
 
         _drive(executor, _chunks(points, chunk_size), take)
     results.sort(key=lambda r: r.index)
+    found = list(groups.values())
+    for group in found:
+        group.checks = check_sides(group.reproducer)
+        group.reproducer.cases = group.cases
+    explain(found, results)
+    found.sort(key=lambda g: (CLASSES.index(g.cls), -g.cases, g.signature))
     return Findings(
         a, b, (planners[0].label, planners[1].label), space.source, seed, results,
-        sorted(reproducers.values(), key=lambda r: (-r.cases, r.key)), summarise(results), time.monotonic() - started, out_path, stopped_by, len(done), startup,
+        found, summarise(results), time.monotonic() - started, out_path, stopped_by, len(done), startup,
     )  # fmt: skip
 
 
@@ -243,9 +279,16 @@ def _drive(executor: executors.Executor, chunks: Iterator[executors.Chunk], take
         in_flight -= 1
 
 
-def _collect(reproducers: dict[str, Reproducer], result: CaseResult, a: str, b: str, out: Path | None) -> None:
-    key = Point.from_dict(result.minimal or result.point).key
-    if key in reproducers:
-        reproducers[key].cases += 1
-    else:
-        reproducers[key] = _reproducer(result, a, b, out)
+def _collect(groups: dict[tuple[str, ...], Group], result: CaseResult, a: str, b: str, out: Path | None) -> None:
+    """Count ``result`` in its signature's group; capture (and write) its call when it is the group's smallest yet."""
+    minimal = result.minimal or result.point
+    result_signature = signature(result)
+    group = groups.get(result_signature)
+    rank = (*size(minimal), result.shrink_exhausted is not None)
+    if group is None or rank < (*size(group.reproducer.point), group.reproducer.exhausted is not None):
+        rep = _reproducer(result, a, b, out)
+        if group is None:
+            group = groups[result_signature] = Group(result_signature, rep)
+        group.reproducer = rep
+    group.cases += 1
+    group.minimal_calls.add(Point.from_dict(minimal).key)

@@ -25,6 +25,7 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.capture import CANARIES, _message, planner_env, replay
+from mla_golden.reference import kernel_log
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, AdaptationError, build_arguments, schema_for
 from mla_golden.sweeper.planners import Planner
 from mla_golden.sweeper.space import DECODE, Point
@@ -33,8 +34,9 @@ from mla_golden.sweeper.space import DECODE, Point
 #: reads memory it never wrote), so equality cannot be judged; ``skipped``: a side cannot make
 #: this call (its signature cannot express it, or live aiter runs on another device).
 EQUAL, DIVERGED, UNDEFINED, SKIPPED = "equal", "diverged", "undefined", "skipped"
-#: What diverged, most telling first: the error status or message, a buffer shape, output values.
-KIND_ERROR, KIND_SHAPE, KIND_VALUES = "error", "shape", "values"
+#: What diverged, most telling first: the error status or message, a buffer shape with what was
+#: written in it, output values; ``sizing``: only buffer sizes changed, what was written is the same.
+KIND_ERROR, KIND_SHAPE, KIND_VALUES, KIND_SIZING = "error", "shape", "values", "sizing"
 #: vLLM's FP8 prefill convention (``_build_fp8_prefill_ps_metadata``).
 PREFILL_PARAMS = {
     "gqa_ratio": 1, "qhead_granularity": 1, "qlen_granularity": 256,
@@ -61,6 +63,8 @@ class Side:
     buffers: tuple[torch.Tensor, ...] = ()
     #: The storage all the int32 buffers are views of.
     flat: torch.Tensor | None = None
+    #: The decode kernel path that planned it ("serial/native", "parallel/folded"...; None: unknown or prefill).
+    path: str | None = None
 
 
 @dataclass
@@ -72,6 +76,20 @@ class Verdict:
     #: Planner time of both sides, wall and CPU seconds.
     planner_s: float = 0.0
     planner_cpu_s: float = 0.0
+    #: What diverged, as groups tell causes apart: the buffers whose shape or values differ, or
+    #: which side raised ("A raised", "both raised").
+    fields: tuple[str, ...] = ()
+    #: The kernel path of each side (:attr:`Side.path`).
+    paths: tuple[str | None, str | None] = (None, None)
+
+    @property
+    def signature(self) -> tuple[str | None, ...]:
+        """Kind and the first field it shows in: two divergences with the same signature are taken to have one cause.
+
+        Not every field: a longer call that splits its requests changes the reduce maps too, and
+        shrinking must not be held at the longer call for that.
+        """
+        return (self.kind, *self.fields[:1])
 
 
 def _dtype(name: str, arch: str) -> str | None:
@@ -245,13 +263,21 @@ def run_side(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
             kwargs = _arguments(planner, call, buffers)
         except AdaptationError as exc:
             raise Unexpressible(f"{planner.spec}: {exc}") from exc
+        kernel_log.forget()
         clock.resume()
         try:
             fn(**kwargs)
         except Exception as exc:
             return Side(_message(exc), _undefined(exc), *clock.stop())
         seconds, cpu_seconds = clock.stop()
-    return Side(None, False, seconds, cpu_seconds, tuple(shape for shape, _ in specs), tuple(buffers.values()), flat)
+    shapes = tuple(shape for shape, _ in specs)
+    return Side(None, False, seconds, cpu_seconds, shapes, tuple(buffers.values()), flat, _path(planner))
+
+
+def _path(planner: Planner) -> str | None:
+    """The decode kernel path the reference (or a plug-in built on it) noted; None for live aiter."""
+    path = kernel_log.last_kernel() if planner.backend.plans_any_device else None
+    return None if path is None else str(path)
 
 
 def _undefined(exc: BaseException) -> bool:
@@ -266,20 +292,47 @@ def compare(a: Side, b: Side) -> Verdict:
             return Verdict(EQUAL, planner_s=seconds, planner_cpu_s=cpu)
         if a.undefined or b.undefined:
             return Verdict(UNDEFINED, None, (a.error or b.error or "")[:200], seconds, cpu)
-        return Verdict(DIVERGED, KIND_ERROR, f"error: {a.error or 'none'} -> {b.error or 'none'}", seconds, cpu)
-    for name, sa, sb in zip(OUTPUTS, a.shapes, b.shapes):
-        if sa != sb:
-            return Verdict(DIVERGED, KIND_SHAPE, f"{name} shape {list(sa)} -> {list(sb)}", seconds, cpu)
+        raised = "both raised" if a.error and b.error else ("A raised" if a.error else "B raised")
+        detail = f"error: {a.error or 'none'} -> {b.error or 'none'}"
+        return Verdict(DIVERGED, KIND_ERROR, detail, seconds, cpu, (raised,))
+    reshaped = [(name, sa, sb) for name, sa, sb in zip(OUTPUTS, a.shapes, b.shapes) if sa != sb]
+    if reshaped:
+        name, sa, sb = reshaped[0]
+        changed = tuple(n for n, ta, tb in zip(OUTPUTS, a.buffers, b.buffers) if not _same_written(n, ta, tb))
+        kind = KIND_SHAPE if changed else KIND_SIZING
+        fields = tuple(n for n in OUTPUTS if n in changed or any(n == r[0] for r in reshaped))
+        written = "; written contents differ" if changed else "; written contents equal"
+        return Verdict(DIVERGED, kind, f"{name} shape {list(sa)} -> {list(sb)}{written}", seconds, cpu, fields)
     pointer = _POINTER_CANARY
     assert a.flat is not None and b.flat is not None  # both sides planned without error
     if torch.equal(a.flat, b.flat) and torch.equal(a.buffers[0] != pointer, b.buffers[0] != pointer):
         return Verdict(EQUAL, planner_s=seconds, planner_cpu_s=cpu)
+    differing = []
     for name, ta, tb in zip(OUTPUTS, a.buffers, b.buffers):
         if name == POINTER_OUTPUT:
             ta, tb = ta != pointer, tb != pointer
         if not torch.equal(ta, tb):
-            return Verdict(DIVERGED, KIND_VALUES, _first_difference(name, ta, tb), seconds, cpu)
-    raise AssertionError("the flat buffers differ but no buffer does")
+            differing.append((name, ta, tb))
+    assert differing, "the flat buffers differ but no buffer does"
+    name, ta, tb = differing[0]
+    return Verdict(DIVERGED, KIND_VALUES, _first_difference(name, ta, tb), seconds, cpu, tuple(n for n, _, _ in differing))
+
+
+def _same_written(name: str, a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Did both sides write the same elements with the same values, whatever the buffers' sizes?"""
+    unwritten = _POINTER_CANARY if name == POINTER_OUTPUT else _CANARY
+    if a.dim() != b.dim():
+        return False
+    overlap = tuple(slice(0, min(x, y)) for x, y in zip(a.shape, b.shape))
+    for t in (a, b):  # nothing written outside the part both buffers have
+        outside = torch.ones(t.shape, dtype=torch.bool, device=t.device)
+        outside[overlap] = False
+        if bool((t[outside] != unwritten).any()):
+            return False
+    ta, tb = a[overlap], b[overlap]
+    if name == POINTER_OUTPUT:
+        return torch.equal(ta != unwritten, tb != unwritten)
+    return torch.equal(ta, tb)
 
 
 def _first_difference(name: str, a: torch.Tensor, b: torch.Tensor) -> str:
@@ -307,7 +360,10 @@ def evaluate(point: Point, a: Planner, b: Planner) -> Verdict:
         device = dict(zip(("arch", "cu_num"), a.spec.device_for(point.arch, point.cu_num)))
         shared = device == dict(zip(("arch", "cu_num"), b.spec.device_for(point.arch, point.cu_num)))
         with a.device_context(device) if shared else contextlib.nullcontext():
-            return compare(run_side(point, a, inputs), run_side(point, b, inputs))
+            side_a, side_b = run_side(point, a, inputs), run_side(point, b, inputs)
+        verdict = compare(side_a, side_b)
+        verdict.paths = (side_a.path, side_b.path)
+        return verdict
     except Unexpressible as exc:
         return Verdict(SKIPPED, detail=str(exc))
 
@@ -325,6 +381,7 @@ def capture(point: Point, planner: Planner) -> Call:
             return call
     specs = _specs(sized)
     call.buffers = {name: {"shape": list(shape), "dtype": str(dtype)} for name, (shape, dtype) in zip(OUTPUTS, specs)}
-    captured = replay(call, planner.function(point.op), on=planner.tensor_device)
+    with planner.device_context(call.device):  # replay() sets it for the reference's own functions only
+        captured = replay(call, planner.function(point.op), on=planner.tensor_device)
     captured.provenance["sweep"] = call.provenance["sweep"]
     return captured

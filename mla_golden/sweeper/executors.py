@@ -31,6 +31,8 @@ class Executor(ABC):
 
     def __init__(self, a: str, b: str, shrink: bool) -> None:
         self.a, self.b, self.shrink = a, b, shrink
+        #: When shrinking must stop (a ``time.time()``; None: no time budget).
+        self.deadline: float | None = None
 
     def __enter__(self) -> Executor:
         return self
@@ -62,7 +64,7 @@ class InlineExecutor(Executor):
         self._pending.append(chunk)
 
     def next_done(self) -> list[CaseResult]:
-        return run_chunk(self.a, self.b, self._pending.popleft(), self.shrink)
+        return run_chunk(self.a, self.b, self._pending.popleft(), self.shrink, self.deadline)
 
     def close(self) -> None:
         self._pending.clear()
@@ -105,7 +107,7 @@ class LocalExecutor(Executor):
             future.result()
 
     def submit(self, chunk: Chunk) -> None:
-        self._futures[self._pool.submit(run_shipped, self.a, self.b, chunk, self.shrink)] = chunk
+        self._futures[self._pool.submit(run_shipped, self.a, self.b, chunk, self.shrink, self.deadline)] = chunk
 
     def next_done(self) -> list[CaseResult]:
         done, _ = wait(self._futures, return_when=FIRST_COMPLETED)
@@ -143,7 +145,7 @@ class RayExecutor(Executor):
         self._refs: dict[Any, Chunk] = {}
 
     def submit(self, chunk: Chunk) -> None:
-        self._refs[self._task.remote(self.a, self.b, chunk, self.shrink)] = chunk
+        self._refs[self._task.remote(self.a, self.b, chunk, self.shrink, self.deadline)] = chunk
 
     def next_done(self) -> list[CaseResult]:
         done, _ = self._ray.wait(list(self._refs), num_returns=1)

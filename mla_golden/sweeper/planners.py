@@ -4,11 +4,13 @@ Notation (``docs/cli.md``, "mla-golden sweep")::
 
     BACKEND[@VERSION][:ARCH[:CU]][+ENV=VAL...]
 
-``BACKEND`` is ``reference`` (mla-golden's CPU port) or ``aiter`` (the live
-library); ``@VERSION`` picks a ported aiter planner version of the reference
+``BACKEND`` is ``reference`` (mla-golden's CPU port), ``aiter`` (the live
+library) or ``python:MODULE[:ATTR]`` (a plug-in planner object; any backend
+:func:`mla_golden.backends.parse_spec` knows, ``:`` in it included); ``@VERSION`` picks a ported aiter planner version of the reference
 (``reference@aded0f84``; without it, the newest port); ``:ARCH[:CU]`` plans
 every case for that device instead of the case's own (the CU count defaults to
-the arch's full part); each ``+NAME=VALUE`` pins a planner env var for every
+the arch's full part; only an arch name, ``gfx`` and digits, starts it, so
+``python:pkg.mod:planners:gfx950`` plans the plug-in for gfx950); each ``+NAME=VALUE`` pins a planner env var for every
 case (``unset`` unsets it). Examples: ``reference@e4048607:gfx942:80``,
 ``reference+AITER_MLA_META_USE_PARALLEL=0``, ``aiter``.
 """
@@ -29,13 +31,12 @@ from mla_golden.schema import ENV_VARS
 if TYPE_CHECKING:
     from mla_golden.backends import Backend
 
-#: The backends a sweep side names (``auto`` would hide which one ran).
-BACKENDS = ("reference", "aiter")
 UNSET = "unset"
 
-#: What follows ``BACKEND[@VERSION]`` (that part is :func:`mla_golden.backends.parse_spec`'s).
+#: What follows ``BACKEND[@VERSION]`` (that part is :func:`mla_golden.backends.parse_spec`'s): the
+#: device, recognised only as an arch name, and the env pins.
 _OVERRIDES_RE = re.compile(
-    r"^(?::(?P<arch>gfx[0-9a-z]+)(?::(?P<cu>[1-9][0-9]*))?)?"
+    r"(?::(?P<arch>gfx[0-9][0-9a-z]*)(?::(?P<cu>[0-9]+))?)?"
     r"(?P<env>(?:\+[A-Z_][A-Z0-9_]*=[A-Za-z0-9._-]*)*)$"
 )
 _SPEC_FORM = "BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...], e.g. reference@e4048607:gfx942:80"
@@ -51,12 +52,16 @@ class PlannerSpec:
     cu_num: int | None = None
     #: Pinned planner env vars (None = unset), in the order given.
     env: tuple[tuple[str, str | None], ...] = ()
+    #: The backend part as written, when it is more than ``BACKEND[@VERSION]`` (``python:pkg.mod:planners``).
+    written: str | None = None
 
     @property
     def backend_spec(self) -> str:
         """The ``BACKEND[@VERSION]`` part, as :func:`mla_golden.backends.resolve` takes it."""
         from mla_golden.backends import VERSION_SEP
 
+        if self.written is not None:
+            return self.written
         return self.backend + (f"{VERSION_SEP}{self.version}" if self.version else "")
 
     def __str__(self) -> str:
@@ -74,21 +79,22 @@ class PlannerSpec:
 
 def parse_spec(text: str) -> PlannerSpec:
     """``reference@e4048607:gfx942:80+AITER_MLA_META_USE_PARALLEL=0`` -> PlannerSpec; SpecError otherwise."""
+    from mla_golden.backends import NAMES, VERSION_SEP
     from mla_golden.backends import parse_spec as parse_backend
 
     stripped = text.strip()
-    head = stripped.split(":")[0].split("+")[0]
-    overrides = stripped[len(head):]
+    match = _OVERRIDES_RE.search(stripped)
+    assert match is not None  # every part of the pattern may be empty
+    head = stripped[: match.start()]
     try:
         backend, version = parse_backend(head)
     except BackendError as exc:
-        raise SpecError(f"planner {text!r}: {exc}") from exc
-    if backend not in BACKENDS:
-        raise SpecError(f"planner {text!r}: a sweep side names its planner: {' or '.join(BACKENDS)}, not {backend}")
-    if version == "":
-        raise SpecError(f"planner {text!r}: expected {_SPEC_FORM}")
-    match = _OVERRIDES_RE.match(overrides)
-    if match is None:
+        form = f"; expected {_SPEC_FORM}" if ":" in head else ""  # a device that is no arch name reads as part of the backend
+        raise SpecError(f"planner {text!r}: {exc}{form}") from exc
+    if backend == "auto":
+        named = ", ".join(n for n in NAMES if n != "auto")
+        raise SpecError(f"planner {text!r}: a sweep side names its planner ({named}), not auto")
+    if version == "" or (match.group("cu") or "1")[0] == "0":
         raise SpecError(f"planner {text!r}: expected {_SPEC_FORM}")
     arch = match.group("arch")
     if match.group("cu") is None and arch is not None and arch not in FULL_PART_CUS:
@@ -100,7 +106,9 @@ def parse_spec(text: str) -> PlannerSpec:
             raise SpecError(f"planner {text!r}: {name} is not a planner env var (known: {', '.join(ENV_VARS)})")
         env.append((name, None if value == UNSET else value))
     cu = match.group("cu")
-    return PlannerSpec(backend, version, arch, int(cu) if cu else None, tuple(env))
+    plain = backend + (f"{VERSION_SEP}{version}" if version else "")
+    written = None if head.strip() == plain else head.strip()
+    return PlannerSpec(backend, version if written is None else None, arch, int(cu) if cu else None, tuple(env), written)
 
 
 @dataclass
@@ -151,7 +159,7 @@ class Planner:
 
     def device_context(self, device: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
         """Plan for ``device`` inside the block: the reference's device context; live aiter plans for its GPU."""
-        if self.spec.backend != "reference":
+        if not self.backend.plans_any_device:
             return contextlib.nullcontext()
         from mla_golden.context import plan_for
 
@@ -159,7 +167,7 @@ class Planner:
 
     def plans_for_now(self, device: Mapping[str, Any]) -> bool:
         """Is ``device`` what this planner plans for already (so no device context is needed)?"""
-        if self.spec.backend != "reference":
+        if not self.backend.plans_any_device:
             return True
         from mla_golden.reference._device import current_device
 

@@ -1,8 +1,11 @@
 """Findings for people: text and one self-contained HTML page (JSON is ``Findings.to_dict``).
 
-Both lead with the answer (did the planners diverge, and where), then the
-regions, the values that never diverged, and each minimal reproducer with
-the command that shows it again.
+Both lead with the answer (did the planners diverge) and the causes: one
+group per divergence signature, with its rule, its cause (``check`` on both
+sides included) and its smallest reproducer. The page then names what was
+compared, gives the notes once, and has each group collapsible with its
+reproducer drawn zoomed to the CU parts it uses; regions and per-value
+counts come last, folded away.
 """
 
 from __future__ import annotations
@@ -10,12 +13,14 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from mla_golden.call import Call
 from mla_golden.report import render_text as render_diff
 from mla_golden.svg import draw
 from mla_golden.sweeper.driver import Findings, Reproducer
 from mla_golden.sweeper.evaluate import SKIPPED, UNDEFINED
+from mla_golden.sweeper.groups import Group
 from mla_golden.sweeper.regions import NOT_APPLICABLE
-from mla_golden.views import diff_marks
+from mla_golden.views import diff_marks, moved_parts, schedule
 
 #: Reproducers shown in full (text report and page); the JSON lists every one.
 MAX_SHOWN = 20
@@ -45,9 +50,21 @@ def _point_line(rep: Reproducer) -> str:
     return f"{p['op']} {shape} {env} lens {p['seq_lens']}".replace("  ", " ")
 
 
+#: What a shrink that ran out of budget ran out of, as reports say it.
+_RAN_OUT = {"evals": "its evaluation budget", "time": "the --time budget"}
+
+
+def _exhausted(rep: Reproducer) -> str:
+    """``; NOT minimal: ...`` when the reproducer's shrink ran out of budget, else nothing."""
+    return f"; NOT minimal: shrinking ran out of {_RAN_OUT.get(rep.exhausted, rep.exhausted)}" if rep.exhausted else ""
+
+
 def _notes(findings: Findings) -> list[str]:
-    """Why some cases were not judged (skipped / undefined), one line per distinct reason."""
-    lines = []
+    """Shrinks cut short, and why some cases were not judged (skipped / undefined), one line per distinct reason."""
+    lines = [
+        f"shrinking ran out of {_RAN_OUT.get(what, what)} on {n} divergent case(s): their reproducers may not be minimal"
+        for what, n in sorted(findings.shrink_exhausted.items())
+    ]
     for status in (SKIPPED, UNDEFINED):
         reasons: dict[str, int] = {}
         for r in findings.results:
@@ -58,8 +75,33 @@ def _notes(findings: Findings) -> list[str]:
     return lines
 
 
+def _group_lines(group: Group) -> list[str]:
+    rep = group.reproducer
+    lens = rep.point["seq_lens"]
+    return [
+        f"  [{group.cls}] {', '.join(group.fields) or group.kind} ({group.kind}): {group.cases} case(s), "
+        f"{len(group.minimal_calls)} distinct minimal call(s)",
+        f"    cause: {group.cause()}",
+        f"    where: {group.rule.describe() if group.rule else 'no judged cases'}",
+        f"    reproducer: {rep.key} ({len(lens)} request(s), {sum(lens)} KV tokens{_exhausted(rep)})",
+    ]
+
+
+def kernel_paths(findings: Findings) -> str:
+    """``decode kernel paths: A serial/native 120, parallel/native 80; B ...`` (empty when no side says)."""
+    sides = [f"{side} " + ", ".join(f"{path} {n}" for path, n in paths.items())
+             for side, paths in findings.kernel_paths.items() if paths]  # fmt: skip
+    return "decode kernel paths (cases): " + "; ".join(sides) if sides else ""
+
+
 def render_text(findings: Findings, *, quiet: bool = False) -> str:
     lines = [headline(findings)]
+    if kernel_paths(findings):
+        lines.append(kernel_paths(findings))
+    if findings.groups:
+        lines.append(f"causes ({len(findings.groups)} group(s) of divergent cases, one reproducer each):")
+        for group in findings.groups:
+            lines += _group_lines(group)
     if findings.summary.regions:
         lines.append("regions:")
         lines += [f"  {region.describe()}" for region in findings.summary.regions]
@@ -77,9 +119,9 @@ def render_text(findings: Findings, *, quiet: bool = False) -> str:
     lines += _notes(findings)
     if findings.reproducers:
         where = f"{findings.out}/a vs {findings.out}/b" if findings.out else "not written (no --out)"
-        lines.append(f"minimal reproducers ({len(findings.reproducers)}; goldens {where}):")
+        lines.append(f"minimal reproducers ({len(findings.reproducers)}, one per group; goldens {where}):")
         for rep in findings.reproducers[:MAX_SHOWN]:
-            lines.append(f"  {rep.key}  [{rep.kind}; from {rep.cases} case(s)]")
+            lines.append(f"  {rep.key}  [{rep.kind}; stands for {rep.cases} case(s){_exhausted(rep)}]")
             lines.append(f"    {_point_line(rep)}")
             lines.append(f"    {rep.detail}" + ("" if rep.confirmed else "  (NOT confirmed by the full capture)"))
         if len(findings.reproducers) > MAX_SHOWN:
@@ -94,8 +136,10 @@ body{font:13px/1.4 system-ui,sans-serif;margin:16px;color:#222}
 h1{font-size:18px} h2{font-size:15px;margin-top:28px}
 .verdict{font-size:16px;font-weight:bold} .diverged{color:#b00020} .equal{color:#2a7a2a}
 table td,table th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
-pre{background:#f6f6f6;padding:8px;overflow:auto;max-width:1100px;font-size:11px}
-.pair{display:flex;gap:16px;flex-wrap:wrap} rect.work.divergent{stroke:#e00000;stroke-width:1.5}
+pre{background:#f6f6f6;padding:8px;overflow:auto;max-width:1300px;font-size:11px;white-space:pre-wrap}
+details.group{border-top:1px solid #ddd;padding:4px 0} details.group summary{cursor:pointer;font-weight:bold}
+p,code{overflow-wrap:anywhere} .note{color:#555}
+.pair{display:flex;gap:16px;flex-wrap:wrap} table.groups td{overflow-wrap:anywhere;max-width:520px} table.groups td:first-child{white-space:nowrap} rect.work.divergent{stroke:#e00000;stroke-width:1.5}
 """
 
 
@@ -105,41 +149,106 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _groups_table(findings: Findings) -> list[str]:
+    """The causes, one row per group, each linking to its reproducer below."""
+    if not findings.groups:
+        return []
+    rows = []
+    for i, group in enumerate(findings.groups):
+        rep = group.reproducer
+        rule = group.rule.describe() if group.rule else "-"
+        key = f"<a href='#rep-{i}'>{html.escape(rep.key)}</a>"
+        rows.append(
+            f"<tr><td>{html.escape(group.cls)}</td><td>{html.escape(group.cause())}</td><td>{group.cases}</td>"
+            f"<td>{html.escape(rule)}</td><td>{key} ({len(rep.point['seq_lens'])} request(s), "
+            f"{sum(rep.point['seq_lens'])} KV tokens{html.escape(_exhausted(rep))})</td></tr>"
+        )
+    head = "".join(f"<th>{h}</th>" for h in ("class", "cause", "cases", "where (rule)", "reproducer"))
+    return [f"<h2>Causes ({len(findings.groups)})</h2>", f"<table class='groups'><tr>{head}</tr>{''.join(rows)}</table>"]
+
+
+def _compared(findings: Findings) -> str:
+    """What the sweep compared: the two planners and what they ran, the space, devices, heads and dtypes."""
+    marginals = findings.summary.marginals
+
+    def values(axis: str) -> str:
+        found = sorted(v for v in marginals.get(axis, {}) if v != NOT_APPLICABLE)
+        return ", ".join(found) or "-"
+
+    return (
+        f"A {findings.a} ({findings.labels[0]}) vs B {findings.b} ({findings.labels[1]}); "
+        f"space {findings.space}, seed {findings.seed}; devices {values('device')}; heads {values('heads')}; "
+        f"decode dtypes {values('dtype')}"
+    )
+
+
+def _used_parts(a: Call, b: Call) -> list[int] | None:
+    """The CU parts either side gives work to or that moved (None when that is all of them: draw everything)."""
+    per_cu = [schedule(c) for c in (a, b)]
+    total = max(len(p) for p in per_cu)
+    used = {cu for p in per_cu for cu, works in enumerate(p) if works} | moved_parts(a, b)
+    return sorted(used) if 0 < len(used) < total else None
+
+
+def _group_section(i: int, group: Group, drawn: bool) -> str:
+    """One group, collapsible: its rule, cause, reproducer call, the pair drawn zoomed, the diff."""
+    rep = group.reproducer
+    lens = rep.point["seq_lens"]
+    summary = (f"{html.escape(group.cls)}: {html.escape(', '.join(group.fields) or group.kind)} "
+               f"({html.escape(group.kind)}) · {group.cases} case(s)")  # fmt: skip
+    body = [
+        f"<p><b>cause</b>: {html.escape(group.cause())}<br><b>where</b>: "
+        f"{html.escape(group.rule.describe() if group.rule else 'no judged cases')}<br>"
+        f"<b>reproducer</b> <code>{html.escape(rep.key)}</code>, {len(lens)} request(s), {sum(lens)} KV tokens"
+        f"{html.escape(_exhausted(rep))}; {len(group.minimal_calls)} distinct minimal call(s) in the group<br>"
+        f"{html.escape(_point_line(rep))}<br>{html.escape(rep.detail)}</p>"
+    ]
+    if drawn and rep.calls is not None and rep.diff is not None:
+        a, b = rep.calls
+        rows = _used_parts(a, b)
+        note = "every CU part" if rows is None else f"the {len(rows)} CU part(s) it uses or moves"
+        pictures = draw({"A": a, "B": b}, diff_marks(a, b), rows, enlarged=rows is not None)
+        body.append(f"<p class='note'>drawn: {note}</p><div class='pair'>" + "".join(pictures.values()) + "</div>")
+        body.append(f"<pre>{html.escape(render_diff(rep.diff))}</pre>")
+    elif not drawn:
+        body.append(f"<p class='note'>not drawn (the page draws the first {MAX_SHOWN} groups)</p>")
+    return f"<details class='group' id='rep-{i}'><summary>{summary}</summary>{''.join(body)}</details>"
+
+
 def render_html(findings: Findings) -> str:
-    """One page, inline CSS and SVG, no network."""
+    """One page, inline CSS and SVG, no network: verdict and causes first, each group collapsible below."""
     cls = "diverged" if findings.diverged else "equal"
+    paths = kernel_paths(findings)
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mla-golden sweep</title><style>{_CSS}</style></head><body>",
         "<h1>mla-golden sweep</h1>",
         f"<p class='verdict {cls}'>{html.escape(headline(findings))}</p>",
-        "<h2>Regions</h2>",
+        f"<p class='compared'>compared: {html.escape(_compared(findings))}</p>",
+        f"<p>{html.escape(paths)}</p>" if paths else "",
+        *_groups_table(findings),
+    ]
+    notes = _notes(findings)
+    if notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    if findings.groups:
+        drawn = min(len(findings.groups), MAX_SHOWN)
+        parts.append(f"<h2>Groups ({len(findings.groups)}; reproducers drawn {drawn} of {len(findings.groups)}, "
+                     "behaviour changes first)</h2>")  # fmt: skip
+        if findings.out:
+            parts.append(f"<p>Goldens: <code>mla-golden diff {html.escape(str(findings.out))}/b --against {html.escape(str(findings.out))}/a</code></p>")
+        parts += [_group_section(i, group, i < MAX_SHOWN) for i, group in enumerate(findings.groups)]
+    parts += [
+        "<details class='regions'><summary>Regions and per-parameter counts</summary>",
         _table(["where", "diverged / cases", "extent"], [
             (r.scope(), f"{r.diverged} / {r.cases}",
              "every batch" if r.everywhere else f"batch {min(r.batches)}..{max(r.batches)}")
             for r in findings.summary.regions
-        ]) if findings.summary.regions else "<p>none</p>",
-        "<h2>Per parameter value</h2>",
+        ]) if findings.summary.regions else "<p>no regions</p>",
         _table(["parameter", "value", "cases", "diverged"], [
             (axis, value, str(n), f"{d} ({d / n:.0%})") for axis, values in findings.summary.marginals.items()
             for value, (n, d) in sorted(values.items()) if value != NOT_APPLICABLE
         ]),
+        "</details>",
     ]  # fmt: skip
-    notes = _notes(findings)
-    if notes:
-        parts.append("<h2>Not judged</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
-    if findings.reproducers:
-        parts.append(f"<h2>Minimal reproducers ({len(findings.reproducers)})</h2>")
-        if findings.out:
-            parts.append(f"<p>Goldens: <code>mla-golden diff {html.escape(str(findings.out))}/b --against {html.escape(str(findings.out))}/a</code></p>")
-        for rep in findings.reproducers[:MAX_SHOWN]:
-            parts.append(f"<h2>{html.escape(rep.key)}</h2><p>{html.escape(_point_line(rep))}<br>{html.escape(rep.detail)} "
-                         f"(from {rep.cases} case(s))</p>")  # fmt: skip
-            if rep.calls is not None and rep.diff is not None:
-                a, b = rep.calls
-                pictures = draw({"A": a, "B": b}, diff_marks(a, b))  # one scale, aligned rows, divergent works outlined
-                parts.append("<div class='pair'>" + "".join(pictures.values()) + "</div>")
-                parts.append(f"<pre>{html.escape(render_diff(rep.diff))}</pre>")
     parts.append("</body></html>")
     return "".join(parts)
-
-

@@ -36,6 +36,12 @@ class CaseResult:
     minimal: dict[str, Any] | None = None
     minimal_detail: str = ""
     shrink_evals: int = 0
+    #: What ran out before shrinking reached a minimum ("evals", "time"); None: ``minimal`` is one.
+    shrink_exhausted: str | None = None
+    #: The divergence's signature (kind and fields, ``Verdict.signature``): what groups tell causes by.
+    signature: list[str | None] | None = None
+    #: The decode kernel path each side ran (``Verdict.paths``; None where unknown).
+    paths: list[str | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -65,8 +71,10 @@ def warm(a: str, b: str) -> None:
     _warm.add((a, b))
 
 
-def run_chunk(a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True) -> list[CaseResult]:
-    """Judge each (index, point) on planners ``a`` and ``b``; shrink what diverges."""
+def run_chunk(
+    a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None
+) -> list[CaseResult]:
+    """Judge each (index, point) on planners ``a`` and ``b``; shrink what diverges, until ``deadline`` (a ``time.time()``)."""
     warm(a, b)
     pa, pb = planner(a), planner(b)
     results = []
@@ -76,23 +84,29 @@ def run_chunk(a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_di
         verdict = evaluate(point, pa, pb)
         result = CaseResult(index, data, verdict.status, verdict.kind, verdict.detail, verdict.planner_s)
         result.planner_cpu_s = verdict.planner_cpu_s
+        if any(verdict.paths):
+            result.paths = list(verdict.paths)
+        if verdict.status == DIVERGED:
+            result.signature = list(verdict.signature)
         if verdict.status == DIVERGED and shrink_divergent:
 
-            def same_divergence(candidate: Point, kind: str | None = verdict.kind) -> bool:
+            def same_divergence(candidate: Point, signature: tuple[str | None, ...] = verdict.signature) -> bool:
                 found = evaluate(candidate, pa, pb)
-                return found.status == DIVERGED and found.kind == kind
+                return found.status == DIVERGED and found.signature == signature
 
-            minimal, result.shrink_evals = shrink(point, same_divergence)
-            result.minimal = minimal.to_dict()
-            result.minimal_detail = evaluate(minimal, pa, pb).detail
+            shrunk = shrink(point, same_divergence, deadline=deadline)
+            result.minimal, result.shrink_evals, result.shrink_exhausted = shrunk.point.to_dict(), shrunk.evals, shrunk.exhausted
+            result.minimal_detail = evaluate(shrunk.point, pa, pb).detail
         result.seconds, result.cpu_s = time.perf_counter() - start, time.thread_time() - cpu
         results.append(result)
     return results
 
 
-def run_shipped(a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True) -> list[CaseResult]:
+def run_shipped(
+    a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None
+) -> list[CaseResult]:
     """:func:`run_chunk` for another process: the points stay out of the results (the sender has them)."""
-    results = run_chunk(a, b, items, shrink_divergent)
+    results = run_chunk(a, b, items, shrink_divergent, deadline)
     for result in results:
         result.point = {}
     return results

@@ -1,0 +1,108 @@
+"""Divergent cases grouped by cause: one group per divergence signature, one reproducer each.
+
+A signature is the op and what diverged (the kind, error / shape / sizing /
+values, and the first buffer it shows in): points that diverge the same way are taken to share
+a cause, and the group keeps the smallest minimal call any of them shrank to.
+Each group is then explained by a rule over the axes (:mod:`.rules`), and
+its reproducer judged on both sides by ``check`` (:mod:`mla_golden.checks`):
+a kernel-invariant violation on one side is the cause a reader wants first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mla_golden.differ import Cause
+from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, KIND_ERROR, KIND_SHAPE, KIND_SIZING
+from mla_golden.sweeper.rules import Rule, learn
+from mla_golden.sweeper.space import Point
+from mla_golden.sweeper.work import CaseResult
+
+if TYPE_CHECKING:
+    from mla_golden.sweeper.driver import Reproducer
+
+#: Classes of cause, in the order pages list them (behaviour changes before sizing).
+ERROR, GEOMETRY, VALUES, SIZING, NOT_COMPARABLE = "error", "geometry", "values", "sizing", "not comparable"
+CLASSES = (ERROR, GEOMETRY, VALUES, SIZING, NOT_COMPARABLE)
+
+
+#: The class of each cause the differ names; others (the device changed: a ``:ARCH`` override) go by the kind.
+_CLASS_OF_CAUSE = {
+    Cause.ERROR: ERROR, Cause.PLANNER_ERROR: ERROR, Cause.RESIZED: SIZING,
+    Cause.GEOMETRY: GEOMETRY, Cause.PLANNER_GEOMETRY: GEOMETRY, Cause.VALUES: VALUES, Cause.PLANNER_VALUES: VALUES,
+}  # fmt: skip
+
+
+def signature(result: CaseResult) -> tuple[str, ...]:
+    """The case's op and divergence signature (a journal older than signatures gives the kind alone)."""
+    return (result.point["op"], *(str(s) for s in (result.signature or [result.kind])))
+
+
+def size(point: dict[str, Any]) -> tuple[int, int]:
+    """How big a call is: requests, then KV tokens (what "the smallest reproducer" minimises)."""
+    return len(point["seq_lens"]), sum(point["seq_lens"])
+
+
+@dataclass
+class Group:
+    """Divergent cases with one signature, the smallest reproducer among them, and why they diverge."""
+
+    signature: tuple[str, ...]
+    reproducer: Reproducer
+    #: Divergent cases with this signature, and the distinct minimal calls they shrank to.
+    cases: int = 0
+    minimal_calls: set[str] = field(default_factory=set)
+    rule: Rule | None = None
+    #: ``check`` on each side of the reproducer: side ("A", "B") -> the invariants it violates.
+    checks: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return self.signature[1]
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return self.signature[2:]
+
+    @property
+    def cls(self) -> str:
+        """error / geometry / values / sizing / not comparable (the capture did not confirm it)."""
+        rep = self.reproducer
+        if not rep.confirmed:
+            return NOT_COMPARABLE
+        by_differ = _CLASS_OF_CAUSE.get(rep.diff.cause) if rep.diff is not None else None
+        return by_differ or {KIND_ERROR: ERROR, KIND_SIZING: SIZING, KIND_SHAPE: GEOMETRY}.get(self.kind, VALUES)
+
+    def cause(self) -> str:
+        """One line: the class, what the differ calls it, and what ``check`` says of each side."""
+        rep = self.reproducer
+        text = f"{self.cls}: " + (rep.diff.cause_label if rep.diff is not None else rep.detail)
+        broken = [f"{side} violates {', '.join(names)}" for side, names in self.checks.items() if names]
+        return text + ("; check: " + "; ".join(broken) if broken else "; check passes on both sides")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "signature": list(self.signature), "class": self.cls, "cause": self.cause(), "cases": self.cases,
+            "minimal_calls": len(self.minimal_calls), "reproducer": self.reproducer.key,
+            "rule": self.rule.to_dict() if self.rule else None, "checks": self.checks,
+        }  # fmt: skip
+
+
+def check_sides(rep: Reproducer) -> dict[str, list[str]]:
+    """The invariants ``check`` finds violated on each side of the reproducer (an errored side has none)."""
+    from mla_golden.checks import check
+
+    found: dict[str, list[str]] = {}
+    for side, call in zip(("A", "B"), rep.calls or ()):
+        found[side] = [] if call.error is not None else sorted(check(call).invariants)
+    return found
+
+
+def explain(groups: Sequence[Group], results: Sequence[CaseResult]) -> None:
+    """Give each group its rule, learnt over every judged case."""
+    judged = [r for r in results if r.status in (EQUAL, DIVERGED)]
+    points = [Point.from_dict(r.point) for r in judged]
+    for group in groups:
+        group.rule = learn(points, [r.status == DIVERGED and signature(r) == group.signature for r in judged]) if points else None

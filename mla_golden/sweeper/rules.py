@@ -1,0 +1,123 @@
+"""Explain one group of divergent cases by a short rule over the sweep's axes.
+
+A rule is a conjunction of at most three conditions, each an axis value
+(``device gfx950:256``, from :func:`mla_golden.sweeper.regions.labels`) or a
+threshold on the call's size (``batch >= 8``, ``longest request >= 2048``,
+powers of two). The search is exhaustive: every conjunction of conditions on
+distinct axes is scored against all judged cases, positives being the
+group's cases. The best has the highest F1 (so neither a rule that covers one
+case exactly nor one that covers everything wins), then fewer conditions.
+Precision (share of the cases it covers that are the group's) and coverage
+(share of the group's cases it covers) are reported with it, so a rule that
+explains a data-dependent bug poorly says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mla_golden.sweeper.regions import NOT_APPLICABLE, labels
+from mla_golden.sweeper.space import Point
+
+#: Most conditions in a rule.
+MAX_CONDITIONS = 3
+#: Sizes a rule may name thresholds on.
+_SIZES = {"batch": lambda p: p.batch, "longest request": lambda p: max(p.seq_lens)}
+
+
+@dataclass(frozen=True)
+class Condition:
+    axis: str
+    #: "==" for an axis value, ">=" / "<" for a size threshold.
+    op: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.axis} {self.value}" if self.op == "==" else f"{self.axis} {self.op} {self.value}"
+
+
+@dataclass
+class Rule:
+    """Where a group diverges, and how well that says it."""
+
+    conditions: tuple[Condition, ...]
+    #: Cases the rule covers, and of those the group's; the group's cases in all.
+    covered: int
+    hits: int
+    positives: int
+
+    @property
+    def precision(self) -> float:
+        return self.hits / self.covered if self.covered else 0.0
+
+    @property
+    def coverage(self) -> float:
+        return self.hits / self.positives if self.positives else 0.0
+
+    def scope(self) -> str:
+        return " and ".join(str(c) for c in self.conditions) or "everywhere"
+
+    def describe(self) -> str:
+        return (
+            f"{self.scope()}: precision {self.precision:.0%} ({self.hits} of {self.covered} cases there), "
+            f"coverage {self.coverage:.0%} ({self.hits} of {self.positives})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"conditions": [str(c) for c in self.conditions], "precision": round(self.precision, 4),
+                "coverage": round(self.coverage, 4), "covered": self.covered, "hits": self.hits,
+                "positives": self.positives, "description": self.describe()}  # fmt: skip
+
+
+def _conditions(points: Sequence[Point]) -> dict[Condition, int]:
+    """Every condition the cases offer, as a bit mask over them."""
+    masks: dict[Condition, int] = {}
+    for i, point in enumerate(points):
+        bit = 1 << i
+        for axis, value in labels(point).items():
+            if value != NOT_APPLICABLE:
+                key = Condition(axis, "==", value)
+                masks[key] = masks.get(key, 0) | bit
+    for axis, size in _SIZES.items():
+        values = [size(p) for p in points]
+        for k in range(1, max(values).bit_length()):
+            threshold = 1 << k
+            above = sum(1 << i for i, v in enumerate(values) if v >= threshold)
+            if 0 < above.bit_count() < len(points):
+                masks[Condition(axis, ">=", str(threshold))] = above
+                masks[Condition(axis, "<", str(threshold))] = ((1 << len(points)) - 1) & ~above
+    return masks
+
+
+def learn(points: Sequence[Point], positive: Sequence[bool]) -> Rule:
+    """The best rule of at most :data:`MAX_CONDITIONS` conditions separating the positive cases from the rest."""
+    everything = (1 << len(points)) - 1
+    target = sum(1 << i for i, hit in enumerate(positive) if hit)
+    positives = target.bit_count()
+    # Only conditions that hold for some positive case can be part of a useful rule.
+    usable = [(c, m) for c, m in _conditions(points).items() if m & target and m != everything]
+
+    def score(mask: int, size: int) -> tuple[float, int]:
+        hits = (mask & target).bit_count()
+        covered = mask.bit_count()
+        f1 = 2 * hits / (covered + positives) if covered + positives else 0.0
+        return round(f1, 12), -size
+
+    best: tuple[tuple[float, int], tuple[Condition, ...], int] = (score(everything, 0), (), everything)
+    for size in range(1, MAX_CONDITIONS + 1):
+        for combo in itertools.combinations(usable, size):
+            if len({c.axis for c, _ in combo}) < size:
+                continue
+            mask = everything
+            for _, m in combo:
+                mask &= m
+            if not mask & target:
+                continue
+            scored = score(mask, size)
+            if scored > best[0]:
+                best = (scored, tuple(c for c, _ in combo), mask)
+    _, conditions, mask = best
+    return Rule(conditions, mask.bit_count(), (mask & target).bit_count(), positives)

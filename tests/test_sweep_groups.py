@@ -1,0 +1,77 @@
+"""Findings grouped by cause: planted bugs in a plug-in copy of the planner, one group and one minimal reproducer each."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import planted_planners
+import pytest
+
+import mla_golden
+from mla_golden.sweeper.groups import SIZING, VALUES
+from mla_golden.sweeper.render import render_html, render_text
+from mla_golden.sweeper.rules import Condition, learn
+from mla_golden.sweeper.space import DECODE, PREFILL, Point
+
+
+@pytest.fixture(scope="module")
+def two_bugs() -> mla_golden.sweeper.Findings:
+    return mla_golden.sweep("reference", "python:planted_planners:two_bugs", cases=150)
+
+
+def test_each_planted_bug_is_one_group_with_a_minimal_reproducer(two_bugs) -> None:
+    by_op = {g.reproducer.point["op"]: g for g in two_bugs.groups}
+    assert len(two_bugs.groups) == 2 and set(by_op) == {DECODE, PREFILL}, [g.signature for g in two_bugs.groups]
+    decode, prefill = by_op[DECODE], by_op[PREFILL]
+    # The decode bug fires from LONG_REQUEST tokens on: the minimum is one request of exactly that many.
+    assert decode.reproducer.point["seq_lens"] == [planted_planners.LONG_REQUEST]
+    # The prefill sizing bug fires from BIG_BATCH requests on: the minimum is that many requests of one token.
+    assert prefill.reproducer.point["seq_lens"] == [1] * planted_planners.BIG_BATCH
+    assert all(g.reproducer.exhausted is None and g.reproducer.confirmed for g in two_bugs.groups)
+    divergent = [r for r in two_bugs.results if r.status == "diverged"]
+    assert decode.cases + prefill.cases == len(divergent), "every divergent case is counted in one group"
+    assert decode.cases == sum(r.point["op"] == DECODE for r in divergent)
+
+
+def test_groups_say_their_cause_with_check_on_both_sides_and_a_short_rule(two_bugs) -> None:
+    by_op = {g.reproducer.point["op"]: g for g in two_bugs.groups}
+    decode, prefill = by_op[DECODE], by_op[PREFILL]
+    assert decode.cls == VALUES and prefill.cls == SIZING, "the sizing-only change is a class of its own"
+    assert decode.checks["A"] == [] and decode.checks["B"], "the reference passes check; the bug breaks an invariant"
+    assert "B violates" in decode.cause() and "check passes on both sides" in prefill.cause()
+    assert prefill.rule is not None and Condition("batch", ">=", str(planted_planners.BIG_BATCH)) in prefill.rule.conditions
+    assert prefill.rule.precision == prefill.rule.coverage == 1.0
+    assert decode.rule is not None and decode.rule.coverage == 1.0 and len(decode.rule.conditions) <= 3
+    document = json.loads(json.dumps(two_bugs.to_dict()))
+    assert [g["class"] for g in document["groups"]] == [VALUES, SIZING], "behaviour changes before sizing"
+    assert len(document["reproducers"]) == 2
+    text, page = render_text(two_bugs), render_html(two_bugs)
+    assert text.index("causes (2 group(s)") < text.index("regions:"), "the causes lead"
+    assert page.index("<h2>Causes (2)</h2>") < page.index("<details class='group'") < page.index("Regions and per-parameter")
+    assert "reproducers drawn 2 of 2" in page and page.count("<svg") == 4, "each group's pair drawn"
+    for i in range(2):
+        assert f"href='#rep-{i}'" in page and f"id='rep-{i}'" in page
+
+
+def _points(n: int, seed: int) -> list[Point]:
+    rng = random.Random(seed)
+    return [
+        Point(DECODE, *rng.choice([("gfx942", 304), ("gfx950", 256)]), rng.choice([16, 32, 64, 128]),
+              tuple(rng.randint(1, 9000) for _ in range(rng.randint(1, 40))), qlen=rng.randint(1, 4),
+              page_size=rng.choice([1, 16, 64]))
+        for _ in range(n)
+    ]  # fmt: skip
+
+
+def test_the_rule_learner_finds_the_conjunction_that_explains_a_group_and_no_incidental_term() -> None:
+    points = _points(400, seed=1)
+    positive = [p.heads == 32 and p.arch == "gfx950" and p.batch >= 8 for p in points]
+    rule = learn(points, positive)
+    assert set(rule.conditions) == {Condition("heads", "==", "32"), Condition("device", "==", "gfx950:256"),
+                                    Condition("batch", ">=", "8")}  # fmt: skip
+    assert rule.precision == rule.coverage == 1.0 and rule.hits == sum(positive)
+    single = learn(points, [p.page_size == 64 for p in points])
+    assert single.conditions == (Condition("page_size", "==", "64"),), "one condition explains it: no more are added"
+    noisy = learn(points, [p.heads == 128 and i % 10 != 0 for i, p in enumerate(points)])
+    assert noisy.conditions == (Condition("heads", "==", "128"),) and 0.85 < noisy.precision < 1.0 and noisy.coverage == 1.0
