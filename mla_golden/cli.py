@@ -49,7 +49,7 @@ BACKEND_HELP = (
 )
 REPLAY_HELP = (
     " Plain reference replays each golden on the version that recorded it; reference@NEW replays all of them "
-    "on NEW (what changes if we bump aiter). Not with --against."
+    "on NEW, in the buffers NEW's sizing helper gives (what changes if we bump aiter). Not with --against."
 )
 
 app = typer.Typer(
