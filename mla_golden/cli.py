@@ -754,7 +754,7 @@ def versions(
 
 @app.command()
 def sweep(
-    a: Annotated[str, typer.Option("--a", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...].", show_default=False)],
+    a: Annotated[str, typer.Option("--a", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...]; BACKEND reference, aiter or python:MODULE[:ATTR].", show_default=False)],
     b: Annotated[str, typer.Option("--b", help="Planner B, same notation.", show_default=False)],
     address: Annotated[
         str | None, typer.Argument(metavar="[ADDRESS]", help="After --ray: the Ray cluster's address.", show_default=False)
