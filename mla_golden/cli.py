@@ -527,7 +527,7 @@ def _write_check_html(path: Path, results: list[Result], quiet: bool) -> None:
             entries.append(CheckEntry(r.key, r.status, r.message, *r.checked))
             drawn += 1
         elif r.checked is not None:
-            not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
+            not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
             entries.append(CheckEntry(r.key, r.status, not_drawn, result=r.checked[1]))
         else:
             entries.append(CheckEntry(r.key, r.status, r.message))
