@@ -656,7 +656,7 @@ def _write_check_html(path: Path, results: list[Result], quiet: bool) -> None:
             entries.append(CheckEntry(r.key, r.status, r.message, *r.checked))
             drawn += 1
         elif r.checked is not None:
-            not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
+            not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
             entries.append(CheckEntry(r.key, r.status, not_drawn, result=r.checked[1]))
         else:
             entries.append(CheckEntry(r.key, r.status, r.message))
@@ -948,7 +948,7 @@ def _aiter_tree_verdict(tree: Path, fmt: Format) -> int:
 
 @app.command()
 def sweep(
-    a: Annotated[str, typer.Option("--a", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...].", show_default=False)],
+    a: Annotated[str, typer.Option("--a", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...]; BACKEND reference, aiter or python:MODULE[:ATTR].", show_default=False)],
     b: Annotated[str, typer.Option("--b", help="Planner B, same notation.", show_default=False)],
     address: Annotated[
         str | None, typer.Argument(metavar="[ADDRESS]", help="After --ray: the Ray cluster's address.", show_default=False)

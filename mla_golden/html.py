@@ -5,7 +5,10 @@ divergent call's verdict in words (cause, fields and first indices, the
 divergent work items and reduce groups decoded), then where it changed: the
 divergent CU parts enlarged with a few neighbours, expected beside actual at
 one scale, every divergent work outlined and labelled. The full schedules
-follow, collapsed. ``show`` and ``check`` pages draw one schedule the same way.
+follow, collapsed. A diff page names what it compared and says the notes
+every call shares once; past a size budget its calls leave the full
+schedules out, so a page over a whole tree stays small. ``show`` and
+``check`` pages draw one schedule the same way.
 """
 
 from __future__ import annotations

@@ -75,3 +75,21 @@ def test_the_rule_learner_finds_the_conjunction_that_explains_a_group_and_no_inc
     assert single.conditions == (Condition("page_size", "==", "64"),), "one condition explains it: no more are added"
     noisy = learn(points, [p.heads == 128 and i % 10 != 0 for i, p in enumerate(points)])
     assert noisy.conditions == (Condition("heads", "==", "128"),) and 0.85 < noisy.precision < 1.0 and noisy.coverage == 1.0
+
+
+def test_the_cli_sweeps_a_plug_in_planner_and_says_so(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from mla_golden.cli import app
+
+    page = tmp_path / "sweep.html"
+    args = ["sweep", "--a", "reference", "--b", "python:planted_planners:one_bug", "--cases", "40", "--format", "json",
+            "--html", str(page)]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    assert document["b"] == "python:planted_planners:one_bug" and document["runs"][1] == "plug-in planner planted_planners:one_bug"
+    assert [g["signature"][:2] for g in document["groups"]] == [[DECODE, "values"]]
+    assert "python:planted_planners:one_bug" in page.read_text(encoding="utf-8")
+    bad = CliRunner().invoke(app, ["sweep", "--a", "reference", "--b", "python:planted_planners:incomplete"])
+    assert bad.exit_code == 2 and "incomplete has no" in bad.output

@@ -2,10 +2,12 @@
 
 The driver generates points (enumerated or seeded samples), ships them in
 chunks sized to a couple of seconds of work, and takes the verdicts back as
-they finish: it journals them, captures each new minimal reproducer on both
-planners (confirmed by the differ) and writes it as a pair of goldens,
-``OUT/a/<key>`` and ``OUT/b/<key>``, so ``mla-golden diff OUT/b --against
-OUT/a`` shows it. A rerun with the same ``out`` resumes from the journal.
+they finish. The workers judge, shrink, and write each divergent case's
+minimal call as a pair of goldens, ``OUT/a/<key>`` and ``OUT/b/<key>``, so
+``mla-golden diff OUT/b --against OUT/a`` shows it; the driver only merges:
+it journals the verdicts and keeps each group's smallest case, and at the end
+captures that one call per group (confirmed by the differ, checked on both
+sides). A rerun with the same ``out`` resumes from the journal.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from typing import Any
 from mla_golden.call import Call
 from mla_golden.differ import Diff, diff
 from mla_golden.errors import SweepError
-from mla_golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import DIVERGED, capture
 from mla_golden.sweeper.groups import CLASSES, Group, check_sides, explain, signature, size
@@ -29,7 +30,7 @@ from mla_golden.sweeper.journal import Journal
 from mla_golden.sweeper.planners import parse_spec
 from mla_golden.sweeper.regions import Summary, summarise
 from mla_golden.sweeper.space import Point, Space, load
-from mla_golden.sweeper.work import CaseResult, planner
+from mla_golden.sweeper.work import CaseResult, planner, write_pair
 
 #: Budget when neither a case count nor a time is given.
 DEFAULT_CASES = 500
@@ -145,7 +146,11 @@ def _chunks(points: Iterator[tuple[int, Point]], size: Callable[[], int]) -> Ite
 
 
 def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reproducer:
-    """Capture the minimal call on both planners, confirm it with the differ, write the goldens."""
+    """A group's reproducer: its minimal call captured on both planners (a small call: cheap) and confirmed by the differ.
+
+    The goldens are the worker's (:func:`mla_golden.sweeper.work.write_pair`); a case from an
+    older journal, whose worker wrote none, has them written here.
+    """
     point = Point.from_dict(result.minimal or result.point)
     call_a, call_b = capture(point, planner(a)), capture(point, planner(b))
     found = diff(call_a, call_b, expected_name=f"A {a}", actual_name=f"B {b}")
@@ -153,12 +158,7 @@ def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reprodu
     detail = result.minimal_detail or result.detail
     rep = Reproducer(point.key, point.to_dict(), result.kind, detail, 1, confirmed, result.shrink_exhausted, found, (call_a, call_b))
     if out is not None:
-        for side, call in (("a", call_a), ("b", call_b)):
-            store = GoldenStore(out / side)
-            outcome = store.write(Golden(point.key, call))
-            if outcome is WriteOutcome.REFUSED:
-                raise SweepError(f"{store.path_for(point.key)}: a different golden is already there; use another --out")
-            rep.written.append(str(store.path_for(point.key)))
+        rep.written = list(result.written or write_pair(point, a, b, out))
     return rep
 
 
@@ -205,10 +205,11 @@ def sweep(
     done = journal.resume() if journal else []
     finished = {r.index for r in done}
     results = list(done)
-    groups: dict[tuple[str, ...], Group] = {}
+    smallest: dict[tuple[str, ...], CaseResult] = {}
+    tallies: dict[tuple[str, ...], list[Any]] = {}
     for result in done:
         if result.status == DIVERGED:
-            _collect(groups, result, a, b, out_path)
+            _collect(smallest, tallies, result)
     enumerated = space.size() <= (cases if cases is not None else 10_000)
     total = min(space.size(), cases) if enumerated and cases else cases
     points: Iterator[tuple[int, Point]] = ((i, p) for i, p in enumerate(space.points(seed, cases)) if i not in finished)
@@ -234,6 +235,7 @@ def sweep(
         startup = time.monotonic() - opened
         if seconds is not None:  # shrinking stops with the budget too (workers compare against wall-clock time)
             executor.deadline = time.time() + seconds - (time.monotonic() - started)
+        executor.out = str(out_path) if out_path is not None else None  # workers write the reproducers
         workers[0] = executor.workers
         if progress:
             progress(len(results), total, sum(r.status == DIVERGED for r in results))
@@ -241,7 +243,7 @@ def sweep(
         def take(batch: list[CaseResult]) -> None:
             for result in batch:
                 if result.status == DIVERGED:
-                    _collect(groups, result, a, b, out_path)
+                    _collect(smallest, tallies, result)
             if journal:
                 journal.append(batch)
             results.extend(batch)
@@ -251,10 +253,12 @@ def sweep(
 
         _drive(executor, _chunks(points, chunk_size), take)
     results.sort(key=lambda r: r.index)
-    found = list(groups.values())
-    for group in found:
+    found = []
+    for key, best in smallest.items():
+        group = Group(key, _reproducer(best, a, b, out_path), tallies[key][0], tallies[key][1])
         group.checks = check_sides(group.reproducer)
         group.reproducer.cases = group.cases
+        found.append(group)
     explain(found, results)
     found.sort(key=lambda g: (CLASSES.index(g.cls), -g.cases, g.signature))
     return Findings(
@@ -279,16 +283,19 @@ def _drive(executor: executors.Executor, chunks: Iterator[executors.Chunk], take
         in_flight -= 1
 
 
-def _collect(groups: dict[tuple[str, ...], Group], result: CaseResult, a: str, b: str, out: Path | None) -> None:
-    """Count ``result`` in its signature's group; capture (and write) its call when it is the group's smallest yet."""
-    minimal = result.minimal or result.point
-    result_signature = signature(result)
-    group = groups.get(result_signature)
-    rank = (*size(minimal), result.shrink_exhausted is not None)
-    if group is None or rank < (*size(group.reproducer.point), group.reproducer.exhausted is not None):
-        rep = _reproducer(result, a, b, out)
-        if group is None:
-            group = groups[result_signature] = Group(result_signature, rep)
-        group.reproducer = rep
-    group.cases += 1
-    group.minimal_calls.add(Point.from_dict(minimal).key)
+def _rank(result: CaseResult) -> tuple[int, int, bool, str]:
+    """Smaller first: fewer requests, fewer KV tokens, a shrink that reached its minimum; then by key, so the
+    reproducer does not depend on the order workers finish in."""
+    point = result.minimal or result.point
+    return (*size(point), result.shrink_exhausted is not None, Point.from_dict(point).key)
+
+
+def _collect(groups: dict[tuple[str, ...], CaseResult], counts: dict[tuple[str, ...], list[Any]], result: CaseResult) -> None:
+    """Count ``result`` in its signature's group and keep it when it is the group's smallest yet (merging only)."""
+    key = signature(result)
+    best = groups.get(key)
+    if best is None or _rank(result) < _rank(best):
+        groups[key] = result
+    tally = counts.setdefault(key, [0, set()])
+    tally[0] += 1
+    tally[1].add(Point.from_dict(result.minimal or result.point).key)

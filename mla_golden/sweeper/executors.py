@@ -33,6 +33,8 @@ class Executor(ABC):
         self.a, self.b, self.shrink = a, b, shrink
         #: When shrinking must stop (a ``time.time()``; None: no time budget).
         self.deadline: float | None = None
+        #: Where workers write the reproducer goldens (None: nowhere).
+        self.out: str | None = None
 
     def __enter__(self) -> Executor:
         return self
@@ -64,7 +66,7 @@ class InlineExecutor(Executor):
         self._pending.append(chunk)
 
     def next_done(self) -> list[CaseResult]:
-        return run_chunk(self.a, self.b, self._pending.popleft(), self.shrink, self.deadline)
+        return run_chunk(self.a, self.b, self._pending.popleft(), self.shrink, self.deadline, self.out)
 
     def close(self) -> None:
         self._pending.clear()
@@ -107,7 +109,7 @@ class LocalExecutor(Executor):
             future.result()
 
     def submit(self, chunk: Chunk) -> None:
-        self._futures[self._pool.submit(run_shipped, self.a, self.b, chunk, self.shrink, self.deadline)] = chunk
+        self._futures[self._pool.submit(run_shipped, self.a, self.b, chunk, self.shrink, self.deadline, self.out)] = chunk
 
     def next_done(self) -> list[CaseResult]:
         done, _ = wait(self._futures, return_when=FIRST_COMPLETED)
@@ -145,7 +147,7 @@ class RayExecutor(Executor):
         self._refs: dict[Any, Chunk] = {}
 
     def submit(self, chunk: Chunk) -> None:
-        self._refs[self._task.remote(self.a, self.b, chunk, self.shrink, self.deadline)] = chunk
+        self._refs[self._task.remote(self.a, self.b, chunk, self.shrink, self.deadline, self.out)] = chunk
 
     def next_done(self) -> list[CaseResult]:
         done, _ = self._ray.wait(list(self._refs), num_returns=1)

@@ -94,7 +94,8 @@ def parse_spec(text: str) -> PlannerSpec:
     if backend == "auto":
         named = ", ".join(n for n in NAMES if n != "auto")
         raise SpecError(f"planner {text!r}: a sweep side names its planner ({named}), not auto")
-    if version == "" or (match.group("cu") or "1")[0] == "0":
+    cu = match.group("cu")
+    if version == "" or (cu is not None and cu.startswith("0")):  # no version after '@'; a CU count of 0 or 08
         raise SpecError(f"planner {text!r}: expected {_SPEC_FORM}")
     arch = match.group("arch")
     if match.group("cu") is None and arch is not None and arch not in FULL_PART_CUS:
@@ -105,7 +106,6 @@ def parse_spec(text: str) -> PlannerSpec:
         if name not in ENV_VARS:
             raise SpecError(f"planner {text!r}: {name} is not a planner env var (known: {', '.join(ENV_VARS)})")
         env.append((name, None if value == UNSET else value))
-    cu = match.group("cu")
     plain = backend + (f"{VERSION_SEP}{version}" if version else "")
     written = None if head.strip() == plain else head.strip()
     return PlannerSpec(backend, version if written is None else None, arch, int(cu) if cu else None, tuple(env), written)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from mla_golden.sweeper.evaluate import DIVERGED, evaluate
+from mla_golden.errors import SweepError
+from mla_golden.store import Golden, GoldenStore, WriteOutcome
+from mla_golden.sweeper.evaluate import DIVERGED, capture, evaluate
 from mla_golden.sweeper.planners import Planner, resolve
 from mla_golden.sweeper.shrink import shrink
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
@@ -42,6 +45,8 @@ class CaseResult:
     signature: list[str | None] | None = None
     #: The decode kernel path each side ran (``Verdict.paths``; None where unknown).
     paths: list[str | None] | None = None
+    #: The reproducer goldens this worker wrote (OUT/a/<key>, OUT/b/<key>), when the sweep has an ``out``.
+    written: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -71,10 +76,27 @@ def warm(a: str, b: str) -> None:
     _warm.add((a, b))
 
 
+def write_pair(point: Point, a: str, b: str, out: Path) -> list[str]:
+    """Capture ``point`` on both planners and write it as OUT/a/<key> and OUT/b/<key>; the paths.
+
+    Runs where the case was judged (a worker), so the driver only merges. Two
+    workers writing one key write the same call: the store keeps one file.
+    """
+    written = []
+    for side, spec in (("a", a), ("b", b)):
+        store = GoldenStore(out / side)
+        if store.write(Golden(point.key, capture(point, planner(spec)))) is WriteOutcome.REFUSED:
+            raise SweepError(f"{store.path_for(point.key)}: a different golden is already there; use another --out")
+        written.append(str(store.path_for(point.key)))
+    return written
+
+
 def run_chunk(
-    a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None
+    a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None,
+    out: str | None = None,
 ) -> list[CaseResult]:
-    """Judge each (index, point) on planners ``a`` and ``b``; shrink what diverges, until ``deadline`` (a ``time.time()``)."""
+    """Judge each (index, point) on planners ``a`` and ``b``; shrink what diverges, until ``deadline`` (a ``time.time()``),
+    and write its reproducer goldens under ``out``."""
     warm(a, b)
     pa, pb = planner(a), planner(b)
     results = []
@@ -97,16 +119,19 @@ def run_chunk(
             shrunk = shrink(point, same_divergence, deadline=deadline)
             result.minimal, result.shrink_evals, result.shrink_exhausted = shrunk.point.to_dict(), shrunk.evals, shrunk.exhausted
             result.minimal_detail = evaluate(shrunk.point, pa, pb).detail
+        if verdict.status == DIVERGED and out is not None:
+            result.written = write_pair(Point.from_dict(result.minimal or data), a, b, Path(out))
         result.seconds, result.cpu_s = time.perf_counter() - start, time.thread_time() - cpu
         results.append(result)
     return results
 
 
 def run_shipped(
-    a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None
+    a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None,
+    out: str | None = None,
 ) -> list[CaseResult]:
     """:func:`run_chunk` for another process: the points stay out of the results (the sender has them)."""
-    results = run_chunk(a, b, items, shrink_divergent, deadline)
+    results = run_chunk(a, b, items, shrink_divergent, deadline, out)
     for result in results:
         result.point = {}
     return results
