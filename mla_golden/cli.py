@@ -1,4 +1,4 @@
-"""The ``mla-golden`` command line: record, diff, check, show and list goldens; list planner versions.
+"""The ``mla-golden`` command line: record, diff, check, show, list and textconv goldens; list planner versions.
 
 A thin typer layer over the library: the runs themselves (workers, tree
 pairing, results, the exit policy) are :mod:`mla_golden.runs`; this module
