@@ -33,6 +33,10 @@ VERDICT_ROWS = 4
 GROUP_LINKS = 6
 #: Characters a diff page may spend before drawn calls leave their (collapsed) full schedules out.
 PAGE_BUDGET = 1_000_000
+#: A call whose section with its full schedule is larger than this leaves that schedule out wherever it stands.
+SECTION_BUDGET = 200_000
+#: Characters past which a diff page stops drawing: later calls keep their verdict and text report, no pictures.
+PAGE_LIMIT = 1_800_000
 
 _CSS = f"""
 body{{font:13px/1.45 system-ui,sans-serif;margin:16px;color:#222;max-width:{2 * SIDE_WIDTH + 60}px}}
@@ -271,7 +275,9 @@ def _where(
     return "".join(out)
 
 
-def _diff_section(entry: Entry, anchor: str, full: bool = True, hoisted: frozenset[str] = frozenset()) -> str:
+def _diff_section(
+    entry: Entry, anchor: str, full: bool = True, hoisted: frozenset[str] = frozenset(), pictures: bool = True
+) -> str:
     out = [f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>']
     if entry.diff is None or entry.expected is None or entry.actual is None:
         out.append(f'<p class="bad">{_e(entry.status)}: {_e(entry.message)}</p></section>')
@@ -283,7 +289,13 @@ def _diff_section(entry: Entry, anchor: str, full: bool = True, hoisted: frozens
     for call in sides.values():
         marked_parts |= parts_of(schedule(call), marks)
     out.append(_verdict(entry.diff, marks, len(moved), anchor, hoisted))
-    out.append(_where(sides, marks, marked_parts, "divergent work", "Where it changed", anchor, full))
+    if pictures:
+        out.append(_where(sides, marks, marked_parts, "divergent work", "Where it changed", anchor, full))
+    else:
+        out.append(
+            "<p class='note'>Not drawn: this page stopped drawing at its size limit; "
+            "<code>mla-golden diff</code> of this golden alone with <code>--html</code> draws it.</p>"
+        )
     out.append(f"<details class='text'><summary>Plain-text report</summary><pre>{_e(render_text(entry.diff))}</pre></details>")
     out.append("</section>")
     return "".join(out)
@@ -391,7 +403,9 @@ def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", c
     """Divergences grouped by cause (for more than one call), then each divergent call, group by group.
 
     ``compared`` names what was compared (trees, backend); notes every drawn call shares are said
-    once under it. Past :data:`PAGE_BUDGET`, drawn calls leave their full schedules out (page size).
+    once under it. Past :data:`PAGE_BUDGET` (or for a call whose full schedule alone is past
+    :data:`SECTION_BUDGET`), drawn calls leave their full schedules out; past :data:`PAGE_LIMIT`,
+    their pictures, saying so (page size).
     """
     entries = list(entries)
     groups, equal = _diff_groups(entries)
@@ -404,8 +418,10 @@ def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", c
     size = sum(map(len, body))
     for i in (i for group in groups for i in group.members):
         section = _diff_section(entries[i], f"e{i}", True, shared)
-        if size + len(section) > PAGE_BUDGET:  # the full schedules are most of a page's bytes: drop them first
+        if size + len(section) > PAGE_BUDGET or len(section) > SECTION_BUDGET:  # full schedules weigh most: first out
             section = _diff_section(entries[i], f"e{i}", False, shared)
+        if size + len(section) > PAGE_LIMIT:
+            section = _diff_section(entries[i], f"e{i}", False, shared, pictures=False)
         size += len(section)
         body.append(section)
     if len(entries) == 1 and equal:
