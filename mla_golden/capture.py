@@ -225,14 +225,11 @@ def _base_call(op: str, fn: Callable[..., Any], bound: BoundCall, inputs: dict[s
 
 
 class NotRecorded(Exception):
-    """A call that cannot be recorded faithfully: ``reason``, and whether the planner already ran.
+    """A call that cannot be recorded faithfully, and why (``reason``)."""
 
-    When it ran, ``result`` / ``error`` are what it gave the program.
-    """
-
-    def __init__(self, reason: str, *, ran: bool = False, result: Any = None, error: Exception | None = None) -> None:
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
-        self.reason, self.ran, self.result, self.error = reason, ran, result, error
+        self.reason = reason
 
 
 def unrecordable(bound: BoundCall) -> str | None:
@@ -264,10 +261,11 @@ class LiveCapture:
 
     ``sig`` is the signature that bound the call (default ``fn``'s own); it
     has no ``*args`` / ``**kwargs`` (the recorder follows such wrappers to the
-    planner they call instead). The probes run ``fn`` on canary buffers and on fresh copies of the inputs as
-    they were before the program's run, so a planner that changes its inputs
-    changes them once, as unwatched, and that fact is recorded.
-    Raises :class:`NotRecorded` when the inputs cannot be copied.
+    planner they call, and binds aiter's opaque compiled op on aiter's
+    signature). The probes run ``fn`` on canary buffers and on fresh copies of
+    the inputs as they were before the program's run, so a planner that
+    changes its inputs changes them once, as unwatched, and that fact is
+    recorded. Raises :class:`NotRecorded` when the inputs cannot be copied.
     """
 
     def __init__(self, op: str, fn: Callable[..., Any], bound: BoundCall, sig: inspect.Signature | None = None) -> None:
@@ -285,14 +283,12 @@ class LiveCapture:
         self.call.error = _message(exc)
         return self.call
 
-    def finish(self, args: tuple, kwargs: dict, result: Any) -> Call:
-        """The call with the outputs of the program's run (``fn(*args, **kwargs)``, which gave ``result``)."""
+    def finish(self, args: tuple, kwargs: dict) -> Call:
+        """The call with the outputs of the program's run, ``fn(*args, **kwargs)``, which has returned."""
         try:
             _outputs(self, args, kwargs)
         except Exception as exc:  # the recorder's failure, never the program's
-            raise NotRecorded(
-                f"recording failed after the call ({type(exc).__name__}: {exc})", ran=True, result=result
-            ) from exc
+            raise NotRecorded(f"recording failed after the call ({type(exc).__name__}: {exc})") from exc
         return self.call
 
 
