@@ -55,6 +55,9 @@ def _sync(tensors: Iterator[torch.Tensor] | list[torch.Tensor]) -> None:
 
 
 def _cpu(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous CPU copy (one operation for a CPU tensor: a capture makes a dozen)."""
+    if tensor.device.type == "cpu":
+        return tensor.detach().clone(memory_format=torch.contiguous_format)
     return tensor.detach().to("cpu", copy=True).contiguous()
 
 
@@ -197,13 +200,12 @@ def _element(name: str, flat: int, shape: list[int]) -> str:
 
 def _pointers_ok(buffers: Mapping[str, torch.Tensor], values: torch.Tensor, mask: torch.Tensor) -> bool | None:
     """Did the planner aim work_metadata_ptrs at work_indptr and work_info_set? None if it wrote none."""
-    if not bool(mask.any()):
+    written = mask.tolist()
+    if not any(written):
         return None
-    want = torch.tensor(
-        [buffers["work_indptr"].data_ptr(), buffers["work_info_set"].data_ptr()], dtype=torch.uint64
-    )
+    want = [buffers["work_indptr"].data_ptr(), buffers["work_info_set"].data_ptr()]
     # aiter writes the first two; a longer buffer keeps the rest as the caller left it
-    return values.numel() >= 2 and bool(mask[:2].all()) and torch.equal(values.cpu()[:2].to(torch.uint64), want)
+    return len(written) >= 2 and all(written[:2]) and values.cpu()[:2].tolist() == want
 
 
 def _buffer_specs(buffers: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
@@ -225,14 +227,11 @@ def _base_call(op: str, fn: Callable[..., Any], bound: BoundCall, inputs: dict[s
 
 
 class NotRecorded(Exception):
-    """A call that cannot be recorded faithfully: ``reason``, and whether the planner already ran.
+    """A call that cannot be recorded faithfully, and why (``reason``)."""
 
-    When it ran, ``result`` / ``error`` are what it gave the program.
-    """
-
-    def __init__(self, reason: str, *, ran: bool = False, result: Any = None, error: Exception | None = None) -> None:
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
-        self.reason, self.ran, self.result, self.error = reason, ran, result, error
+        self.reason = reason
 
 
 def unrecordable(bound: BoundCall) -> str | None:
@@ -264,10 +263,11 @@ class LiveCapture:
 
     ``sig`` is the signature that bound the call (default ``fn``'s own); it
     has no ``*args`` / ``**kwargs`` (the recorder follows such wrappers to the
-    planner they call instead). The probes run ``fn`` on canary buffers and on fresh copies of the inputs as
-    they were before the program's run, so a planner that changes its inputs
-    changes them once, as unwatched, and that fact is recorded.
-    Raises :class:`NotRecorded` when the inputs cannot be copied.
+    planner they call, and binds aiter's opaque compiled op on aiter's
+    signature). The probes run ``fn`` on canary buffers and on fresh copies of
+    the inputs as they were before the program's run, so a planner that
+    changes its inputs changes them once, as unwatched, and that fact is
+    recorded. Raises :class:`NotRecorded` when the inputs cannot be copied.
     """
 
     def __init__(self, op: str, fn: Callable[..., Any], bound: BoundCall, sig: inspect.Signature | None = None) -> None:
@@ -285,14 +285,12 @@ class LiveCapture:
         self.call.error = _message(exc)
         return self.call
 
-    def finish(self, args: tuple, kwargs: dict, result: Any) -> Call:
-        """The call with the outputs of the program's run (``fn(*args, **kwargs)``, which gave ``result``)."""
+    def finish(self, args: tuple, kwargs: dict) -> Call:
+        """The call with the outputs of the program's run, ``fn(*args, **kwargs)``, which has returned."""
         try:
             _outputs(self, args, kwargs)
         except Exception as exc:  # the recorder's failure, never the program's
-            raise NotRecorded(
-                f"recording failed after the call ({type(exc).__name__}: {exc})", ran=True, result=result
-            ) from exc
+            raise NotRecorded(f"recording failed after the call ({type(exc).__name__}: {exc})") from exc
         return self.call
 
 

@@ -214,7 +214,7 @@ def _make_wrapper(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
         frame.probing = True
         frames.append(frame)
         try:
-            call = live.finish(args, kwargs, result)
+            call = live.finish(args, kwargs)
         except NotRecorded as missed:
             _miss(takers, op, missed.reason)
             return result

@@ -9,6 +9,7 @@ import standins
 import torch
 
 import mla_golden
+from mla_golden.capture import replay
 from mla_golden.report import render_text
 
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
@@ -109,3 +110,15 @@ def test_the_probes_run_on_copies_of_the_inputs(monkeypatch):
         _plan(aiter)
     spy.calls.one()
     assert len(seen) == 3 and seen[0] not in seen[1:]
+
+
+def test_a_replay_runs_the_planner_on_copies_of_the_goldens_inputs(monkeypatch):
+    aiter = _aiter(monkeypatch, _counted(lambda arguments, run: None))
+    with mla_golden.spy() as spy:
+        _plan(aiter)
+    call = spy.calls.one()
+    kept = {n: t.clone() for n, t in call.inputs.items()}
+    mutating = standins.with_signature(standins.mla_e4048607, _counted(_bump_last_page_lens))
+    again = replay(call, mutating)
+    assert all(torch.equal(call.inputs[n], kept[n]) for n in kept)  # the golden's own inputs are untouched
+    assert again.facts["deterministic"] is True and mla_golden.diff(call, again).equal

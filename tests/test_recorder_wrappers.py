@@ -195,3 +195,21 @@ def test_aiters_compiled_op_behind_an_opaque_signature_is_bound_on_aiters_signat
     with mla_golden.spy("aiter") as spy, pytest.warns(UserWarning, match="not recorded"):
         aiter.get_mla_metadata_v1(QO, KV_PAGES, LAST, 16, 1, True, *bufs.values(), future_flag=True)
     assert len(spy.calls) == 0 and "does not fit aiter's get_mla_metadata_v1" in spy.missed[0]
+
+
+def test_a_wrapper_with_aiters_signature_is_recorded_once_where_it_reaches_the_planner(monkeypatch):
+    """Its call and the planner's are both intercepted: one call recorded (the planner's), the planner run three times."""
+    runs = []
+
+    def forward(arguments):
+        runs.append(1)
+        return ref.get_mla_metadata_v1(**arguments)
+
+    module = _module(standins.with_signature(standins.mla_e4048607, forward))
+    monkeypatch.setitem(sys.modules, "my_wrappers", module)
+    with ref.device("gfx950", 256), mla_golden.spy(module, ref) as spy:
+        module.get_mla_metadata_v1(QO, KV_PAGES, LAST, 16, 1, True, *_buffers(), **PASSED)
+    call = spy.calls.one()
+    assert len(runs) == 1  # the wrapper ran once: the probes ran the planner itself
+    assert call.provenance["function"].startswith("mla_golden.reference")
+    assert call.params["page_size"] == 16
