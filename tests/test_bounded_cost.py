@@ -62,6 +62,16 @@ def test_a_forged_small_golden_is_refused_before_planning_within_the_memory_boun
     assert peak < BOUND_MB
 
 
+def test_head_counts_aiter_cannot_address_are_refused_even_where_it_does_not_fold(tmp_path):
+    """gfx950 bf16 plans any head count natively: 2^30 heads passed check and replayed as 'equal'."""
+    native = ROOT / "goldens/decode/dsv3-tp/gfx950-cu256/h32-bf16-q1-b128-jitter8192-p1.safetensors"
+    beyond = limits.problems(load(forge(native, tmp_path, params={"num_heads_per_head_k": 2**30})).call)
+    assert beyond and "query heads" in beyond[0]
+    prefill = ROOT / "goldens/prefill/dsv3-fp8-prefill/gfx950-cu256/h16-b1-t2048-dd66962e.safetensors"
+    beyond = limits.problems(load(forge(prefill, tmp_path / "p", params={"num_heads_k": 2**16})).call)
+    assert beyond and "16 bits" in beyond[0]
+
+
 def test_the_shipped_goldens_are_within_the_limits():
     for path in sorted((ROOT / "goldens").rglob("*.safetensors")):
         assert limits.problems(load(path).call) == [], path
