@@ -122,7 +122,7 @@ def _emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: b
         header = {**header, "interrupted": signal.Signals(stopped_by).name}
         _say(
             f"interrupted by {signal.Signals(stopped_by).name}: stopped after {len(results)} result(s); "
-            "the workers were stopped, nothing more is written"
+            "everything it started was stopped, nothing more is written"
         )
     counts: dict[str, int] = {}
     for r in results:

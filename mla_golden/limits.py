@@ -8,6 +8,10 @@ takes or can address:
 
 - every integer parameter fits int32 (aiter's bindings take them as
   ``int32_t``: anything wider is refused there, or wraps);
+- head counts stay addressable: decode query rows (heads x query tokens, and
+  heads x ``max_seqlen_qo``) fit the int32 arithmetic aiter does with them;
+  prefill head ranges fit the 16-bit halves ``pack_dword`` packs
+  ``q_head_range`` into (``csrc/include/ps.h``, aiter e4048607);
 - the units aiter would plan (decode: batches after head folding, times query
   tokens when sparse; prefill: query tiles times KV heads) stay within
   :data:`UNITS_PER_WORK` times the works the golden recorded and the batches
@@ -46,6 +50,7 @@ def problems(call: Call) -> list[str]:
         for name, value in sorted(call.params.items())
         if isinstance(value, int) and not isinstance(value, bool) and not INT32_MIN <= value <= INT32_MAX
     ]
+    found += _head_problems(call)
     if found:
         return found
     declared = sum(math.prod(spec["shape"]) for spec in call.buffers.values())
@@ -65,6 +70,25 @@ def problems(call: Call) -> list[str]:
             f"{budget} such a golden can hold (heads or query lengths out of any real range?)"
         )
     return found
+
+
+def _head_problems(call: Call) -> list[str]:
+    p = call.params
+    if call.op == PS_OP:
+        heads, gran = p.get("num_heads_k"), p.get("qhead_granularity", 1)
+        if isinstance(heads, int) and isinstance(gran, int) and heads * gran > 0xFFFF:
+            return [f"num_heads_k x qhead_granularity = {heads * gran}: q_head_range keeps head indices in 16 bits"]
+        return []
+    if call.op != MLA_OP:
+        return []
+    per_kv, kv_heads = p.get("num_heads_per_head_k"), p.get("num_heads_k")
+    if not (isinstance(per_kv, int) and isinstance(kv_heads, int)):
+        return []
+    heads, qo, declared = per_kv * kv_heads, _ints(call, "seqlens_qo_indptr"), p.get("max_seqlen_qo", -1)
+    tokens = max(qo[-1] if qo else 0, declared if isinstance(declared, int) else -1, 1)
+    if heads * tokens > INT32_MAX:
+        return [f"{heads} query heads x {tokens} query tokens = {heads * tokens} rows: past the int32 aiter plans them in"]
+    return []
 
 
 def declared_bound(stored: int) -> int:

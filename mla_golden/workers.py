@@ -89,6 +89,8 @@ def init_worker(parent: int, stop: Any) -> None:
 def stop_on_signals(shared: Any = None) -> Iterator[list[int]]:
     """Within the block, SIGINT and SIGTERM set the stop event (``shared`` too) instead of raising.
 
+    A second signal raises KeyboardInterrupt (the golden in progress is then abandoned; writes stay atomic).
+
     Yields a list that holds the signal once one came. Outside the main
     thread (where handlers cannot be set) it only yields.
     """
@@ -100,6 +102,8 @@ def stop_on_signals(shared: Any = None) -> Iterator[list[int]]:
         return
 
     def handler(signum: int, _frame: Any) -> None:
+        if came:  # a second Ctrl-C: stop waiting for the golden in progress
+            raise KeyboardInterrupt
         came.append(signum)
         _stop.set()
         if shared is not None:

@@ -43,15 +43,16 @@ def _peak_rss_mb(args: list[str]) -> tuple[float, subprocess.CompletedProcess[st
 
 @pytest.mark.parametrize(
     "params",
-    [{"num_heads_per_head_k": 2**30}, {"topk": 2**31}, {"max_split_per_batch": -(2**31) - 1}],
-    ids=["heads-2^30", "topk-2^31", "int32-underflow"],
+    [{"num_heads_per_head_k": 2**30}, {"topk": 2**31}, {"max_split_per_batch": -(2**31) - 1}, {"max_seqlen_qo": 2**31 - 1}],
+    ids=["heads-2^30", "topk-2^31", "int32-underflow", "max_seqlen_qo-2^31-1"],
 )
 def test_a_forged_small_golden_is_refused_before_planning_within_the_memory_bound(tmp_path, params):
-    """2^30 heads folded into 2^26 batches: diff ran 120 s and reached 9.2 GB; topk 2^31 raised OverflowError."""
+    """2^30 heads folded into 2^26 batches: diff ran 120 s and reached 9.2 GB; topk 2^31 raised OverflowError;
+    max_seqlen_qo 2^31-1 reached 3.5 GB (16 heads x that many query rows is past aiter's int32)."""
     forged = forge(FOLDING, tmp_path, params=params)
     assert forged.stat().st_size < 16_000
     beyond = limits.problems(load(forged).call)
-    assert beyond and (next(iter(params)) in beyond[0] or "units" in beyond[0])
+    assert beyond and any(word in beyond[0] for word in (next(iter(params)), "units", "query heads"))
     peak, run = _peak_rss_mb([CLI, "diff", str(tmp_path), "--backend", "reference", "--format", "json"])
     assert run.returncode == 2, run.stderr[-2000:]
     (result,) = json.loads(run.stdout)["results"]
@@ -60,6 +61,16 @@ def test_a_forged_small_golden_is_refused_before_planning_within_the_memory_boun
     peak, run = _peak_rss_mb([CLI, "check", str(tmp_path), "--format", "json"])
     assert run.returncode == 1 and "call.precondition" in run.stdout
     assert peak < BOUND_MB
+
+
+def test_head_counts_aiter_cannot_address_are_refused_even_where_it_does_not_fold(tmp_path):
+    """gfx950 bf16 plans any head count natively: 2^30 heads passed check and replayed as 'equal'."""
+    native = ROOT / "goldens/decode/dsv3-tp/gfx950-cu256/h32-bf16-q1-b128-jitter8192-p1.safetensors"
+    beyond = limits.problems(load(forge(native, tmp_path, params={"num_heads_per_head_k": 2**30})).call)
+    assert beyond and "query heads" in beyond[0]
+    prefill = ROOT / "goldens/prefill/dsv3-fp8-prefill/gfx950-cu256/h16-b1-t2048-dd66962e.safetensors"
+    beyond = limits.problems(load(forge(prefill, tmp_path / "p", params={"num_heads_k": 2**16})).call)
+    assert beyond and "16 bits" in beyond[0]
 
 
 def test_the_shipped_goldens_are_within_the_limits():

@@ -147,7 +147,6 @@ class DecodeLayout:
 
         lds_seqlens_qo = [] if t.is_unique else [qo[batch_of(u) + 1] - qo[batch_of(u)] for u in range(count)]
         state = QoState(t, p.uni_seqlen_qo, ori_seqlen_qo, lds_seqlens_qo, _NoneAfterEnd(qo))
-        last_as_read = _NoneAfterEnd(last)  # wrapped once: a copy per batch made this quadratic
         seqlens, begins, ends = state.get_seqlens(count), state.get_begins(count), state.get_ends(count)
         planned = []
         kv_begin = kv_end = 0
@@ -171,7 +170,8 @@ class DecodeLayout:
                     num_tiles=tiles,
                     tile_size=integer_divide_ceil(seqlens[u], tiles),
                     offset_extra=ori_seqlen_qo - 1 - c_mod(u, ori_seqlen_qo) if t.is_sparse and ratio == 1 else 0,
-                    last_page_len=last_as_read[batch_idx],
+                    # read as aiter indexes it (None past its end); wrapping the list per batch was quadratic
+                    last_page_len=last[batch_idx] if batch_idx < len(last) else None,
                 )
             )
         return planned
