@@ -33,7 +33,7 @@ VERDICT_ROWS = 4
 GROUP_LINKS = 6
 #: Characters a diff page may spend before drawn calls leave their (collapsed) full schedules out.
 PAGE_BUDGET = 1_000_000
-#: A call whose section with its full schedule is larger than this leaves that schedule out wherever it stands.
+#: On a page drawing several calls, one whose section with its full schedule is larger than this leaves that schedule out.
 SECTION_BUDGET = 200_000
 #: Characters past which a diff page stops drawing: later calls keep their verdict and text report, no pictures.
 PAGE_LIMIT = 1_800_000
@@ -418,7 +418,8 @@ def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", c
     size = sum(map(len, body))
     for i in (i for group in groups for i in group.members):
         section = _diff_section(entries[i], f"e{i}", True, shared)
-        if size + len(section) > PAGE_BUDGET or len(section) > SECTION_BUDGET:  # full schedules weigh most: first out
+        too_big = len(drawn) > 1 and len(section) > SECTION_BUDGET  # one drawn call is always drawn whole
+        if size + len(section) > PAGE_BUDGET or too_big:  # full schedules weigh most: first out
             section = _diff_section(entries[i], f"e{i}", False, shared)
         if size + len(section) > PAGE_LIMIT:
             section = _diff_section(entries[i], f"e{i}", False, shared, pictures=False)

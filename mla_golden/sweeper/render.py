@@ -20,7 +20,7 @@ from mla_golden.sweeper.driver import Findings, Reproducer
 from mla_golden.sweeper.evaluate import SKIPPED, UNDEFINED
 from mla_golden.sweeper.groups import Group
 from mla_golden.sweeper.regions import NOT_APPLICABLE
-from mla_golden.views import diff_marks, moved_parts, schedule
+from mla_golden.views import diff_marks, focus, moved_parts, parts_of, schedule
 
 #: Reproducers shown in full (text report and page); the JSON lists every one.
 MAX_SHOWN = 20
@@ -183,10 +183,20 @@ def _compared(findings: Findings) -> str:
 
 
 def _used_parts(a: Call, b: Call) -> list[int] | None:
-    """The CU parts either side gives work to or that moved (None when that is all of them: draw everything)."""
+    """The CU parts worth drawing (None when that is all of them: draw everything).
+
+    Where the two sides part (divergent works, moved CU parts) with their
+    neighbours, as a diff page enlarges them; for a reproducer whose works do
+    not differ (a sizing-only change), the parts either side gives work to.
+    """
     per_cu = [schedule(c) for c in (a, b)]
     total = max(len(p) for p in per_cu)
-    used = {cu for p in per_cu for cu, works in enumerate(p) if works} | moved_parts(a, b)
+    marks = diff_marks(a, b)
+    divergent = {cu for p in per_cu for cu in parts_of(p, marks)} | moved_parts(a, b)
+    if divergent:
+        rows, _ = focus(divergent, total)
+        return rows if len(rows) < total else None
+    used = {cu for p in per_cu for cu, works in enumerate(p) if works}
     return sorted(used) if 0 < len(used) < total else None
 
 
@@ -206,7 +216,7 @@ def _group_section(i: int, group: Group, drawn: bool) -> str:
     if drawn and rep.calls is not None and rep.diff is not None:
         a, b = rep.calls
         rows = _used_parts(a, b)
-        note = "every CU part" if rows is None else f"the {len(rows)} CU part(s) it uses or moves"
+        note = "every CU part" if rows is None else f"{len(rows)} CU part(s): where the sides part, with neighbours (else the parts in use)"
         pictures = draw({"A": a, "B": b}, diff_marks(a, b), rows, enlarged=rows is not None)
         body.append(f"<p class='note'>drawn: {note}</p><div class='pair'>" + "".join(pictures.values()) + "</div>")
         body.append(f"<pre>{html.escape(render_diff(rep.diff))}</pre>")
