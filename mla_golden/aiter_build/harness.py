@@ -98,6 +98,11 @@ class HarnessProcess:
             finally:
                 timer.cancel()
 
+    def pid(self) -> int:
+        """The process id of the harness (started if it is not running)."""
+        with self._lock:
+            return self._started().pid
+
     def _started(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(

@@ -17,6 +17,7 @@ import inspect
 import os
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,8 @@ class AiterSource(types.ModuleType):
 
     tree: tree.Tree
     planner_identity: RecordedPlanner
+    #: the built harness its calls run in
+    harness_binary: Path
 
     def __repr__(self) -> str:
         return f"<mla_golden aiter-src {self.planner_identity.label} ({self.tree.spec})>"
@@ -203,6 +206,7 @@ def load(source: tree.Tree) -> AiterSource:
     module = AiterSource(f"mla_golden.aiter_src[{identity.label}]", __doc__)
     module.tree = source
     module.planner_identity = identity
+    module.harness_binary = built.binary
     for attr, value in _SHARED.items():
         setattr(module, attr, value)
     planners = _Planners(source, built)
