@@ -111,6 +111,10 @@ def _apply(op: str, found: CaseFound, arguments: dict[str, Any]) -> None:
         _kind, file, line, message = found.error
         at = file.find("csrc/")
         raise AiterCheckError(message, f"{file[at:] if at >= 0 else file}:{line}")
+    for name, buf in found.buffers.items():  # in argument order: the first buffer aiter overruns
+        if buf.tail:
+            numel = len(buf.values)
+            raise BufferTooSmallError(name, numel, numel + max(buf.tail) + 1)
     planned = {name: buf for name, buf in found.buffers.items() if name != POINTERS}
     whole = [name for name, buf in planned.items() if buf.from_lds.any() or buf.unsettled.any()]
     past = {name: buf.past_end for name, buf in planned.items() if buf.past_end.any()}
@@ -127,11 +131,6 @@ def _apply(op: str, found: CaseFound, arguments: dict[str, Any]) -> None:
             f"{op}: aiter reads an input past its end, so these outputs are undefined: {where}. Inside "
             "allow_undefined() the defined elements are returned and a placeholder in these"
         )
-    if not whole:
-        for name, buf in found.buffers.items():
-            if buf.tail:
-                numel = len(buf.values)
-                raise BufferTooSmallError(name, numel, numel + max(buf.tail) + 1)
     if POINTERS in found.buffers:
         _store_pointers(found, arguments)
     if whole:
