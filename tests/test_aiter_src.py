@@ -24,8 +24,8 @@ from conformance import VersionCase, check_case, version_cases
 from typer.testing import CliRunner
 
 from mla_golden import AiterSourceError, BackendError, aiter_src
-from mla_golden.aiter_build import build
-from mla_golden.aiter_build.tree import CACHE_ENV, REPO_ENV
+from mla_golden.aiter_build import build, harness
+from mla_golden.aiter_build.tree import CACHE_ENV, REPO_ENV, from_path
 from mla_golden.backends import parse_spec, resolve
 from mla_golden.cli import app
 from mla_golden.errors import AiterCheckError, BufferTooSmallError
@@ -99,6 +99,18 @@ def _fake_tree(root: Path, body: str = "") -> Path:
     (root / "aiter" / "ops").mkdir(parents=True)
     (root / "aiter" / "ops" / "attention.py").write_text("")
     return root
+
+
+def test_an_installed_aiter_is_found_from_site_packages_or_its_package(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    cu = site / "aiter_meta" / "csrc" / "kernels" / "mla" / "metadata.cu"
+    cu.parent.mkdir(parents=True)
+    cu.write_text("")
+    (site / "aiter" / "ops").mkdir(parents=True)
+    (site / "aiter" / "ops" / "attention.py").write_text("")
+    for given in (site, site / "aiter"):
+        found = from_path(given)
+        assert (found.csrc_root, found.py_root) == (site / "aiter_meta", site)
 
 
 def test_a_missing_compiler_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -234,3 +246,15 @@ def test_a_write_past_a_buffer_end_touches_nothing() -> None:
         with pytest.raises(BufferTooSmallError) as too_small:
             module.get_mla_metadata_v1(qo, kv, last, 16, 1, True, bufs[0], bufs[2], small, bufs[3], bufs[4], bufs[5])
         assert too_small.value.buffer == "work_indptr" and int(small[0]) == 0
+
+
+@needs_aiter
+def test_a_harness_that_died_is_restarted() -> None:
+    case = _sample(NEWEST)[0]
+    module = aiter_src(NEWEST)
+    check_case(module, case)
+    process = harness.process_for(module.harness_binary)
+    first = process.pid()
+    os.kill(first, 9)
+    check_case(module, case)
+    assert process.pid() != first

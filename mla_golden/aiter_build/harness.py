@@ -8,6 +8,7 @@ the next case. Values come back as raw bytes, read straight into numpy.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -61,6 +62,8 @@ class CaseFound:
     buffers: dict[str, BufferFound] = field(default_factory=dict)
     #: where the harness kept each tensor argument (to map written pointers back)
     addresses: dict[str, int] = field(default_factory=dict)
+    #: the harness printed something for it (a failure before that may predate the case)
+    answered: bool = False
 
 
 class HarnessProcess:
@@ -74,29 +77,39 @@ class HarnessProcess:
         self.owner = os.getpid()
 
     def run(self, case_text: str) -> CaseFound:
-        """Run one case; AiterSourceError when the harness fails (it is restarted next time)."""
+        """Run one case; AiterSourceError when the harness fails (it is restarted next time).
+
+        A process that dies before answering may have died before the case
+        reached it: the case is given once more to a fresh one.
+        """
         with self._lock:
-            proc = self._started()
-            assert proc.stdin is not None
-            killed = threading.Event()
+            data = case_text.encode()
+            for attempt in (1, 2):
+                proc = self._started()
+                killed = threading.Event()
 
-            def kill() -> None:
-                killed.set()
-                proc.kill()
+                def kill(proc: subprocess.Popen[bytes] = proc, killed: threading.Event = killed) -> None:
+                    killed.set()
+                    proc.kill()
 
-            timer = threading.Timer(CASE_TIMEOUT_S, kill)
-            timer.start()
-            try:
-                proc.stdin.write(case_text.encode())
-                proc.stdin.flush()
-                return _read_case(proc)
-            except (OSError, _Died) as exc:
-                detail = str(exc) if isinstance(exc, _Died) else f"{type(exc).__name__}: {exc}"
-                self.close()
-                why = f"did not answer within {CASE_TIMEOUT_S:.0f} s" if killed.is_set() else f"failed: {detail}"
-                raise AiterSourceError(f"aiter-src harness {self.binary} {why}") from None
-            finally:
-                timer.cancel()
+                timer = threading.Timer(CASE_TIMEOUT_S, kill)
+                timer.start()
+                found = CaseFound()
+                try:
+                    assert proc.stdin is not None
+                    proc.stdin.write(data)
+                    proc.stdin.flush()
+                    return _read_case(proc, found)
+                except (OSError, _Died) as exc:
+                    self.close()
+                    if attempt == 1 and not found.answered and not killed.is_set():
+                        continue
+                    detail = str(exc) if isinstance(exc, _Died) else f"{type(exc).__name__}: {exc}"
+                    why = f"did not answer within {CASE_TIMEOUT_S:.0f} s" if killed.is_set() else f"failed: {detail}"
+                    raise AiterSourceError(f"aiter-src harness {self.binary} {why}") from None
+                finally:
+                    timer.cancel()
+            raise AssertionError("unreachable")
 
     def pid(self) -> int:
         """The process id of the harness (started if it is not running)."""
@@ -115,12 +128,13 @@ class HarnessProcess:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):  # a pipe to a dead process fails to flush
+                    stream.close()
 
 
 class _Died(Exception):
@@ -145,10 +159,10 @@ def _bytes(proc: subprocess.Popen[bytes], n: int) -> bytes:
     return data
 
 
-def _read_case(proc: subprocess.Popen[bytes]) -> CaseFound:
-    found = CaseFound()
+def _read_case(proc: subprocess.Popen[bytes], found: CaseFound) -> CaseFound:
     while True:
         line = _line(proc)
+        found.answered = True
         if line == "DONE":
             return found
         head, _, rest = line.partition(" ")
