@@ -27,6 +27,10 @@ def aiter_src(path_or_rev: str | Path, repo: str | Path | None = None) -> AiterS
     """The planners of an aiter tree: a folder (checkout, ``git archive``, installed aiter with csrc/),
     or a revision of the git clone ``repo`` (default ``MLA_GOLDEN_AITER_REPO``).
 
+    With ``repo`` the argument is always a revision; without it, a revision
+    when it is no folder and looks like one (a commit prefix or a ``v...``
+    tag): ``aiter_src("v0.1.19")``, ``aiter_src("main", repo=...)``.
+
     The first call on a tree builds it (seconds to a minute); the same tree gives the same module.
     Raises :class:`~mla_golden.errors.AiterSourceError` (a ``BackendError`` and a ``ValueError``)
     naming what is missing: the folder or revision, the planner sources, g++, or the build.

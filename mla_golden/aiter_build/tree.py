@@ -58,14 +58,14 @@ def from_path(path: str | Path) -> Tree:
     """The tree at ``path``; AiterSourceError naming what is missing."""
     given = Path(path).expanduser()
     if not given.is_dir():
-        raise AiterSourceError(f"aiter-src:{path}: no such folder")
+        raise AiterSourceError(f"aiter tree {path}: no such folder")
     root = given.resolve()
     for csrc_root, py_root in _layouts(root):
         if (csrc_root / PLANNER_CU).is_file() and (py_root / ATTENTION_PY).is_file():
             return Tree(csrc_root, py_root, _commit_of(root), str(path))
     missing = [rel for rel in (PLANNER_CU, ATTENTION_PY) if not (root / rel).is_file()]
     raise AiterSourceError(
-        f"aiter-src:{path}: not an aiter tree with the MLA metadata planners: no {' and no '.join(missing)} "
+        f"{path}: not an aiter tree with the MLA metadata planners: no {' and no '.join(missing)} "
         "(give an aiter checkout, a git archive of one, or an installed aiter that ships csrc/)"
     )
 
@@ -104,7 +104,7 @@ def from_revision(rev: str, repo: str | Path | None = None) -> Tree:
     _git(clone, "rev-parse", "--git-dir", what=f"aiter repo {clone}: not a git clone")
     commit = _git(clone, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
     if not commit:
-        raise AiterSourceError(f"aiter-src@{rev}: {clone} has no commit {rev!r}")
+        raise AiterSourceError(f"{clone} has no commit {rev!r}")
     trees = cache_root() / "trees"
     dest = trees / commit
     trees.mkdir(parents=True, exist_ok=True)
@@ -117,7 +117,7 @@ def from_revision(rev: str, repo: str | Path | None = None) -> Tree:
 
 def _extract(clone: Path, commit: str, rev: str, dest: Path) -> None:
     """``git archive COMMIT csrc aiter`` into ``dest``, published by a rename when complete."""
-    archive = _git(clone, "archive", "--format=tar", commit, "csrc", "aiter", what=f"aiter-src@{rev}: {commit[:12]} has no csrc/ or aiter/ to extract")
+    archive = _git(clone, "archive", "--format=tar", commit, "csrc", "aiter", what=f"{rev} ({commit[:12]}) has no csrc/ or aiter/ to extract")
     work = Path(tempfile.mkdtemp(prefix=f"{commit}.", suffix=".tmp", dir=dest.parent))
     try:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
