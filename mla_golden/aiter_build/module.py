@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
+import threading
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -73,6 +74,8 @@ class _Planners:
         self.namespaces: dict[DeviceSpec, tuple[dict[str, Any], dict[str, Any]]] = {}
         #: every environment variable ever sent: later cases unset those no longer set
         self.env_names: set[str] = set(ENV_VARS)
+        #: one call at a time: the binding records into one sink per device
+        self.lock = threading.Lock()
 
     def namespace(self) -> tuple[DeviceSpec, dict[str, Any], dict[str, Any]]:
         """The current device, the tree's functions defined for it, and where its binding records a call."""
@@ -88,14 +91,15 @@ class _Planners:
         return {name: os.environ.get(name) for name in sorted(self.env_names)}
 
     def plan(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        spec, ns, sink = self.namespace()
-        wrapper = self.py.load(op, ns)
-        sink.clear()
-        result = wrapper(*args, **kwargs)
-        if "args" not in sink:
-            raise AiterSourceError(f"{op} of the aiter tree never reached its compiled binding")
-        bound: list[tuple[str, Any]] = sink.pop("args")
-        text = case_text(op, spec, self.env(), self.built.signatures[op], bound)
+        with self.lock:
+            spec, ns, sink = self.namespace()
+            wrapper = self.py.load(op, ns)
+            sink.clear()
+            result = wrapper(*args, **kwargs)
+            if "args" not in sink:
+                raise AiterSourceError(f"{op} of the aiter tree never reached its compiled binding")
+            bound: list[tuple[str, Any]] = sink.pop("args")
+            text = case_text(op, spec, self.env(), self.built.signatures[op], bound)
         found = harness.process_for(self.built.binary).run(text)
         _apply(op, found, dict(bound))
         return result
