@@ -13,7 +13,7 @@ from mla_golden.reference import AiterCheckError, BufferTooSmallError, Undefined
 
 def test_every_error_class_derives_from_the_base_and_is_exported():
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
-    assert len(classes) == 21
+    assert len(classes) == 22
     for cls in classes:
         assert issubclass(cls, errors.MlaGoldenError), cls
         assert getattr(mla_golden, cls.__name__) is cls
@@ -37,6 +37,7 @@ def test_builtin_bases_are_kept_for_callers_that_catch_them():
     assert issubclass(errors.AiterCheckError, RuntimeError)
     assert issubclass(errors.BufferTooSmallError, ValueError)
     assert issubclass(errors.UnknownVersionError, ValueError)
+    assert issubclass(errors.AiterSourceError, ValueError) and issubclass(errors.AiterSourceError, errors.BackendError)
     assert issubclass(errors.CallNotFound, LookupError)
     assert issubclass(errors.PlotExtraMissing, ImportError)
     # a failed expectation is a failed assertion to pytest
