@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from mla_golden import AiterSourceError, BackendError, aiter_src
 from mla_golden.aiter_build import build, harness
-from mla_golden.aiter_build.tree import CACHE_ENV, REPO_ENV, from_path
+from mla_golden.aiter_build.tree import CACHE_ENV, REPO_ENV, from_path, from_revision
 from mla_golden.backends import parse_spec, resolve
 from mla_golden.cli import app
 from mla_golden.errors import AiterCheckError, BufferTooSmallError
@@ -111,6 +111,30 @@ def test_an_installed_aiter_is_found_from_site_packages_or_its_package(tmp_path:
     for given in (site, site / "aiter"):
         found = from_path(given)
         assert (found.csrc_root, found.py_root) == (site / "aiter_meta", site)
+
+
+def test_a_revision_is_extracted_once_into_the_cache_by_its_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = _fake_tree(tmp_path / "repo")
+    (repo / "README").write_text("not extracted\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "tree"], check=True)
+    subprocess.run([*git, "tag", "v1"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(REPO_ENV, str(repo))
+    first = from_revision("v1")
+    assert first.commit == commit and first.csrc_root.name == commit
+    assert (first.csrc_root / "csrc" / "kernels" / "mla" / "metadata.cu").is_file()
+    assert not (first.csrc_root / "README").exists(), "only csrc/ and aiter/ are extracted"
+    stamp = (first.csrc_root / ".aiter_commit").stat().st_mtime_ns
+    again = from_revision(commit[:10])
+    assert again.csrc_root == first.csrc_root and (first.csrc_root / ".aiter_commit").stat().st_mtime_ns == stamp
+    assert from_path(first.csrc_root).commit == commit, "a worker given the folder knows the commit"
+    assert not [p for p in first.csrc_root.parent.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_a_missing_compiler_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
