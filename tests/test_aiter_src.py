@@ -223,8 +223,10 @@ def _sample(version: str) -> list[VersionCase]:
 
 
 @needs_aiter
-def test_shipped_goldens_replay_equal_on_the_newest_tree() -> None:
-    result = CliRunner().invoke(app, ["diff", str(ROOT / "goldens"), "--backend", f"aiter-src@{NEWEST}", "--format", "json"])
+def test_shipped_goldens_replay_equal_on_the_newest_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(REPO_ENV)
+    args = ["diff", str(ROOT / "goldens"), "--backend", f"aiter-src@{NEWEST}", "--aiter-repo", str(AITER_REPO), "--format", "json"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert '"status": "equal"' in result.output and "diverged" not in result.output
 
