@@ -35,6 +35,8 @@ from mla_golden.reference.mla_v1_dispatch import MlaVersion
 from mla_golden.schema import ENV_VARS
 
 POINTERS = "work_metadata_ptrs"
+#: Where a build keeps the tree's sources (``__FILE__`` of a failed check points there).
+BUILT_SOURCES = "/src/csrc/"
 #: What every tree's module shares with the reference, by attribute name.
 _SHARED = {
     "DEFAULT_DEVICE": _device.DEFAULT_DEVICE,
@@ -113,8 +115,8 @@ def _apply(op: str, found: CaseFound, arguments: dict[str, Any]) -> None:
     """Write what the harness found into the caller's buffers, or raise as the reference does."""
     if found.error is not None:
         _kind, file, line, message = found.error
-        at = file.find("csrc/")
-        raise AiterCheckError(message, f"{file[at:] if at >= 0 else file}:{line}")
+        at = file.rfind(BUILT_SOURCES)  # the build compiled <build>/src/csrc/...: name the tree's own path
+        raise AiterCheckError(message, f"{file[at + len('/src/') :] if at >= 0 else file}:{line}")
     for name, buf in found.buffers.items():  # in argument order: the first buffer aiter overruns
         if buf.tail:
             numel = len(buf.values)
