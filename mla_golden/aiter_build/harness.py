@@ -12,6 +12,7 @@ import contextlib
 import os
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from mla_golden.errors import AiterSourceError
 
 #: A planner that has not answered by then is taken to loop forever on garbage.
 CASE_TIMEOUT_S = 120.0
+#: How often the watchdog looks at the case in flight.
+WATCH_INTERVAL_S = 1.0
 #: Flag bits per output element (emu/harness_runtime.hpp).
 STORED, PAST_END, FROM_LDS, CANARY_HIT = 1, 2, 4, 8
 
@@ -75,6 +78,10 @@ class HarnessProcess:
         self._lock = threading.Lock()
         #: the Python process that owns it (a forked worker starts its own)
         self.owner = os.getpid()
+        #: when the case in flight must have been answered (None: no case in flight)
+        self._deadline: float | None = None
+        self._timed_out = False
+        self._watchdog: threading.Thread | None = None
 
     def run(self, case_text: str) -> CaseFound:
         """Run one case; AiterSourceError when the harness fails (it is restarted next time).
@@ -86,15 +93,9 @@ class HarnessProcess:
             data = case_text.encode()
             for attempt in (1, 2):
                 proc = self._started()
-                killed = threading.Event()
-
-                def kill(proc: subprocess.Popen[bytes] = proc, killed: threading.Event = killed) -> None:
-                    killed.set()
-                    proc.kill()
-
-                timer = threading.Timer(CASE_TIMEOUT_S, kill)
-                timer.start()
                 found = CaseFound()
+                self._timed_out = False
+                self._deadline = time.monotonic() + CASE_TIMEOUT_S
                 try:
                     assert proc.stdin is not None
                     proc.stdin.write(data)
@@ -102,14 +103,23 @@ class HarnessProcess:
                     return _read_case(proc, found)
                 except (OSError, _Died) as exc:
                     self.close()
-                    if attempt == 1 and not found.answered and not killed.is_set():
+                    if attempt == 1 and not found.answered and not self._timed_out:
                         continue
                     detail = str(exc) if isinstance(exc, _Died) else f"{type(exc).__name__}: {exc}"
-                    why = f"did not answer within {CASE_TIMEOUT_S:.0f} s" if killed.is_set() else f"failed: {detail}"
+                    why = f"did not answer within {CASE_TIMEOUT_S:.0f} s" if self._timed_out else f"failed: {detail}"
                     raise AiterSourceError(f"aiter-src harness {self.binary} {why}") from None
                 finally:
-                    timer.cancel()
+                    self._deadline = None
             raise AssertionError("unreachable")
+
+    def _watch(self) -> None:
+        """Kill a harness that has not answered by its deadline (one thread, not a timer per case)."""
+        while True:
+            time.sleep(WATCH_INTERVAL_S)
+            deadline, proc = self._deadline, self._proc
+            if deadline is not None and proc is not None and time.monotonic() > deadline:
+                self._timed_out = True
+                proc.kill()
 
     def pid(self) -> int:
         """The process id of the harness (started if it is not running)."""
@@ -117,6 +127,9 @@ class HarnessProcess:
             return self._started().pid
 
     def _started(self) -> subprocess.Popen[bytes]:
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch, name="aiter-src-watchdog", daemon=True)
+            self._watchdog.start()
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
                 [str(self.binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=1 << 16
