@@ -67,7 +67,12 @@ class Backend:
 
     def to_dict(self) -> dict[str, Any]:
         """The backend as a run's JSON document names it."""
-        version = None if self.version is None else {"name": self.version.name, "commit": self.version.commit, "date": self.version.date}
+        version: dict[str, Any] | None = None
+        if self.version is not None:
+            version = {"name": self.version.name, "commit": self.version.commit, "date": self.version.date}
+        identity = getattr(self.module, "planner_identity", None)
+        if identity is not None:  # an aiter-src tree: its commit, else its planner-source digest
+            version = {"name": (identity.commit or "")[:12] or identity.version, "commit": identity.commit, "date": None}
         return {"name": self.name, "spec": self.spec, "version": version, "reason": self.reason}
 
     @property

@@ -12,6 +12,7 @@ as they pass through the reference.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -229,6 +230,8 @@ def test_shipped_goldens_replay_equal_on_the_newest_tree(monkeypatch: pytest.Mon
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert '"status": "equal"' in result.output and "diverged" not in result.output
+    backend = json.loads(result.stdout)["backend"]
+    assert backend["name"] == "aiter-src" and backend["version"]["commit"].startswith(NEWEST)
 
 
 @needs_aiter
