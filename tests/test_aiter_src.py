@@ -192,6 +192,19 @@ def test_two_processes_build_a_tree_once(tmp_path: Path) -> None:
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name.endswith(".tmp")]
 
 
+def test_an_input_the_harness_cannot_pass_faithfully_is_refused() -> None:
+    import torch
+
+    from mla_golden.aiter_build.encode import encode
+
+    param = build.CppParam("seqlens_qo_indptr", "tensor")
+    assert encode(param, "seqlens_qo_indptr", torch.tensor([0, 2], dtype=torch.int32)) == "tensor seqlens_qo_indptr i32 in 1 2 2 0 2"
+    with pytest.raises(AiterSourceError, match="seqlens_qo_indptr: .*contiguous int32 inputs only, got a torch.int64"):
+        encode(param, "seqlens_qo_indptr", torch.tensor([0, 2], dtype=torch.int64))
+    with pytest.raises(AiterSourceError, match="non-contiguous torch.int32"):
+        encode(param, "seqlens_qo_indptr", torch.arange(6, dtype=torch.int32)[::2])
+
+
 def test_signature_kinds_cover_the_harness() -> None:
     params = build.parse_signature("void get_ps_metadata_v1(const aiter_tensor_t& t, int32_t n, bool c) {}", "get_ps_metadata_v1")
     assert [p.kind for p in params] == ["tensor", "int", "bool"]

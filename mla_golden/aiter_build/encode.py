@@ -78,6 +78,12 @@ def _tensor(param: CppParam, name: str, value: Any) -> str:
     elif isinstance(value, torch.Tensor):
         dtype, shape = str(value.dtype), tuple(value.shape)
         values = None if name in OUTPUTS else value.detach().reshape(-1).cpu().tolist()
+        if values is not None and (value.dtype != torch.int32 or not value.is_contiguous()):
+            # aiter's own AITER_CHECKs on dtype and stride would see the harness's copy, not this tensor
+            raise AiterPyError(
+                f"{name}: the aiter-src harness passes contiguous int32 inputs only, got a "
+                f"{'' if value.is_contiguous() else 'non-contiguous '}{value.dtype} tensor"
+            )
     else:
         raise AiterPyError(f"C++ parameter {param.name} is a tensor, Python passes {name}={value!r}")
     code = "u64" if dtype == "torch.uint64" else "i32"
