@@ -33,6 +33,8 @@ _EXPORTS = {
     "AdaptationError": "mla_golden.errors",
     "MatrixError": "mla_golden.errors",
     "BackendError": "mla_golden.errors",
+    "AiterSourceError": "mla_golden.errors",
+    "aiter_src": "mla_golden.aiter_build",
     "HookError": "mla_golden.errors",
     "Interrupted": "mla_golden.errors",
     "PlotExtraMissing": "mla_golden.errors",

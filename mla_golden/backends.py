@@ -9,6 +9,9 @@ otherwise, and says why, so nobody mistakes a reference run for a hardware one.
 functions in aiter's signatures (a module, ``mla_golden.reference.at(...)``, a
 copy of the planner with a planted bug): it plans on CPU tensors for the
 device of the reference's device context, as the reference does.
+``aiter-src:PATH`` and ``aiter-src@REV`` are aiter's own planner built from a
+source tree (a folder, or a revision of the clone that ``--aiter-repo`` /
+``MLA_GOLDEN_AITER_REPO`` names): any aiter commit, exact, on the CPU.
 
 An unpinned reference replays each golden on the version that recorded it
 (:meth:`Backend.for_golden`), so a golden recorded on an older aiter still
@@ -31,13 +34,16 @@ if TYPE_CHECKING:
 from mla_golden.errors import BackendError
 from mla_golden.schema import SCHEMAS
 
-NAMES = ("auto", "aiter", "reference", "python")
-#: Separates a backend from the version it is pinned to: ``reference@aded0f84``.
+NAMES = ("auto", "aiter", "reference", "python", "aiter-src")
+#: Separates a backend from the version it is pinned to: ``reference@aded0f84``, ``aiter-src@v0.1.19``.
 VERSION_SEP = "@"
 #: Separates the ``python`` backend from what it plugs in: ``python:pkg.mod:planners``.
 TARGET_SEP = ":"
-#: Backends planning on the CPU for the reference's device context (any device).
-_ANY_DEVICE = ("reference", "python")
+#: Separates ``aiter-src`` from the folder of its tree: ``aiter-src:/path/to/aiter``.
+PATH_SEP = ":"
+AITER_SRC = "aiter-src"
+#: Backends whose functions plan in the reference's device context (a plug-in need not bring its own).
+_REFERENCE_DEVICE = ("reference", "python")
 #: Buffer-sizing helper of each planner op.
 SIZERS = {op: schema.sizer for op, schema in SCHEMAS.items()}
 
@@ -59,30 +65,42 @@ class Backend:
     pinned: bool = False
     #: What a ``python`` backend plugs in (``MODULE[:ATTR]``).
     target: str | None = None
+    #: What ``resolve`` takes to give it again when its name and version do not say (``aiter-src:FOLDER``).
+    source: str | None = None
 
     @property
     def spec(self) -> str:
         """What ``resolve`` takes to give this backend again (in a worker process, say)."""
+        if self.source is not None:
+            return self.source
         if self.target is not None:
             return f"{self.name}{TARGET_SEP}{self.target}"
         return f"{self.name}{VERSION_SEP}{self.version.name}" if self.pinned and self.version else self.name
 
     def to_dict(self) -> dict[str, Any]:
         """The backend as a run's JSON document names it."""
-        version = None if self.version is None else {"name": self.version.name, "commit": self.version.commit, "date": self.version.date}
+        version: dict[str, Any] | None = None
+        if self.version is not None:
+            version = {"name": self.version.name, "commit": self.version.commit, "date": self.version.date}
+        identity = getattr(self.module, "planner_identity", None)
+        if identity is not None:  # an aiter-src tree: its commit, else its planner-source digest
+            version = {"name": (identity.commit or "")[:12] or identity.version, "commit": identity.commit, "date": None}
         return {"name": self.name, "spec": self.spec, "version": version, "reason": self.reason}
 
     @property
     def label(self) -> str:
-        """How reports name it: ``reference@e4048607``, ``aiter``, ``python:pkg.mod:planners``."""
+        """How reports name it: ``reference@e4048607``, ``aiter-src@e4048607a535``, ``python:pkg.mod:planners``, ``aiter``."""
         if self.target is not None:
             return self.spec
+        identity = getattr(self.module, "planner_identity", None)
+        if identity is not None:
+            return str(identity.label)
         return f"{self.name}{VERSION_SEP}{self.version.name}" if self.version else self.name
 
     @property
     def plans_any_device(self) -> bool:
-        """Does it plan for the reference's device context (reference, plug-ins) rather than a live GPU?"""
-        return self.name in _ANY_DEVICE
+        """Does it plan for a simulated device (reference, plug-ins, aiter-src) rather than a live GPU?"""
+        return self._device_context() is not None
 
     def planner(self, op: str) -> Callable[..., Any]:
         """The planner function for ``op``, looked up now (so a spy's wrapper is seen)."""
@@ -99,19 +117,30 @@ class Backend:
         return fn
 
     def plans_for(self, arch: str, cu_num: int) -> contextlib.AbstractContextManager[Any]:
-        """Plan for ``arch``/``cu_num`` inside the block (the reference's device context).
+        """Plan for ``arch``/``cu_num`` inside the block: the module's ``device`` context (reference, aiter-src).
 
         aiter plans for the GPU it runs on; :meth:`live_device` says which.
         """
-        if self.plans_any_device:
-            from mla_golden.reference import device
+        device = self._device_context()
+        return contextlib.nullcontext() if device is None else device(arch, cu_num)
 
-            return device(arch, cu_num)
-        return contextlib.nullcontext()
+    def _device_context(self) -> Callable[..., contextlib.AbstractContextManager[Any]] | None:
+        """``device(arch, cu_num)`` when it plans for a simulated device (on the CPU): the module's own, else
+        the reference's for a plug-in (its functions read the reference's device context)."""
+        if self.tensor_device != "cpu":
+            return None
+        device = getattr(self.module, "device", None)
+        if callable(device):
+            return device
+        if self.name in _REFERENCE_DEVICE:
+            from mla_golden.reference import device as reference_device
+
+            return reference_device
+        return None
 
     def live_device(self) -> tuple[str, int] | None:
-        """(arch, cu_num) of the GPU aiter plans for; None for the reference or a plug-in (they plan for any)."""
-        if self.plans_any_device:
+        """(arch, cu_num) of the GPU aiter plans for; None for a simulated device (it plans for any)."""
+        if self._device_context() is not None:
             return None
         import torch
 
@@ -173,9 +202,15 @@ class Backend:
         """Name this backend's reference version as ``call``'s planner.
 
         A function all versions share (the prefill planner) cannot tell which
-        version it ran as; the backend can.
+        version it ran as; the backend can. An aiter-src tree names its commit
+        (or source digest).
         """
-        if self.version is not None:
+        identity = getattr(self.module, "planner_identity", None)
+        if identity is not None:
+            from mla_golden.planner_id import stamp
+
+            stamp(call.provenance, identity)
+        elif self.version is not None:
             from mla_golden.planner_id import of_reference, stamp
 
             stamp(call.provenance, of_reference(self.version))
@@ -206,14 +241,26 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     """``'reference@aded0f84'`` -> ``('reference', 'aded0f84')``; ``'auto'`` -> ``('auto', None)``;
     ``'python:pkg.mod:planners'`` -> ``('python', 'pkg.mod:planners')``.
 
-    BackendError for an unknown backend, or a version on a backend other than the reference.
+    ``'aiter-src:PATH'`` -> ``('aiter-src', 'PATH')`` and ``'aiter-src@REV'`` ->
+    ``('aiter-src', '@REV')`` (the ``@`` kept: it tells a revision from a folder).
+    BackendError for an unknown backend, a version on live aiter or auto, or an aiter-src with no tree.
     """
     stripped = spec.strip()
     if stripped.partition(TARGET_SEP)[0] == "python":
         return "python", _python_target(stripped)
+    if stripped.startswith(AITER_SRC):
+        rest = stripped[len(AITER_SRC) :]
+        if rest.startswith(PATH_SEP) and rest[1:]:
+            return AITER_SRC, rest[1:]
+        if rest.startswith(VERSION_SEP) and rest[1:]:
+            return AITER_SRC, rest
+        raise BackendError(f"backend {spec!r}: name the aiter tree: aiter-src:PATH (a checkout) or aiter-src@REV (with --aiter-repo)")
     name, sep, version = stripped.partition(VERSION_SEP)
     if name not in NAMES:
-        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)} (or reference@VERSION, python:MODULE:ATTR)")
+        raise BackendError(
+            f"unknown backend {name!r}; choose one of {', '.join(NAMES)} "
+            "(reference@VERSION, python:MODULE:ATTR, aiter-src:PATH, aiter-src@REV)"
+        )
     if sep and name != "reference":
         raise BackendError(f"backend {spec!r}: only the reference has versions (reference@VERSION); {name} is what is installed")
     return name, version if sep else None  # 'reference@' names no version: the reference says which exist
@@ -280,14 +327,34 @@ def _aiter() -> Backend:
     return Backend("aiter", module, f"live aiter ({version})", "cuda")
 
 
-def resolve(spec: str) -> Backend:
-    """The backend ``spec`` names (auto, aiter, reference, reference@VERSION, python:MODULE[:ATTR]); BackendError when it cannot be used."""
+def _aiter_src(tree: str, repo: str | None) -> Backend:
+    """aiter's own planner of a folder (``tree``) or a revision (``@REV``, from ``repo`` or MLA_GOLDEN_AITER_REPO)."""
+    from mla_golden.aiter_build import at_path, at_revision
+
+    module = at_revision(tree[1:], repo) if tree.startswith(VERSION_SEP) else at_path(tree)
+    where = module.tree.spec if tree.startswith(VERSION_SEP) else str(module.tree.csrc_root)
+    reason = f"aiter's own planner built from {where} ({module.planner_identity.label}) for the host"
+    # A worker process gets the tree by its folder (a revision is extracted there): no repo needed.
+    source = f"{AITER_SRC}{PATH_SEP}{module.tree.csrc_root}"
+    return Backend(AITER_SRC, module, reason, "cpu", source=source)
+
+
+def resolve(spec: str, *, aiter_repo: str | None = None) -> Backend:
+    """The backend ``spec`` names (auto, aiter, reference[@VERSION], python:MODULE[:ATTR], aiter-src:PATH, aiter-src@REV).
+
+    ``aiter_repo`` is the git clone ``aiter-src@REV`` takes REV from (default
+    MLA_GOLDEN_AITER_REPO). BackendError (for aiter-src an AiterSourceError, also a
+    ValueError) when it cannot be used.
+    """
     name, version = parse_spec(spec)
     if name == "python":
         assert version is not None  # parse_spec gives python its target
         return _python(version)
     if name == "reference":
         return _reference(version)
+    if name == AITER_SRC:
+        assert version is not None  # parse_spec requires a tree
+        return _aiter_src(version, aiter_repo)
     if name == "aiter":
         return _aiter()
     if name == "auto":

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from mla_golden.call import Call
-from mla_golden.context import backend_of, device_snapshot, env_snapshot, plan_for, provenance
+from mla_golden.context import SIMULATED, backend_of, device_snapshot, env_snapshot, plan_for, provenance
 from mla_golden.schema import (
     OUTPUTS,
     POINTER_OUTPUT,
@@ -431,7 +431,7 @@ def _laid_out(tensor: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
 
 
 def _device_context(fn: Callable[..., Any], device: Mapping[str, Any]) -> contextlib.AbstractContextManager:
-    """Plan for the recorded device when the backend is the reference."""
-    if backend_of(fn) != "reference":
+    """Plan for the recorded device when the backend simulates one (the reference, aiter-src)."""
+    if backend_of(fn) not in SIMULATED:
         return contextlib.nullcontext()
     return plan_for(device)

@@ -41,12 +41,16 @@ from mla_golden.runs import (
 #: Runs at least this long get a progress bar.
 PROGRESS_MIN_ITEMS = 20
 DEFAULT_GOLDENS = Path("goldens")
-BACKEND_METAVAR = "auto|aiter|reference[@VERSION]|python:MODULE[:ATTR]"
+BACKEND_METAVAR = "auto|aiter|reference[@VERSION]|python:MODULE[:ATTR]|aiter-src:PATH|aiter-src@REV"
 BACKEND_HELP = (
     "Planner to {what}: auto (aiter when it works, else the reference), aiter, reference (the newest ported "
     "aiter version), reference@VERSION (an aiter commit prefix, release tag or date; see mla-golden versions), "
-    "or python:MODULE[:ATTR] (a plug-in object with the planner and sizing functions in aiter's signatures)."
+    "python:MODULE[:ATTR] (a plug-in object with the planner and sizing functions in aiter's signatures), "
+    "or aiter's own planner built from a source tree on the CPU: aiter-src:PATH (a checkout, a git archive, an "
+    "installed aiter with csrc/) or aiter-src@REV (a revision of --aiter-repo; needs g++)."
 )
+AITER_REPO_HELP = "Git clone of aiter that --backend aiter-src@REV takes REV from."
+AITER_REPO_ENV = "MLA_GOLDEN_AITER_REPO"
 REPLAY_HELP = (
     " Plain reference replays each golden on the version that recorded it; reference@NEW replays all of them "
     "on NEW, in the buffers NEW's sizing helper gives (what changes if we bump aiter). Not with --against."
@@ -324,12 +328,12 @@ def _require_goldens(paths: list[Path], option: str = "") -> None:
             raise typer.Exit(EXIT_BAD)
 
 
-def _backend(spec: str, quiet: bool) -> Any:
+def _backend(spec: str, quiet: bool, aiter_repo: Path | None = None) -> Any:
     """Resolve the backend or exit 2 saying why not; say which one runs."""
     from mla_golden.backends import BackendError, resolve
 
     try:
-        backend = resolve(spec)
+        backend = resolve(spec, aiter_repo=None if aiter_repo is None else str(aiter_repo))
     except BackendError as exc:
         _say(f"error: --backend {spec}: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
@@ -396,6 +400,7 @@ def record(
     matrix: Annotated[Path | None, typer.Option(help="Case matrix TOML (default: the one shipped in the package).")] = None,
     out: Annotated[Path, typer.Option(help="Folder the goldens are written to.")] = DEFAULT_GOLDENS,
     backend: Annotated[str, typer.Option(help=BACKEND_HELP.format(what="record from"), metavar=BACKEND_METAVAR)] = "auto",
+    aiter_repo: Annotated[Path | None, typer.Option(help=AITER_REPO_HELP, envvar=AITER_REPO_ENV, metavar="DIR")] = None,
     device: Annotated[
         list[str] | None, typer.Option(help="ARCH:CU to plan every case for instead of the matrix's devices (repeatable).")
     ] = None,
@@ -425,7 +430,7 @@ def record(
     from mla_golden.matrix import MatrixError, load
 
     _clean_stale_temps(out, quiet)
-    chosen = _backend(backend, quiet)
+    chosen = _backend(backend, quiet, aiter_repo)
     devices = list(device or [])
     if chosen.name == "aiter":
         live = "{}:{}".format(*chosen.live_device())
@@ -460,6 +465,7 @@ def diff(
         str | None,
         typer.Option(help=BACKEND_HELP.format(what="replay on (default: auto)") + REPLAY_HELP, metavar=BACKEND_METAVAR, show_default=False),
     ] = None,
+    aiter_repo: Annotated[Path | None, typer.Option(help=AITER_REPO_HELP, envvar=AITER_REPO_ENV, metavar="DIR")] = None,
     against: Annotated[
         Path | None,
         typer.Option(help="Compare with this golden tree (expected) instead of replaying; PATHS is then one tree (actual)."),
@@ -479,6 +485,7 @@ def diff(
     \b
     mla-golden diff goldens --backend reference
     mla-golden diff goldens --backend reference@v0.1.20       # what changes if we bump aiter
+    mla-golden diff goldens --backend aiter-src@REV --aiter-repo AITER_REPO   # any aiter commit
     mla-golden diff goldens-aiter-new --against goldens-aiter-old
     """
     from mla_golden.runs import diff_trees, golden_files, pair_worker, replay_worker
@@ -506,7 +513,7 @@ def diff(
                 )
         header: dict[str, Any] = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
     else:
-        chosen = _backend(backend or "auto", quiet)
+        chosen = _backend(backend or "auto", quiet, aiter_repo)
         _require_goldens(roots)
         files, results = golden_files(roots)
         results += _run_items(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")

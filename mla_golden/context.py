@@ -21,14 +21,19 @@ import torch
 from mla_golden.planner_id import planner_of, stamp
 from mla_golden.schema import schema_for
 
+#: Backends that plan for the reference's device context rather than a GPU.
+SIMULATED = ("reference", "aiter-src")
+
 
 def backend_of(fn: Callable[..., Any]) -> str:
-    """'aiter', 'reference', or the defining module of a stand-in planner."""
+    """'aiter', 'reference', 'aiter-src', or the defining module of a stand-in planner."""
     module = getattr(fn, "__module__", None) or "unknown"
     if module == "aiter" or module.startswith("aiter."):
         return "aiter"
     if module.startswith("mla_golden.reference"):
         return "reference"
+    if module.startswith("mla_golden.aiter_build"):
+        return "aiter-src"
     return module
 
 
@@ -44,7 +49,7 @@ def device_snapshot(fn: Callable[..., Any], tensors: Iterable[torch.Tensor]) -> 
     tensor plans for that GPU; anything else (a CPU stand-in) is taken to plan
     for the reference's current device.
     """
-    if backend_of(fn) != "reference":
+    if backend_of(fn) not in SIMULATED:
         for tensor in tensors:
             if tensor.device.type == "cuda":
                 return gpu_device(tensor.device)

@@ -58,6 +58,11 @@ class BackendError(MlaGoldenError, RuntimeError):
     """The requested backend cannot be used here (the message says why)."""
 
 
+class AiterSourceError(BackendError, ValueError):
+    """An aiter tree the ``aiter-src`` backend cannot use: no such path or revision, no planner
+    sources, no C++ compiler, a build error, or a harness that failed. The message names which."""
+
+
 class HookError(MlaGoldenError, RuntimeError):
     """The command could not be started."""
 

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 REFERENCE = "reference"
 AITER = "aiter"
+#: aiter's own planner built from a source tree (``mla_golden.aiter_src``).
+AITER_SRC = "aiter-src"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class RecordedPlanner:
         if self.backend == AITER:
             version = self.version or "unknown version"
             return f"{AITER} {version}" + (f" ({self.commit[:12]})" if self.commit else "")
+        if self.backend == AITER_SRC:
+            return f"{AITER_SRC}@{(self.commit or '')[:12] or self.version or 'unknown'}"
         return self.backend
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,6 +98,8 @@ def reference_version(planner: RecordedPlanner) -> PlannerVersion | None:
     elif planner.backend == AITER:
         version = planner.version or ""
         candidates = [planner.commit, version, f"v{version}" if version and not version.startswith("v") else None]
+    elif planner.backend == AITER_SRC:
+        candidates = [planner.commit]
     else:
         return None
     for candidate in candidates:
@@ -120,6 +126,9 @@ def planner_of(fn: Callable[..., Any], backend: str, aiter: Mapping[str, Any] | 
     if backend == AITER:
         aiter = aiter or {}
         return RecordedPlanner(AITER, _str_or_none(aiter.get("version")), _str_or_none(aiter.get("commit")))
+    identity = getattr(_unwrapped(fn), "planner_identity", None)  # an aiter-src tree's functions carry theirs
+    if isinstance(identity, RecordedPlanner):
+        return identity
     return RecordedPlanner(backend)
 
 

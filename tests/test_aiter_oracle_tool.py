@@ -1,4 +1,4 @@
-"""The pure-Python parts of tools/aiter_oracle (the developer tool itself needs g++ and an aiter checkout).
+"""The pure-Python parts of tools/aiter_oracle and the build it shares with aiter-src (mla_golden.aiter_build).
 
 Covered here: the line-preserving source rewrites, the C++ signature parser
 that drives the generated harness, the record encoding of written runs, and the
@@ -14,9 +14,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools" / "aiter_oracle"))
 
-import build  # noqa: E402
 import compare  # noqa: E402
 import oracle  # noqa: E402
+
+from mla_golden.aiter_build import build  # noqa: E402
 
 
 def test_kernel_launch_becomes_an_emulated_launch_on_the_same_lines() -> None:

@@ -37,6 +37,7 @@ def test_builtin_bases_are_kept_for_callers_that_catch_them():
     assert issubclass(errors.AiterCheckError, RuntimeError)
     assert issubclass(errors.BufferTooSmallError, ValueError)
     assert issubclass(errors.UnknownVersionError, ValueError)
+    assert issubclass(errors.AiterSourceError, ValueError) and issubclass(errors.AiterSourceError, errors.BackendError)
     assert issubclass(errors.CallNotFound, LookupError)
     assert issubclass(errors.PlotExtraMissing, ImportError)
     # a failed expectation is a failed assertion to pytest

@@ -276,7 +276,7 @@ def run_side(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
 
 def _path(planner: Planner) -> str | None:
     """The decode kernel path the reference (or a plug-in built on it) noted; None for live aiter."""
-    path = kernel_log.last_kernel() if planner.backend.plans_any_device else None
+    path = kernel_log.last_kernel() if planner.backend.name in ("reference", "python") else None
     return None if path is None else str(path)
 
 

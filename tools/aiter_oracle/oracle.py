@@ -1,7 +1,9 @@
 """Plan one case on the host build of an aiter checkout and describe the result as a record.
 
 Format of cases and records: ../shared/conformance/README.md (the per-version
-records). The harness runs every case five times (see emu/harness_runtime.hpp): an
+records). The build, the tree's Python layer and the harness are the package's
+(mla_golden/aiter_build/); this turns what the harness found into a record.
+The harness runs every case five times (see emu/harness_runtime.hpp): an
 element is ``written`` when every run stored the same value to it, and
 ``indeterminate`` when it was stored to but its value changed with the bytes
 after an input's end (runs 1, 3) or with the LDS contents (runs 2, 4).
@@ -10,30 +12,20 @@ after an input's end (runs 1, 3) or with the LDS contents (runs 2, 4).
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiter_py import OUTPUT_NAMES, SIZING, AiterPyError, AiterPython, Buf, DeviceSpec, torch_dtype
-from build import CppParam, Harness
+import numpy as np
+
+from mla_golden.aiter_build.build import Harness
+from mla_golden.aiter_build.encode import case_text
+from mla_golden.aiter_build.harness import BufferFound, CaseFound, process_for
+from mla_golden.aiter_build.python_layer import OUTPUT_NAMES, SIZING, AiterPyError, AiterPython, Buf, DeviceSpec, torch_dtype
+from mla_golden.errors import AiterSourceError
 
 PRODUCER = "oracle-host-emulation"
-OUTPUT_CANARIES = (0x5A5A5A5A, 0x3C3C3C3C, 0x69696969, 0x1E1E1E1E, 0x4B4B4B4B)
-TAIL_RUNS = (1, 3)  # runs that change only the bytes after each input's end
-LDS_RUNS = (2, 4)  # runs that change only the LDS fill
-RUNS = len(OUTPUT_CANARIES)
-CASE_TIMEOUT_S = 120
-SCALAR_TYPE_NAMES = {
-    "bfloat16": "BFloat16",
-    "float16": "Half",
-    "float32": "Float",
-    "float8_e4m3fn": "Float8_e4m3fn",
-    "float8_e4m3fnuz": "Float8_e4m3fnuz",
-    "int32": "Int",
-}
 
 
 class CaseError(ValueError):
@@ -71,49 +63,16 @@ def _runs(mask: list[bool]) -> list[list[int]]:
     return out
 
 
-@dataclass
-class RunResult:
-    error: tuple[str, str, int, str] | None = None  # kind, file, line, message
-    values: dict[str, list[int]] = field(default_factory=dict)
-    tails: dict[str, dict[int, int]] = field(default_factory=dict)
-
-
-def _parse(stdout: str) -> list[RunResult]:
-    runs: list[RunResult] = []
-    lines = iter(stdout.splitlines())
-    for line in lines:
-        if line.startswith("RUN "):
-            runs.append(RunResult())
-        elif line.startswith("ERROR "):
-            _, kind, file, lineno = line.split(" ", 3)
-            runs[-1].error = (kind, file, int(lineno), next(lines))
-        elif line.startswith("BUF "):
-            parts = line.split()
-            runs[-1].values[parts[1]] = [int(x) for x in parts[3:]]
-        elif line.startswith("TAIL "):
-            parts = line.split()
-            nums = [int(x) for x in parts[3:]]
-            runs[-1].tails[parts[1]] = dict(zip(nums[0::2], nums[1::2]))
-    if len(runs) != RUNS:
-        raise RuntimeError(f"harness printed {len(runs)} runs instead of {RUNS}")
-    return runs
-
-
 def _signed32(v: int) -> int:
     return v - (1 << 32) if v >= (1 << 31) else v
-
-
-def _canary(run: int, dtype: str) -> int:
-    word = OUTPUT_CANARIES[run]
-    return word | (word << 32) if dtype == "torch.uint64" else word
 
 
 class Oracle:
     """One checkout: its Python layer and its compiled planners."""
 
-    def __init__(self, checkout: Path, harness: Harness, commit: str) -> None:
+    def __init__(self, checkout: Path, harness: Harness, commit: str, csrc_root: Path | None = None) -> None:
         self.checkout = checkout
-        self.py = AiterPython(checkout)
+        self.py = AiterPython(checkout, csrc_root)
         self.harness = harness
         self.commit = commit
 
@@ -190,21 +149,7 @@ class Oracle:
         return sink["args"]
 
     def harness_input(self, case: dict[str, Any], device: DeviceSpec, bound: list[tuple[str, Any]]) -> str:
-        params: tuple[CppParam, ...] = self.harness.signatures[case["op"]]
-        if len(params) != len(bound):
-            raise AiterPyError(
-                f"{case['op']}: the Python binding passes {len(bound)} arguments, the C++ entry point takes {len(params)}"
-            )
-        env = case["env"]
-        lines = [
-            f"DEVICE {device.arch} {device.cu_num} {device.warp_size} {device.lds_bytes}",
-            f"ENV {len(env)} " + " ".join(f"{k} {'-' if v is None else v}" for k, v in env.items()),
-            f"OP {case['op']}",
-        ]
-        for i, (param, (name, value)) in enumerate(zip(params, bound)):
-            lines.append(f"PARAM {i} " + _encode(param, name, value))
-        lines.append("END")
-        return "\n".join(lines) + "\n"
+        return case_text(case["op"], device, case["env"], self.harness.signatures[case["op"]], bound)
 
     # ---------------------------------------------------------------- run + record
     def record(self, case: dict[str, Any]) -> dict[str, Any]:
@@ -218,19 +163,9 @@ class Oracle:
         buffers = self.buffers(case, device)
         bound = self.binding(case, buffers, device)
         try:
-            proc = subprocess.run(
-                [str(self.harness.binary)],
-                input=self.harness_input(case, device, bound),
-                capture_output=True,
-                text=True,
-                timeout=CASE_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise CaseError(f"case {case['case_id']}: the planner did not finish within {CASE_TIMEOUT_S} s") from exc
-        if proc.returncode != 0:
-            detail = (proc.stdout.split("EMUFAIL", 1)[-1] if "EMUFAIL" in proc.stdout else proc.stderr).strip()[-2000:]
-            raise CaseError(f"case {case['case_id']}: the harness failed (exit {proc.returncode}): {detail}")
-        runs = _parse(proc.stdout)
+            found = process_for(self.harness.binary).run(self.harness_input(case, device, bound))
+        except AiterSourceError as exc:
+            raise CaseError(f"case {case['case_id']}: {exc}") from exc
         rec: dict[str, Any] = {
             "case_id": case["case_id"],
             "op": case["op"],
@@ -242,57 +177,51 @@ class Oracle:
         }
         if "tags" in case:
             rec["tags"] = case["tags"]
-        if runs[0].error is not None:
-            kind, file, line, message = runs[0].error
+        if found.error is not None:
+            kind, file, line, message = found.error
             at = file.find("csrc/")
             rec["result"] = "error"
             rec["error"] = {"message": message, "source": f"{file[at:] if at >= 0 else file}:{line}", "kind": kind}
         else:
             rec["result"] = "ok"
-            self._outputs(rec, buffers, runs)
+            self._outputs(rec, buffers, found)
         rec["producer"] = PRODUCER
         return rec
 
-    def _outputs(self, rec: dict[str, Any], buffers: dict[str, Any], runs: list[RunResult]) -> None:
+    def _outputs(self, rec: dict[str, Any], buffers: dict[str, Any], found: CaseFound) -> None:
         outputs: dict[str, Any] = {}
         anomalies: list[str] = []
         lds_dependent = False
         for name in OUTPUT_NAMES[rec["op"]]:
             spec = buffers[name]
             dtype = spec["dtype"]
-            vals = [r.values[name] for r in runs]
-            numel = len(vals[0])
-            stored = [any(vals[r][i] != _canary(r, dtype) for r in range(RUNS)) for i in range(numel)]
-            past_end = [stored[i] and any(vals[0][i] != vals[r][i] for r in TAIL_RUNS) for i in range(numel)]
-            from_lds = [stored[i] and any(vals[0][i] != vals[r][i] for r in LDS_RUNS) for i in range(numel)]
-            other = [
-                stored[i] and not (past_end[i] or from_lds[i]) and any(vals[r][i] == _canary(r, dtype) for r in range(RUNS))
-                for i in range(numel)
-            ]
-            indet = [past_end[i] or from_lds[i] or other[i] for i in range(numel)]
-            written = [stored[i] and not indet[i] for i in range(numel)]
+            buf: BufferFound = found.buffers[name]
+            stored, past_end, from_lds = buf.stored, buf.past_end, buf.from_lds
+            indet = past_end | from_lds | buf.unsettled
+            written = stored & ~indet
             out: dict[str, Any] = {"shape": spec["shape"], "dtype": dtype}
             if dtype == "torch.uint64":
                 out["skipped"] = True
-                out["written"] = _runs(stored)
+                out["written"] = _runs(stored.tolist())
                 outputs[name] = out
                 continue
-            values = [_signed32(vals[0][i]) if written[i] else 0 for i in range(numel)]
+            values = np.where(written, buf.values.view(np.int32), 0).tolist()
             while values and values[-1] == 0:
                 values.pop()
-            out["written"] = _runs(written)
+            out["written"] = _runs(written.tolist())
             out["values"] = values
-            if any(indet):
-                out["indeterminate"] = _runs(indet)
-            if any(past_end):
+            if indet.any():
+                out["indeterminate"] = _runs(indet.tolist())
+            if past_end.any():
                 anomalies.append(f"{name}: values depend on reads past the end of an input tensor")
-            if any(from_lds):
+            if from_lds.any():
                 lds_dependent = True
                 anomalies.append(f"{name}: values depend on LDS contents read before being written")
-            beyond = sorted(set().union(*(r.tails.get(name, {}).keys() for r in runs)))
-            if beyond:
+            if buf.tail:
+                beyond = sorted(buf.tail)
+                numel = len(buf.values)
                 out["written_beyond_end"] = _runs_of_indices([numel + i for i in beyond])
-                out["values_beyond_end"] = [_signed32(runs[0].tails.get(name, {}).get(i, 0)) for i in beyond]
+                out["values_beyond_end"] = [_signed32(buf.tail[i] & 0xFFFFFFFF) for i in beyond]
                 anomalies.append(f"{name}: write beyond buffer end")
             outputs[name] = out
         if lds_dependent:
@@ -328,27 +257,3 @@ def _runs_of_indices(indices: list[int]) -> list[list[int]]:
         else:
             out.append([i, i + 1])
     return out
-
-
-def _encode(param: CppParam, name: str, value: Any) -> str:
-    if param.kind == "tensor":
-        if not isinstance(value, Buf):
-            raise AiterPyError(f"C++ parameter {param.name} is a tensor, Python passes {name}={value!r}")
-        code = "u64" if value.dtype == "torch.uint64" else "i32"
-        dims = " ".join(str(d) for d in value.shape)
-        if value.values is not None:
-            data = " ".join(str(int(v)) for v in value.values)
-            return f"tensor {name} {code} in {len(value.shape)} {dims} {len(value.values)} {data}"
-        return f"tensor {name} {code} out {len(value.shape)} {dims}"
-    if param.kind in ("int", "bool", "enum"):
-        return f"int {int(value)}"
-    if param.kind == "opt_int":
-        return "optint " + ("-" if value is None else str(int(value)))
-    if param.kind in ("opt_scalar_type", "scalar_type"):
-        if value is None:
-            return "optst -"
-        key = str(value).removeprefix("torch.")
-        if key not in SCALAR_TYPE_NAMES:
-            raise AiterPyError(f"{name}: dtype {value} has no at::ScalarType in the harness")
-        return "optst " + SCALAR_TYPE_NAMES[key]
-    raise AiterPyError(f"unsupported C++ parameter kind {param.kind}")

@@ -11,27 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from build import BuildError, build  # noqa: E402
 from oracle import CaseError, Oracle  # noqa: E402
 
-DEFAULT_CACHE = Path(os.environ.get("AITER_ORACLE_CACHE", Path(tempfile.gettempdir()) / "aiter-oracle-cache"))
-
-
-def checkout_commit(checkout: Path) -> str | None:
-    """HEAD of a git checkout, else the commit ``git archive`` left in ``.aiter_commit``, else None."""
-    proc = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
-    if proc.returncode == 0 and (checkout / ".git").exists():
-        return proc.stdout.strip()
-    marker = checkout / ".aiter_commit"
-    return marker.read_text().strip() if marker.is_file() else None
+from mla_golden.aiter_build.build import build  # noqa: E402
+from mla_golden.aiter_build.tree import cache_root, from_path  # noqa: E402
+from mla_golden.errors import AiterSourceError  # noqa: E402
 
 
 def read_cases(path: Path) -> list[dict]:
@@ -56,23 +45,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", required=True, type=Path, help="JSON Lines of cases")
     parser.add_argument("--out", required=True, type=Path, help="JSON Lines of records to write")
     parser.add_argument("--commit", help="the checkout's full commit (default: git rev-parse HEAD, or .aiter_commit)")
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="build cache folder")
+    parser.add_argument("--cache", type=Path, default=None, help="build cache folder (default: mla-golden's, see MLA_GOLDEN_CACHE)")
     args = parser.parse_args(argv)
 
-    if not args.aiter.is_dir():
-        parser.error(f"--aiter {args.aiter}: not a folder")
     if not args.cases.is_file():
         parser.error(f"--cases {args.cases}: no such file")
-    commit = args.commit or checkout_commit(args.aiter)
-    if not commit:
-        parser.error(f"--aiter {args.aiter}: cannot tell its commit (not a git checkout); pass --commit")
     try:
+        tree = from_path(args.aiter)
+        commit = args.commit or tree.commit
+        if not commit:
+            parser.error(f"--aiter {args.aiter}: cannot tell its commit (not a git checkout); pass --commit")
         cases = read_cases(args.cases)
-        harness = build(args.aiter, args.cache)
-    except (CaseError, BuildError) as exc:
+        harness = build(tree.csrc_root, args.cache or cache_root() / "builds")
+    except (CaseError, AiterSourceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    oracle = Oracle(args.aiter.resolve(), harness, commit)
+    oracle = Oracle(tree.py_root, harness, commit, tree.csrc_root)
     tmp = args.out.with_name(args.out.name + ".tmp")
     failures = 0
     with tmp.open("w", encoding="utf-8") as fh:

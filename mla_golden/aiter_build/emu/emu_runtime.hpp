@@ -1,7 +1,9 @@
 // SIMT emulation of one HIP workgroup on the host, for aiter's metadata planners.
 //
-// Every thread of the launched workgroup runs as a fiber (ucontext) on one OS
-// thread. Fibers switch only at collective points (warp shuffles/reductions,
+// Every thread of the launched workgroup runs as a fiber on one OS thread: a
+// ucontext starts it on its own stack, _setjmp/_longjmp switch between it and
+// the scheduler afterwards (swapcontext would make a signal-mask system call
+// at every switch, and switches dominate the planner's run time). Fibers switch only at collective points (warp shuffles/reductions,
 // __syncthreads), which is where the planners exchange data between lanes; in
 // between a lane runs alone. The planners compiled here keep lane-private or
 // uniform state between those points, so the result equals lockstep execution.
@@ -19,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <csetjmp>
 #include <ucontext.h>
 #include <vector>
 
@@ -39,10 +42,11 @@ struct EmulationError : std::runtime_error
 
 struct Fiber
 {
-    ucontext_t ctx;
-    std::unique_ptr<char[]> stack; // left uninitialised: pages are only touched as used
-    unsigned tid = 0;
-    bool done    = false;
+    ucontext_t ctx; // its start only
+    jmp_buf resume; // where it yielded
+    unsigned tid  = 0;
+    bool started  = false;
+    bool done     = false;
 };
 
 struct Barrier
@@ -57,6 +61,7 @@ struct Block
     dim3 block_dim;
     std::vector<Fiber> fibers;
     ucontext_t scheduler;
+    jmp_buf scheduler_resume;
     int current = -1;
     std::function<void()> body;
     Barrier block_barrier;
@@ -64,6 +69,16 @@ struct Block
     std::vector<uint64_t> slots; // one exchange slot per thread
     unsigned long progress = 0;
 };
+
+// Fiber stacks, kept from launch to launch (allocating them anew costs page faults every run).
+constexpr size_t kStackBytes = 256 * 1024;
+inline char* fiber_stack(unsigned t)
+{
+    static std::vector<std::unique_ptr<char[]>> stacks; // left uninitialised: pages are touched as used
+    while(stacks.size() <= t)
+        stacks.emplace_back(new char[kStackBytes]);
+    return stacks[t].get();
+}
 
 inline Block*& current_block()
 {
@@ -104,7 +119,8 @@ inline dim3 block_dim()
 inline void yield()
 {
     Block* b = current_block();
-    swapcontext(&b->fibers[b->current].ctx, &b->scheduler);
+    if(!_setjmp(b->fibers[b->current].resume))
+        _longjmp(b->scheduler_resume, 1);
 }
 
 // Wait until every live member of the barrier has arrived.
@@ -208,7 +224,7 @@ inline void fiber_entry()
         }
     }
     ++b->progress;
-    swapcontext(&f.ctx, &b->scheduler);
+    _longjmp(b->scheduler_resume, 1);
 }
 
 // Run `body` once per thread of a workgroup of `block` threads (grid must be 1 x 1 x 1).
@@ -235,10 +251,8 @@ inline void launch(dim3 grid, dim3 block, size_t lds_bytes, std::function<void()
     {
         Fiber& f = b.fibers[t];
         f.tid    = t;
-        constexpr size_t kStackBytes = 256 * 1024;
-        f.stack.reset(new char[kStackBytes]);
         getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp   = f.stack.get();
+        f.ctx.uc_stack.ss_sp   = fiber_stack(t);
         f.ctx.uc_stack.ss_size = kStackBytes;
         f.ctx.uc_link          = nullptr;
         makecontext(&f.ctx, fiber_entry, 0);
@@ -253,7 +267,14 @@ inline void launch(dim3 grid, dim3 block, size_t lds_bytes, std::function<void()
             if(b.fibers[t].done)
                 continue;
             b.current = static_cast<int>(t);
-            swapcontext(&b.scheduler, &b.fibers[t].ctx);
+            Fiber& f  = b.fibers[t];
+            if(!_setjmp(b.scheduler_resume))
+            {
+                if(f.started)
+                    _longjmp(f.resume, 1);
+                f.started = true;
+                swapcontext(&b.scheduler, &f.ctx);
+            }
             if(!b.fibers[t].done)
                 ++remaining;
         }

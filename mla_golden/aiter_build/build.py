@@ -1,4 +1,4 @@
-"""Build one aiter checkout's metadata planners for the host (g++ + the SIMT emulation in emu/).
+"""Build one aiter tree's metadata planners for the host (g++ + the SIMT emulation in emu/).
 
 The checkout's csrc/kernels/mla/metadata.cu (with everything it includes from
 csrc/kernels/mla/metadata/ and csrc/include/) is copied into a build folder with
@@ -7,29 +7,36 @@ two mechanical rewrites that keep every line number: kernel launches
 ``extern __shared__ T name[]`` becomes a pointer to the emulated LDS. A generated
 ``harness.cpp`` then calls the commit's own ``get_mla_metadata_v1`` /
 ``get_ps_metadata_v1`` with the C++ parameter list parsed from metadata.cu.
-Builds are cached by a digest of everything that goes into them.
+Builds are cached by a digest of everything that goes into them, built once
+under a file lock (concurrent processes wait for the first) and published by
+renaming a finished folder into place.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mla_golden.errors import AiterSourceError
+
 HERE = Path(__file__).resolve().parent
 EMU_DIR = HERE / "emu"
+#: The compiler; ``CXX`` names another g++-compatible one.
+CXX_ENV = "CXX"
+OPT_LEVEL = "-O2"
 OPS = ("get_mla_metadata_v1", "get_ps_metadata_v1")
 METADATA_CU = "csrc/kernels/mla/metadata.cu"
 METADATA_DIR = "csrc/kernels/mla/metadata"
 INCLUDE_DIR = "csrc/include"
 
 
-class BuildError(RuntimeError):
-    """The checkout cannot be built for the host (missing sources, compile error)."""
-
+BuildError = AiterSourceError  # the name tools/aiter_oracle knows
 
 @dataclass(frozen=True)
 class CppParam:
@@ -243,12 +250,26 @@ def _digest(checkout: Path, files: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def build(checkout: Path, cache_dir: Path, jobs_log: bool = False) -> Harness:
+def compiler() -> str:
+    """The C++ compiler to build with; AiterSourceError when there is none."""
+    name = os.environ.get(CXX_ENV) or "g++"
+    found = shutil.which(name)
+    if found is None:
+        raise AiterSourceError(
+            f"no C++ compiler: {name!r} is not on PATH (aiter-src builds aiter's planner with g++; "
+            f"install it or set {CXX_ENV})"
+        )
+    return found
+
+
+def build(checkout: Path, cache_dir: Path) -> Harness:
     """Compile (or reuse) the host harness for the checkout's planner sources."""
+    from filelock import FileLock
+
     checkout = checkout.resolve()
     cu = checkout / METADATA_CU
     if not cu.is_file():
-        raise BuildError(f"--aiter {checkout}: no {METADATA_CU} (not an aiter checkout with the MLA metadata planners)")
+        raise BuildError(f"{checkout}: no {METADATA_CU} (not an aiter tree with the MLA metadata planners)")
     sources = [cu, *sorted((checkout / METADATA_DIR).glob("*.cuh"))]
     # The emulation's own headers replace the checkout's of the same name (a quoted include
     # finds its neighbour first, so the shadowed ones are not copied at all).
@@ -261,36 +282,60 @@ def build(checkout: Path, cache_dir: Path, jobs_log: bool = False) -> Harness:
     signatures = {op: parse_signature(cu_text, op) for op in OPS if re.search(rf"\bvoid\s+{op}\s*\(", cu_text)}
     if binary.is_file():
         return Harness(binary, signatures)
-    src_root = out_dir / "src"
-    if src_root.exists():
-        shutil.rmtree(src_root)
-    for path in sources:
-        dest = src_root / path.relative_to(checkout)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(rewrite_shared(rewrite_launches(path.read_text())))
-    for path in headers:
-        dest = src_root / path.relative_to(checkout)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dest)
-    tensor_api = "aiter_tensor_t" if "aiter_tensor_t" in cu_text else "at::Tensor"
-    (src_root / "harness.cpp").write_text(_harness_source(signatures, tensor_api))
-    cmd = [
-        "g++",
-        "-std=c++20",
-        "-O1",
-        "-w",
-        "-fpermissive",
-        f"-I{EMU_DIR}",
-        f"-I{src_root / INCLUDE_DIR}",
-        f"-I{src_root}",
-        "-include",
-        "torch_shim.hpp" if tensor_api == "at::Tensor" else "emu_runtime.hpp",
-        "-o",
-        str(binary) + ".tmp",
-        str(src_root / "harness.cpp"),
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BuildError(f"g++ failed for {checkout}:\n{proc.stderr[-6000:]}")
-    Path(str(binary) + ".tmp").rename(binary)
+    cxx = compiler()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache_dir / f"{digest}.lock")):
+        if not binary.is_file():  # another process may have built it while we waited
+            _compile(cxx, checkout, cu_text, sources, headers, signatures, cache_dir, out_dir)
     return Harness(binary, signatures)
+
+
+def _compile(
+    cxx: str,
+    checkout: Path,
+    cu_text: str,
+    sources: list[Path],
+    headers: list[Path],
+    signatures: dict[str, tuple[CppParam, ...]],
+    cache_dir: Path,
+    out_dir: Path,
+) -> None:
+    """Build into a fresh folder and rename it to ``out_dir`` once the binary is there."""
+    work = Path(tempfile.mkdtemp(prefix=f"{out_dir.name}.", suffix=".tmp", dir=cache_dir))
+    try:
+        src_root = work / "src"
+        for path in sources:
+            dest = src_root / path.relative_to(checkout)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(rewrite_shared(rewrite_launches(path.read_text())))
+        for path in headers:
+            dest = src_root / path.relative_to(checkout)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+        tensor_api = "aiter_tensor_t" if "aiter_tensor_t" in cu_text else "at::Tensor"
+        (src_root / "harness.cpp").write_text(_harness_source(signatures, tensor_api))
+        cmd = [
+            cxx,
+            "-std=c++20",
+            OPT_LEVEL,
+            "-U_FORTIFY_SOURCE",  # its longjmp check refuses the fibers' switches between stacks
+            "-w",
+            "-fpermissive",
+            f"-I{EMU_DIR}",
+            f"-I{src_root / INCLUDE_DIR}",
+            f"-I{src_root}",
+            "-include",
+            "torch_shim.hpp" if tensor_api == "at::Tensor" else "emu_runtime.hpp",
+            "-o",
+            str(work / "harness"),
+            str(src_root / "harness.cpp"),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BuildError(f"{checkout}: {Path(cxx).name} failed to build the planner:\n{proc.stderr[-6000:]}")
+        if out_dir.exists():  # a stale half-published folder (no binary): replace it
+            shutil.rmtree(out_dir)
+        os.replace(work, out_dir)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""The checkout's own Python layer of the two planner ops, read from aiter/ops/attention.py.
+"""The tree's own Python layer of the two planner ops, read from aiter/ops/attention.py.
 
 The sizing helpers (``get_mla_metadata_info_v1``, ``get_ps_metadata_info_v1``) and
 the op wrappers are extracted with ``ast`` and executed against small stand-ins for
@@ -25,6 +25,9 @@ from typing import Any
 
 import torch
 
+from mla_golden.errors import AiterSourceError
+from mla_golden.reference.mla_v1_dispatch import MlaVersion
+
 ATTENTION_PY = "aiter/ops/attention.py"
 ENUM_H = "csrc/include/aiter_enum.h"
 SIZING = {"get_mla_metadata_v1": "get_mla_metadata_info_v1", "get_ps_metadata_v1": "get_ps_metadata_info_v1"}
@@ -48,12 +51,12 @@ OUTPUT_NAMES = {
 }
 
 
-class AiterPyError(RuntimeError):
-    """The checkout's Python layer lacks something the oracle needs."""
-
+AiterPyError = AiterSourceError  # the name tools/aiter_oracle knows
 
 @dataclass(frozen=True)
 class DeviceSpec:
+    """The GPU the Python layer's device queries answer for."""
+
     arch: str
     cu_num: int
     warp_size: int
@@ -71,6 +74,7 @@ class Buf:
 
 
 def torch_dtype(name: str | None) -> torch.dtype | None:
+    """``"torch.bfloat16"`` -> ``torch.bfloat16``; None stays None."""
     if name is None:
         return None
     dtype = getattr(torch, name.removeprefix("torch."), None)
@@ -143,28 +147,16 @@ def _experimental_enabled() -> bool:
         return False
 
 
-class _MlaVersion:
-    class _V:
-        def __init__(self, value: int) -> None:
-            self.value = value
-
-        def __int__(self) -> int:
-            return self.value
-
-    V32 = _V(0)
-    V40 = _V(1)
-
-
 class AiterPython:
     """Sizing helpers and op wrappers of one checkout, evaluated for one device."""
 
-    def __init__(self, checkout: Path) -> None:
+    def __init__(self, checkout: Path, csrc_root: Path | None = None) -> None:
         path = checkout / ATTENTION_PY
         if not path.is_file():
-            raise AiterPyError(f"--aiter {checkout}: no {ATTENTION_PY}")
+            raise AiterPyError(f"{checkout}: no {ATTENTION_PY} (the planners' Python wrappers and sizing helpers)")
         self.source = path.read_text()
         self.functions = _module_level_functions(ast.parse(self.source))
-        self.dtype_ids = _aiter_dtype_ids(checkout / ENUM_H)
+        self.dtype_ids = _aiter_dtype_ids((csrc_root or checkout) / ENUM_H)
         self.checkout = checkout
 
     def namespace(self, device: DeviceSpec, recorder: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +179,7 @@ class AiterPython:
             "get_gfx": lambda: device.arch,
             "get_cu_num": lambda: device.cu_num,
             "is_experimental_enabled": _experimental_enabled,
-            "MlaVersion": _MlaVersion,
+            "MlaVersion": MlaVersion,
             "_aiter_dtype_id": dtype_id,
             "Optional": Any,
             "List": list,
@@ -212,7 +204,7 @@ class AiterPython:
             if level == 0 and (name == "aiter" or name.startswith("aiter.")):
                 if not fromlist:
                     raise AiterPyError(f"{ATTENTION_PY}: 'import {name}' needs the whole aiter package")
-                key = f"_aiter_oracle_{abs(hash(str(checkout)))}.{name}"
+                key = f"_mla_golden_aiter_build_{abs(hash(str(checkout)))}.{name}"
                 if key not in sys.modules:
                     path = checkout.joinpath(*name.split(".")).with_suffix(".py")
                     if not path.is_file():
@@ -270,7 +262,7 @@ def _recorder(name: str, node: ast.FunctionDef, sink: dict[str, Any]) -> Callabl
             col_offset=0,
         )
     )
-    ns: dict[str, Any] = {"MlaVersion": _MlaVersion, "torch": torch, "Optional": Any}
+    ns: dict[str, Any] = {"MlaVersion": MlaVersion, "torch": torch, "Optional": Any}
     exec(compile(ast.parse(stub_src), name, "exec"), ns)
     signature = inspect.signature(ns[name])
 

@@ -1,6 +1,6 @@
-// The harness around one planner call: reads a case from stdin, runs it three times with different
-// canaries (in the output buffers and a tail after them, in a tail after every input, in LDS)
-// and prints every output buffer, the tail elements that changed, and any failed check.
+// The harness around the planner calls: reads case after case from stdin, runs each five times
+// with different canaries (in the output buffers and a tail after them, in a tail after every
+// input, in LDS) and prints what the runs found (see report()) or the failed check.
 //
 // Case format (whitespace separated): DEVICE arch cu_num warp_size lds_bytes / ENV n {name value|-}
 // / OP name / PARAM index kind ... / END.  Kinds: int v; optint -|v; optst -|ScalarTypeName;
@@ -11,7 +11,10 @@
 #include "hip/hip_runtime.h"
 #include "check_failure.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -57,13 +60,15 @@ struct Case
 
 void dispatch(Case& c);
 
-inline Case read_case(std::istream& in)
+// Reads one case; false at the end of the input.
+inline bool read_case(std::istream& in, Case& c)
 {
-    Case c;
     std::string tok;
+    bool any = false;
     auto& dev = emu::device();
     while(in >> tok && tok != "END")
     {
+        any = true;
         if(tok == "DEVICE")
             in >> dev.arch >> dev.cu_num >> dev.warp_size >> dev.lds_bytes;
         else if(tok == "ENV")
@@ -110,7 +115,7 @@ inline Case read_case(std::istream& in)
             }
         }
     }
-    return c;
+    return any;
 }
 
 inline std::optional<int64_t> opt_int(Case& c, int idx)
@@ -199,8 +204,8 @@ inline uint32_t lds_canary(int run) { return run == 2 ? 1000u : run == 4 ? 0u : 
 
 inline void fill_words(std::vector<uint8_t>& storage, uint32_t word)
 {
-    for(size_t i = 0; i + 4 <= storage.size(); i += 4)
-        std::memcpy(storage.data() + i, &word, 4);
+    auto* p = reinterpret_cast<uint32_t*>(storage.data());
+    std::fill(p, p + storage.size() / 4, word);
 }
 
 inline void prepare(Case& c, int run)
@@ -235,68 +240,143 @@ inline void prepare(Case& c, int run)
     }
 }
 
-inline void report(Case& c, int run)
+// What the runs of one case found, per output buffer: run 0's values, and per element a flag byte
+// (kStored: some run changed it from its canary; kPastEnd / kFromLds: its value changed with the
+// input tails / the LDS fill; kCanaryHit: stored, yet some run left its canary there), and the
+// tail elements (past the buffer's end) that any run changed, with run 0's value there.
+enum : uint8_t
+{
+    kStored    = 1,
+    kPastEnd   = 2,
+    kFromLds   = 4,
+    kCanaryHit = 8,
+};
+inline bool is_tail_run(int run) { return run == 1 || run == 3; }
+inline bool is_lds_run(int run) { return run == 2 || run == 4; }
+
+struct Found
+{
+    std::vector<uint8_t> first; // run 0's bytes (numel elements)
+    std::vector<uint8_t> flags;
+    std::map<int64_t, uint64_t> tail;
+};
+
+inline uint64_t canary_value(const Buffer& b, int run)
+{
+    uint64_t canary  = 0;
+    const uint32_t w = output_canary(run);
+    std::memcpy(&canary, &w, 4);
+    if(b.elem() == 8)
+        std::memcpy(reinterpret_cast<uint8_t*>(&canary) + 4, &w, 4);
+    return canary;
+}
+
+template <typename W>
+void collect_words(const Buffer& b, int run, Found& f, W canary)
+{
+    const int64_t n = b.numel();
+    const W* v      = reinterpret_cast<const W*>(b.storage.data());
+    if(run == 0)
+    {
+        f.first.assign(b.storage.begin(), b.storage.begin() + n * sizeof(W));
+        f.flags.assign(static_cast<size_t>(n), 0);
+    }
+    const W* v0       = reinterpret_cast<const W*>(f.first.data());
+    const uint8_t var = is_tail_run(run) ? kPastEnd : is_lds_run(run) ? kFromLds : 0;
+    uint8_t* flags    = f.flags.data();
+    for(int64_t i = 0; i < n; ++i)
+        flags[i] |= (v[i] != canary ? kStored : kCanaryHit) | (v[i] != v0[i] ? var : 0);
+    for(int64_t i = n; i < n + kOutputTail; ++i)
+        if(v[i] != canary)
+            f.tail.emplace(i - n, run == 0 ? static_cast<uint64_t>(v[i]) : 0); // the first run to write it inserts
+}
+
+inline void collect(Case& c, int run, std::map<int, Found>& found)
 {
     for(auto& [idx, b] : c.buffers)
     {
         if(b.is_input)
             continue;
-        const int64_t n = b.numel();
-        std::printf("BUF %s %lld", b.name.c_str(), static_cast<long long>(n));
-        std::vector<std::pair<int64_t, uint64_t>> tail;
-        for(int64_t i = 0; i < n + kOutputTail; ++i)
-        {
-            uint64_t v = 0;
-            std::memcpy(&v, b.storage.data() + i * b.elem(), b.elem());
-            if(i < n)
-                std::printf(" %llu", static_cast<unsigned long long>(v));
-            else
-            {
-                uint64_t canary = 0;
-                const uint32_t w = output_canary(run);
-                std::memcpy(&canary, &w, 4);
-                if(b.elem() == 8)
-                    std::memcpy(reinterpret_cast<uint8_t*>(&canary) + 4, &w, 4);
-                if(v != canary)
-                    tail.emplace_back(i - n, v);
-            }
-        }
-        std::printf("\nTAIL %s %zu", b.name.c_str(), tail.size());
-        for(auto& [i, v] : tail)
-            std::printf(" %lld %llu", static_cast<long long>(i), static_cast<unsigned long long>(v));
-        std::printf("\n");
+        if(b.elem() == 8)
+            collect_words<uint64_t>(b, run, found[idx], canary_value(b, run));
+        else
+            collect_words<uint32_t>(b, run, found[idx], static_cast<uint32_t>(canary_value(b, run)));
     }
 }
 
+// Output of one case, after the runs: [ERROR kind file line\nmessage\n] or per output buffer
+// "BUF name elem numel\n" + numel*elem value bytes + numel flag bytes, "TAIL name count\n" +
+// count*(int64 index, uint64 value) bytes, "ADDR name address\n"; then "DONE\n".
+inline void report(Case& c, std::map<int, Found>& found)
+{
+    for(auto& [idx, b] : c.buffers)
+    {
+        if(!b.is_input)
+        {
+            Found& f = found[idx];
+            std::printf("BUF %s %zu %lld\n", b.name.c_str(), b.elem(), static_cast<long long>(b.numel()));
+            std::fwrite(f.first.data(), 1, f.first.size(), stdout);
+            std::fwrite(f.flags.data(), 1, f.flags.size(), stdout);
+            std::printf("TAIL %s %zu\n", b.name.c_str(), f.tail.size());
+            for(auto& [i, v] : f.tail)
+            {
+                std::fwrite(&i, 8, 1, stdout);
+                std::fwrite(&v, 8, 1, stdout);
+            }
+        }
+        std::printf("ADDR %s %llu\n",
+                    b.name.c_str(),
+                    static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(b.storage.data())));
+    }
+}
+
+// Serves case after case from stdin until it closes. An emulation failure ends the process
+// (its fibers may be left in any state); a failed check ends only its case.
 inline int main_loop()
 {
-    Case c = read_case(std::cin);
-    for(int run = 0; run < kRuns; ++run)
+    std::ios::sync_with_stdio(false);
+    while(true)
     {
-        prepare(c, run);
-        std::printf("RUN %d\n", run);
-        try
+        Case c;
+        if(!read_case(std::cin, c))
+            return 0;
+        std::map<int, Found> found;
+        bool failed = false;
+        for(int run = 0; run < kRuns && !failed; ++run)
         {
-            dispatch(c);
-            std::printf("OK\n");
+            prepare(c, run);
+            try
+            {
+                dispatch(c);
+                collect(c, run, found);
+            }
+            catch(const emu::CheckFailure& e)
+            {
+                if(run > 0)
+                {
+                    std::printf("EMUFAIL\na check failed in run %d only: %s\n", run, e.what());
+                    std::fflush(stdout);
+                    return 3;
+                }
+                std::string msg = e.what();
+                for(auto& ch : msg)
+                    if(ch == '\n')
+                        ch = ' ';
+                std::printf("ERROR %s %s %d\n%s\n", e.kind.c_str(), e.file.c_str(), e.line, msg.c_str());
+                failed = true;
+            }
+            catch(const emu::EmulationError& e)
+            {
+                std::printf("EMUFAIL\n%s\n", e.what());
+                std::fflush(stdout);
+                return 3;
+            }
         }
-        catch(const emu::CheckFailure& e)
-        {
-            std::string msg = e.what();
-            for(auto& ch : msg)
-                if(ch == '\n')
-                    ch = ' ';
-            std::printf("ERROR %s %s %d\n%s\n", e.kind.c_str(), e.file.c_str(), e.line, msg.c_str());
-        }
-        catch(const emu::EmulationError& e)
-        {
-            std::printf("EMUFAIL\n%s\n", e.what());
-            return 3;
-        }
-        report(c, run);
+        if(!failed)
+            report(c, found);
+        std::printf("DONE\n");
         std::fflush(stdout);
     }
-    return 0;
 }
 
 } // namespace emu_h

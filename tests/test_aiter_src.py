@@ -1,0 +1,302 @@
+"""The aiter-src backend: aiter's own planner built from a source tree (mla_golden.aiter_src).
+
+The first group needs no aiter tree: backend specs, the errors for a missing
+folder, a tree without the planner sources, a missing compiler, a build
+error, and one build shared by two processes racing for it (the last two need
+g++). The second group builds aiter itself and runs only where
+``MLA_GOLDEN_AITER_REPO`` names a git clone (or mirror) of ROCm/aiter: the
+shipped goldens replay equal on ``aiter-src@e4048607`` through the CLI, and
+conformance records of e4048607 and v0.1.16.post2 pass through the built trees
+as they pass through the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conformance import VersionCase, check_case, version_cases
+from typer.testing import CliRunner
+
+from mla_golden import AiterSourceError, BackendError, aiter_src
+from mla_golden.aiter_build import build, harness
+from mla_golden.aiter_build.tree import CACHE_ENV, REPO_ENV, from_path, from_revision
+from mla_golden.backends import parse_spec, resolve
+from mla_golden.cli import app
+from mla_golden.errors import AiterCheckError, BufferTooSmallError
+from mla_golden.reference import at
+from mla_golden.store import load
+
+ROOT = Path(__file__).resolve().parent.parent
+HAS_GXX = shutil.which("g++") is not None
+needs_gxx = pytest.mark.skipif(not HAS_GXX, reason="g++ is not installed")
+
+
+# ---------------------------------------------------------------- no aiter tree needed
+
+
+@pytest.mark.parametrize(
+    ("spec", "parsed"),
+    [
+        ("aiter-src:/opt/aiter", ("aiter-src", "/opt/aiter")),
+        ("aiter-src:rel/with:colon", ("aiter-src", "rel/with:colon")),
+        ("aiter-src@v0.1.19", ("aiter-src", "@v0.1.19")),
+        ("aiter-src@e4048607", ("aiter-src", "@e4048607")),
+        ("reference@aded0f84", ("reference", "aded0f84")),
+        ("auto", ("auto", None)),
+    ],
+)
+def test_specs_name_a_folder_or_a_revision(spec: str, parsed: tuple[str, str | None]) -> None:
+    assert parse_spec(spec) == parsed
+
+
+@pytest.mark.parametrize("spec", ["aiter-src", "aiter-src:", "aiter-src@", "aiter-srcx:/a"])
+def test_a_spec_without_a_tree_is_refused(spec: str) -> None:
+    with pytest.raises(BackendError, match="aiter-src"):
+        parse_spec(spec)
+
+
+def test_a_missing_folder_is_a_value_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(AiterSourceError, match="no such folder") as info:
+        resolve(f"aiter-src:{tmp_path / 'nowhere'}")
+    assert isinstance(info.value, ValueError) and isinstance(info.value, BackendError)
+
+
+def test_a_tree_without_the_planner_sources_names_what_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "aiter" / "ops").mkdir(parents=True)
+    (tmp_path / "aiter" / "ops" / "attention.py").write_text("")
+    with pytest.raises(AiterSourceError, match=r"no csrc/kernels/mla/metadata\.cu") as info:
+        aiter_src(tmp_path)
+    assert "attention.py" not in str(info.value)
+
+
+def test_a_revision_needs_a_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(REPO_ENV, raising=False)
+    with pytest.raises(AiterSourceError, match=f"--aiter-repo DIR.*{REPO_ENV}"):
+        resolve("aiter-src@e4048607")
+
+
+def test_a_revision_the_repo_lacks_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    with pytest.raises(AiterSourceError, match="has no commit 'v9.9.9'"):
+        resolve("aiter-src@v9.9.9", aiter_repo=str(tmp_path))
+
+
+def _fake_tree(root: Path, body: str = "") -> Path:
+    """The smallest tree the build accepts: one entry point, an empty attention.py."""
+    cu = root / "csrc" / "kernels" / "mla" / "metadata.cu"
+    cu.parent.mkdir(parents=True)
+    cu.write_text(f"void get_mla_metadata_v1(const int32_t num_heads_k)\n{{\n{body}\n}}\n")
+    (root / "csrc" / "include").mkdir(parents=True)
+    (root / "aiter" / "ops").mkdir(parents=True)
+    (root / "aiter" / "ops" / "attention.py").write_text("")
+    return root
+
+
+def test_an_installed_aiter_is_found_from_site_packages_or_its_package(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    cu = site / "aiter_meta" / "csrc" / "kernels" / "mla" / "metadata.cu"
+    cu.parent.mkdir(parents=True)
+    cu.write_text("")
+    (site / "aiter" / "ops").mkdir(parents=True)
+    (site / "aiter" / "ops" / "attention.py").write_text("")
+    for given in (site, site / "aiter"):
+        found = from_path(given)
+        assert (found.csrc_root, found.py_root) == (site / "aiter_meta", site)
+
+
+def test_a_revision_is_extracted_once_into_the_cache_by_its_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = _fake_tree(tmp_path / "repo")
+    (repo / "README").write_text("not extracted\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "tree"], check=True)
+    subprocess.run([*git, "tag", "v1"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(REPO_ENV, str(repo))
+    first = from_revision("v1")
+    assert first.commit == commit and first.csrc_root.name == commit
+    assert (first.csrc_root / "csrc" / "kernels" / "mla" / "metadata.cu").is_file()
+    assert not (first.csrc_root / "README").exists(), "only csrc/ and aiter/ are extracted"
+    stamp = (first.csrc_root / ".aiter_commit").stat().st_mtime_ns
+    again = from_revision(commit[:10])
+    assert again.csrc_root == first.csrc_root and (first.csrc_root / ".aiter_commit").stat().st_mtime_ns == stamp
+    assert from_path(first.csrc_root).commit == commit, "a worker given the folder knows the commit"
+    assert not [p for p in first.csrc_root.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_missing_compiler_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = _fake_tree(tmp_path / "aiter")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.delenv("CXX", raising=False)
+    with pytest.raises(AiterSourceError, match=r"no C\+\+ compiler: .g\+\+. is not on PATH"):
+        aiter_src(tree)
+
+
+def test_the_cli_says_what_is_missing_and_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = _fake_tree(tmp_path / "aiter")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.delenv("CXX", raising=False)
+    goldens = ROOT / "goldens"
+    result = CliRunner().invoke(app, ["diff", str(goldens), "--backend", f"aiter-src:{tree}"])
+    assert result.exit_code == 2, result.output
+    assert "no C++ compiler" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["record", "--out", str(tmp_path / "g"), "--backend", f"aiter-src:{tmp_path / 'none'}"])
+    assert result.exit_code == 2 and "no such folder" in result.output, result.output
+
+
+@needs_gxx
+def test_a_build_error_carries_the_compiler_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = _fake_tree(tmp_path / "aiter", body="    this_is_not_cxx;")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    with pytest.raises(AiterSourceError, match="g\\+\\+ failed to build the planner(.|\n)*this_is_not_cxx"):
+        aiter_src(tree)
+    assert not list((tmp_path / "cache").rglob("harness")), "a failed build published nothing"
+
+
+@needs_gxx
+def test_two_processes_build_a_tree_once(tmp_path: Path) -> None:
+    tree = _fake_tree(tmp_path / "aiter")
+    log = tmp_path / "cxx.log"
+    wrapper = tmp_path / "cxx"
+    wrapper.write_text(f"#!/bin/sh\necho run >> {log}\nexec {shutil.which('g++')} \"$@\"\n")
+    wrapper.chmod(0o755)
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from mla_golden.aiter_build.build import build
+        print(build(Path({str(tree)!r}) , Path({str(tmp_path / 'cache')!r})).binary)
+        """
+    )
+    env = {**os.environ, "CXX": str(wrapper)}
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600)[0].strip() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outs[0] == outs[1] and Path(outs[0]).is_file()
+    assert log.read_text().count("run") == 1
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_input_the_harness_cannot_pass_faithfully_is_refused() -> None:
+    import torch
+
+    from mla_golden.aiter_build.encode import encode
+
+    param = build.CppParam("seqlens_qo_indptr", "tensor")
+    assert encode(param, "seqlens_qo_indptr", torch.tensor([0, 2], dtype=torch.int32)) == "tensor seqlens_qo_indptr i32 in 1 2 2 0 2"
+    with pytest.raises(AiterSourceError, match="seqlens_qo_indptr: .*contiguous int32 inputs only, got a torch.int64"):
+        encode(param, "seqlens_qo_indptr", torch.tensor([0, 2], dtype=torch.int64))
+    with pytest.raises(AiterSourceError, match="non-contiguous torch.int32"):
+        encode(param, "seqlens_qo_indptr", torch.arange(6, dtype=torch.int32)[::2])
+
+
+def test_signature_kinds_cover_the_harness() -> None:
+    params = build.parse_signature("void get_ps_metadata_v1(const aiter_tensor_t& t, int32_t n, bool c) {}", "get_ps_metadata_v1")
+    assert [p.kind for p in params] == ["tensor", "int", "bool"]
+
+
+# ---------------------------------------------------------------- with an aiter clone
+
+AITER_REPO = os.environ.get(REPO_ENV)
+needs_aiter = pytest.mark.skipif(
+    not (AITER_REPO and HAS_GXX),
+    reason=f"set {REPO_ENV} to a git clone of ROCm/aiter (and install g++) to build aiter's own planner",
+)
+#: The newest ported commit; its records and the shipped goldens are its own.
+NEWEST = "e4048607"
+#: Records per version in the sample: every SAMPLE_EVERY-th one plus every failure-shaped one.
+SAMPLE_EVERY = 12
+
+
+def _sample(version: str) -> list[VersionCase]:
+    cases = [c for c in version_cases() if c.version == version and not c.source.startswith("cross_version")]
+    special = [
+        c
+        for c in cases
+        if c.expected["result"] == "error"
+        or c.expected.get("indeterminate_record")
+        or any(o.get("indeterminate") or o.get("written_beyond_end") for o in c.expected.get("outputs", {}).values())
+    ]
+    chosen = {c.id: c for c in cases[::SAMPLE_EVERY] + special[::3]}
+    return list(chosen.values())
+
+
+@needs_aiter
+def test_shipped_goldens_replay_equal_on_the_newest_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(REPO_ENV)
+    args = ["diff", str(ROOT / "goldens"), "--backend", f"aiter-src@{NEWEST}", "--aiter-repo", str(AITER_REPO), "--format", "json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert '"status": "equal"' in result.output and "diverged" not in result.output
+    backend = json.loads(result.stdout)["backend"]
+    assert backend["name"] == "aiter-src" and backend["version"]["commit"].startswith(NEWEST)
+
+
+@needs_aiter
+@pytest.mark.parametrize("case", _sample(NEWEST) if AITER_REPO else [], ids=lambda c: c.id)
+def test_newest_records_pass_through_the_tree(case: VersionCase) -> None:
+    check_case(aiter_src(NEWEST), case)
+
+
+@needs_aiter
+@pytest.mark.parametrize("case", _sample(at("v0.1.16.post2").version.name) if AITER_REPO else [], ids=lambda c: c.id)
+def test_release_records_pass_through_their_tag(case: VersionCase) -> None:
+    check_case(aiter_src("v0.1.16.post2"), case)
+
+
+@needs_aiter
+def test_a_recording_names_the_tree_and_replays_on_it(tmp_path: Path) -> None:
+    out = tmp_path / "goldens"
+    result = CliRunner().invoke(app, ["record", "--backend", f"aiter-src@{NEWEST}", "--out", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    files = sorted(out.rglob("*.safetensors"))
+    assert files
+    planner = load(files[0]).call.provenance["planner"]
+    assert planner["backend"] == "aiter-src" and planner["commit"].startswith(NEWEST)
+    result = CliRunner().invoke(app, ["diff", str(out), "--backend", "reference"])
+    assert result.exit_code == 0, result.output  # the reference version of that commit replays them equal
+
+
+@needs_aiter
+def test_a_write_past_a_buffer_end_touches_nothing() -> None:
+    import torch
+
+    module = aiter_src(NEWEST)
+    assert module.BufferTooSmallError is BufferTooSmallError and module.AiterCheckError is AiterCheckError
+    qo = torch.tensor([0, 1], dtype=torch.int32)
+    kv = torch.tensor([0, 64], dtype=torch.int32)
+    last = torch.ones(1, dtype=torch.int32)
+    with module.device("gfx942", 304):
+        info = module.get_mla_metadata_info_v1(1, 1, 16, None, None, is_sparse=False)
+        bufs = [torch.zeros((s,) if isinstance(s, int) else s, dtype=d) for s, d in info]
+        small = torch.zeros(1, dtype=torch.int32)
+        with pytest.raises(BufferTooSmallError) as too_small:
+            module.get_mla_metadata_v1(qo, kv, last, 16, 1, True, bufs[0], bufs[2], small, bufs[3], bufs[4], bufs[5])
+        assert too_small.value.buffer == "work_indptr" and int(small[0]) == 0
+
+
+@needs_aiter
+def test_a_harness_that_died_is_restarted() -> None:
+    case = _sample(NEWEST)[0]
+    module = aiter_src(NEWEST)
+    check_case(module, case)
+    process = harness.process_for(module.harness_binary)
+    first = process.pid()
+    os.kill(first, 9)
+    check_case(module, case)
+    assert process.pid() != first
