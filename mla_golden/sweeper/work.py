@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from mla_golden.reference._device import DEFAULT_DEVICE
 from mla_golden.sweeper.evaluate import DIVERGED, evaluate
 from mla_golden.sweeper.planners import Planner, resolve
 from mla_golden.sweeper.shrink import shrink
@@ -67,7 +68,7 @@ def warm(a: str, b: str) -> None:
     torch.set_num_threads(1)  # planner tensors are tiny; intra-op threads only fight the other workers
     pa, pb = planner(a), planner(b)
     for op in (DECODE, PREFILL):
-        evaluate(Point(op, "gfx942", 304, 16, (64,)), pa, pb)
+        evaluate(Point(op, DEFAULT_DEVICE.arch, DEFAULT_DEVICE.cu_num, 16, (64,)), pa, pb)
     _warm.add((a, b))
 
 
