@@ -181,6 +181,11 @@ def prefill_inputs(seq_lens: Sequence[int]) -> dict[str, torch.Tensor]:
 # ---------------------------------------------------------------- keys
 
 
+def device_label(arch: object, cu_num: object) -> str:
+    """``gfx942-cu304``: a device as keys and messages name it."""
+    return f"{arch}-cu{cu_num}"
+
+
 def golden_key(head: str, arch: str, cu_num: int, label: str) -> str:
     """``HEAD/ARCH-cuN/LABEL``: every golden key names its device the same way, after what made it."""
-    return f"{head}/{arch}-cu{cu_num}/{label}"
+    return f"{head}/{device_label(arch, cu_num)}/{label}"
