@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mla_golden.cases import device_label
 from mla_golden.workers import stop_requested
 
 if TYPE_CHECKING:
@@ -440,8 +441,8 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
             continue
         device = golden.call.device
         if live is not None and (device.get("arch"), device.get("cu_num")) != live:
-            where = f"{device.get('arch')}-cu{device.get('cu_num')}"
-            results.append(Result(golden.key, Status.SKIPPED, path, f"recorded for {where}; this GPU is {live[0]}-cu{live[1]}"))
+            where, here = device_label(device.get("arch"), device.get("cu_num")), device_label(*live)
+            results.append(Result(golden.key, Status.SKIPPED, path, f"recorded for {where}; this GPU is {here}"))
             continue
         beyond = limits.problems(golden.call)
         if beyond:  # planning it would cost far more than the golden's size says

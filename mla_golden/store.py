@@ -24,6 +24,7 @@ import torch
 
 from mla_golden import safetensors_file
 from mla_golden.call import Call
+from mla_golden.cases import golden_key
 from mla_golden.differ import same_content
 from mla_golden.errors import GoldenError
 from mla_golden.files import HOST, TEMP_SUFFIX, fsync_dir, write_temp
@@ -111,9 +112,7 @@ def derived_key(call: Call) -> str:
             "buffers": call.buffers,
         }
     )[:12]
-    device = f"{call.device.get('arch', 'unknown')}-cu{call.device.get('cu_num', 0)}"
-    shape = shape_label(call)
-    return f"{call.op}/{device}/{shape}-{digest}"
+    return golden_key(call.op, call.device.get("arch", "unknown"), call.device.get("cu_num", 0), f"{shape_label(call)}-{digest}")
 
 
 #: Characters a key part keeps as they are (pytest's parametrize ids mostly stay readable: ``test[fp8-16]``).

@@ -37,7 +37,7 @@ from mla_golden.reference import (
 from mla_golden.reference._device import LDS_BYTES
 from mla_golden.reference._device import device as reference_device
 from mla_golden.report import render_check_text
-from mla_golden.schema import OUTPUTS
+from mla_golden.schema import OUTPUTS, WorkColumn
 
 OLD_FILE = "cross_version-33d168a06297-"
 
@@ -110,7 +110,7 @@ def _old_bug(call: Call) -> bool:
     rows = call.outputs["work_info_set"][call.written["work_info_set"].all(dim=1)].tolist()
     dense = call.params["topk"] < 0
     for row in rows:
-        kv_start, kv_end, kv_offset = row[4], row[5], row[6]
+        kv_start, kv_end, kv_offset = row[WorkColumn.KV_START], row[WorkColumn.KV_END], row[WorkColumn.KV_OFFSET]
         if kv_offset < 0:
             return True
         if dense and 0 <= kv_start < kv[-1]:
@@ -155,7 +155,7 @@ def _num_works(call: Call) -> int:
     return (
         int(call.written["work_info_set"].any(dim=1).sum())
         if call.op == "get_mla_metadata_v1"
-        else int((call.outputs["work_info_set"][:, 7] != 0).sum())
+        else int((call.outputs["work_info_set"][:, WorkColumn.EXTRA] != 0).sum())
     )
 
 
@@ -178,8 +178,8 @@ def _decode_base() -> Call:
             and internals["qk_batch_ratio"] == 1
             and internals["qo_splits"] == 0
             and kw["uni_seqlen_qo"] >= 2
-            and bool((rows[:, 1] >= 0).any())
-            and bool((rows[:, 1] < 0).any())
+            and bool((rows[:, WorkColumn.PARTIAL_QO_LOC] >= 0).any())
+            and bool((rows[:, WorkColumn.PARTIAL_QO_LOC] < 0).any())
         )
 
     return _first_record("mla_v1-", wanted)
@@ -195,8 +195,8 @@ def _ps_base() -> Call:
         return (
             args["num_heads_k"] > 1
             and len(args["seqlens_qo_indptr"]) > 2
-            and bool((rows[:, 1] >= 0).any())
-            and bool((rows[:, 1] < 0).any())
+            and bool((rows[:, WorkColumn.PARTIAL_QO_LOC] >= 0).any())
+            and bool((rows[:, WorkColumn.PARTIAL_QO_LOC] < 0).any())
         )
 
     return _first_record("ps_v1-", wanted)
@@ -205,16 +205,17 @@ def _ps_base() -> Call:
 def _split_pieces(call: Call) -> list[int]:
     """Rows of the first split tile, in kv order."""
     rows = _rows(call)
-    first = int((rows[:, 1] >= 0).nonzero()[0])
-    key = (rows[first, 0], rows[first, 2], rows[first, 3], rows[first, 7])
-    same = [i for i in range(len(rows)) if (rows[i, 0], rows[i, 2], rows[i, 3], rows[i, 7]) == key]
-    return sorted(same, key=lambda i: int(rows[i, 4]))
+    first = int((rows[:, WorkColumn.PARTIAL_QO_LOC] >= 0).nonzero()[0])
+    tile = [WorkColumn.BATCH_IDX, WorkColumn.QO_START, WorkColumn.QO_END, WorkColumn.EXTRA]  # what a tile's pieces share
+    key = rows[first, tile].tolist()
+    same = [i for i in range(len(rows)) if rows[i, tile].tolist() == key]
+    return sorted(same, key=lambda i: int(rows[i, WorkColumn.KV_START]))
 
 
 def _unsplit_last_tile_row(call: Call) -> int:
     """An unsplit work that runs to its batch's kv end (kv_offset 0)."""
     rows = _rows(call)
-    return int(((rows[:, 1] < 0) & (rows[:, 6] == 0)).nonzero()[0])
+    return int(((rows[:, WorkColumn.PARTIAL_QO_LOC] < 0) & (rows[:, WorkColumn.KV_OFFSET] == 0)).nonzero()[0])
 
 
 def _break_work_indptr(call: Call) -> None:
@@ -222,45 +223,45 @@ def _break_work_indptr(call: Call) -> None:
 
 
 def _break_batch(call: Call) -> None:
-    call.outputs["work_info_set"][_unsplit_last_tile_row(call), 0] = 1 << 20  # no batch, folded or not
+    call.outputs["work_info_set"][_unsplit_last_tile_row(call), WorkColumn.BATCH_IDX] = 1 << 20  # no batch, folded or not
 
 
 def _break_qo_range(call: Call) -> None:
-    call.outputs["work_info_set"][0, 3] += 1
+    call.outputs["work_info_set"][0, WorkColumn.QO_END] += 1
 
 
 def _break_kv_range(call: Call) -> None:
     # the old 33d168a0 defect: the last piece runs one token past the batch, kv_offset goes -1
     row = _unsplit_last_tile_row(call)
-    call.outputs["work_info_set"][row, 5] += 1
-    call.outputs["work_info_set"][row, 6] = -1
+    call.outputs["work_info_set"][row, WorkColumn.KV_END] += 1
+    call.outputs["work_info_set"][row, WorkColumn.KV_OFFSET] = -1
 
 
 def _break_kv_offset(call: Call) -> None:
-    call.outputs["work_info_set"][0, 6] += 1
+    call.outputs["work_info_set"][0, WorkColumn.KV_OFFSET] += 1
 
 
 def _break_coverage(call: Call) -> None:
     first = _split_pieces(call)[0]
-    call.outputs["work_info_set"][first, 5] -= 1  # a one-token gap before the next piece
+    call.outputs["work_info_set"][first, WorkColumn.KV_END] -= 1  # a one-token gap before the next piece
     if call.op == "get_mla_metadata_v1":
-        call.outputs["work_info_set"][first, 6] += 1  # kv_offset still agrees with kv_end
+        call.outputs["work_info_set"][first, WorkColumn.KV_OFFSET] += 1  # kv_offset still agrees with kv_end
     else:
-        call.outputs["work_info_set"][first, 6] += int(call.params["block_size"])
+        call.outputs["work_info_set"][first, WorkColumn.KV_OFFSET] += int(call.params["block_size"])
 
 
 def _break_split_partial(call: Call) -> None:
     rows = _rows(call)
-    unsplit = int((rows[:, 1] < 0).nonzero()[0])
-    call.outputs["work_info_set"][unsplit, 1] = 1 << 20
+    unsplit = int((rows[:, WorkColumn.PARTIAL_QO_LOC] < 0).nonzero()[0])
+    call.outputs["work_info_set"][unsplit, WorkColumn.PARTIAL_QO_LOC] = 1 << 20
 
 
 def _break_partial_overlap(call: Call) -> None:
     rows = _rows(call)
-    split = (rows[:, 1] >= 0).nonzero().view(-1).tolist()
+    split = (rows[:, WorkColumn.PARTIAL_QO_LOC] >= 0).nonzero().view(-1).tolist()
     a, b = split[0], split[-1]
-    old, new = int(rows[a, 1]), int(rows[b, 1]) + 1  # inside b's slot (tiles hold 2+ rows)
-    call.outputs["work_info_set"][a, 1] = new
+    old, new = int(rows[a, WorkColumn.PARTIAL_QO_LOC]), int(rows[b, WorkColumn.PARTIAL_QO_LOC]) + 1  # inside b's slot (tiles hold 2+ rows)
+    call.outputs["work_info_set"][a, WorkColumn.PARTIAL_QO_LOC] = new
     pmap = call.outputs["reduce_partial_map"]
     pmap[pmap == old] = new
 
@@ -301,7 +302,7 @@ def _break_undersized(call: Call) -> None:
 
 
 def _break_head_range(call: Call) -> None:
-    column = call.outputs["work_info_set"][:, 7]
+    column = call.outputs["work_info_set"][:, WorkColumn.EXTRA]
     first = int(column[0])
     column[column == first] = (1000 << 16) | 999  # head 0's plan relabelled to a head that does not exist
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.cli import cli, cli_json
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
@@ -36,19 +37,6 @@ seq_lens = [[600, 7, 300]]
 """
 KEY_128 = "decode/small/gfx942-cu304/h128-fp8-q1-b4-jitter2000-p1"
 KEY_16 = "decode/small/gfx942-cu304/h16-fp8-q1-b4-jitter2000-p1"
-
-
-def cli(*args: str) -> tuple[int, str]:
-    """Run the CLI in-process: (exit code, stdout)."""
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout
-
-
-def cli_json(*args: str) -> tuple[int, dict]:
-    code, out = cli(*args, "--format", "json")
-    return code, json.loads(out)
 
 
 @pytest.fixture(scope="module")

@@ -9,29 +9,22 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from helpers.cli import run
 
-from mla_golden.cli import app
 from mla_golden.store import GoldenStore, load
 
 TESTS = Path(__file__).resolve().parent
 SHIPPED = TESTS.parent / "goldens"
 
 
-def invoke(*args: object) -> tuple[int, str]:
-    ran = CliRunner().invoke(app, [str(a) for a in args])
-    assert ran.exception is None or isinstance(ran.exception, SystemExit), ran.exception
-    return ran.exit_code, ran.output
-
-
 def test_an_unknown_arch_in_device_is_refused_naming_the_known_ones(tmp_path):
-    code, output = invoke("record", "--backend", "reference", "--device", "gfx999:10", "--out", tmp_path / "out")
-    assert code == 2 and "unknown arch 'gfx999' (known: gfx942, gfx950)" in output
+    ran = run("record", "--backend", "reference", "--device", "gfx999:10", "--out", tmp_path / "out")
+    assert ran.code == 2 and "unknown arch 'gfx999' (known: gfx942, gfx950)" in ran.output
     assert not (tmp_path / "out").exists()
     matrix = tmp_path / "matrix.toml"
     matrix.write_text('format = "mla-golden-matrix/1"\ndevices = ["gfx1100:48"]\n\n[[decode]]\nname = "x"\nheads = 16\n')
-    code, output = invoke("record", "--backend", "reference", "--matrix", matrix, "--out", tmp_path / "out")
-    assert code == 2 and "unknown arch 'gfx1100'" in output and str(matrix) in output
+    ran = run("record", "--backend", "reference", "--matrix", matrix, "--out", tmp_path / "out")
+    assert ran.code == 2 and "unknown arch 'gfx1100'" in ran.output and str(matrix) in ran.output
 
 
 def _record(tmp_path: Path, *args: str, script: str) -> subprocess.CompletedProcess[str]:
@@ -41,15 +34,15 @@ def _record(tmp_path: Path, *args: str, script: str) -> subprocess.CompletedProc
 
 
 def test_a_command_that_captures_no_call_is_exit_2_unless_allowed(tmp_path):
-    run = _record(tmp_path, script="print('no planner here')")
-    assert run.returncode == 2, run.stderr
-    assert "made no aiter planner calls" in run.stderr and "--allow-empty" in run.stderr
-    assert json.loads(run.stdout)["summary"] == {"bad": 1}
+    recorded = _record(tmp_path, script="print('no planner here')")
+    assert recorded.returncode == 2, recorded.stderr
+    assert "made no aiter planner calls" in recorded.stderr and "--allow-empty" in recorded.stderr
+    assert json.loads(recorded.stdout)["summary"] == {"bad": 1}
     allowed = _record(tmp_path, "--allow-empty", script="print('no planner here')")
     assert allowed.returncode == 0, allowed.stderr
     assert json.loads(allowed.stdout)["summary"] == {}
-    code, output = invoke("record", "--allow-empty", "--out", tmp_path / "matrix-out")
-    assert code == 2 and "--allow-empty applies to recording a command" in output
+    ran = run("record", "--allow-empty", "--out", tmp_path / "matrix-out")
+    assert ran.code == 2 and "--allow-empty applies to recording a command" in ran.output
     assert not (tmp_path / "matrix-out").exists()
 
 
@@ -66,10 +59,10 @@ for seq_lens in ([[700, 90]], [[700, 90], [300, 20]]):  # two stand-ins, one aft
 
 
 def test_calls_made_through_as_aiter_are_recorded_once_each(tmp_path):
-    run = _record(tmp_path, script=AS_AITER)
-    assert run.returncode == 0, run.stderr
-    assert "3 planner call(s) captured, 2 distinct" in run.stderr  # the first stand-in's spy left with it
-    assert json.loads(run.stdout)["summary"] == {"written": 2}
+    recorded = _record(tmp_path, script=AS_AITER)
+    assert recorded.returncode == 0, recorded.stderr
+    assert "3 planner call(s) captured, 2 distinct" in recorded.stderr  # the first stand-in's spy left with it
+    assert json.loads(recorded.stdout)["summary"] == {"written": 2}
     goldens = [load(p) for p in GoldenStore(tmp_path / "out").paths()]
     assert {g.call.provenance["backend"] for g in goldens} == {"reference"}
     assert sorted(g.call.inputs["seqlens_kv_indptr"].tolist() for g in goldens) == [[0, 300, 320], [0, 700, 790]]
@@ -87,7 +80,7 @@ def test_a_missing_or_empty_path_is_exit_2_with_one_wording_in_every_command(tmp
         (path / "sub").mkdir(parents=True)
     if command[0] == "show" and kind == "empty":
         pytest.skip("show takes a file")
-    code, output = invoke(*command, path)
+    ran = run(*command, path)
     problem = {"missing": "no such file or folder (goldens are *.safetensors files)", "empty": "a folder holding no goldens (*.safetensors files)"}[kind]
     option = "--against " if command[-1] == "--against" else ""
-    assert code == 2 and f"error: {option}{path}: {problem}" in output.replace("\n", ""), output
+    assert ran.code == 2 and f"error: {option}{path}: {problem}" in ran.output.replace("\n", ""), ran.output

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 from browser import ARTIFACTS, Browser, find_browser
-from typer.testing import CliRunner
+from helpers.cli import run
 
-from mla_golden.cli import app
 from mla_golden.differ import Cause
 from mla_golden.geometry import works_by_cu
 from mla_golden.store import Golden, GoldenStore
@@ -62,13 +61,6 @@ def _rewrite(root: Path, key: str, change) -> None:
     golden = store.read(key)
     change(golden.call)
     assert store.write(Golden(key, golden.call), update=True).value == "updated"
-
-
-def _cli(*args: object) -> int:
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code
 
 
 def _box(b: Browser, selector: str) -> dict:
@@ -116,7 +108,7 @@ def flipped(tmp_path) -> tuple[Path, Path, int, int]:
 def test_one_element_change_is_answered_in_the_first_screen(browser, flipped, tmp_path):
     expected, actual, work, cu = flipped
     page = tmp_path / "report.html"
-    assert _cli("diff", actual, "--against", expected, "--html", page) == 1
+    assert run("diff", actual, "--against", expected, "--html", page).code == 1
     _open(browser, page, "diff-one-element")
 
     summary, verdict = _box(browser, ".summary"), _box(browser, "section.call .verdict")
@@ -166,7 +158,7 @@ def test_tree_diff_opens_with_divergences_grouped_by_cause(browser, flipped, tmp
     _rewrite(actual, h64, unwritten)
     _rewrite(actual, bf16, other_planner)
     page = tmp_path / "tree.html"
-    assert _cli("diff", actual, "--against", expected, "--html", page) == 1
+    assert run("diff", actual, "--against", expected, "--html", page).code == 1
     _open(browser, page, "diff-tree-grouped")
 
     groups = browser.evaluate("Array.from(document.querySelectorAll('table.groups tr')).slice(1).map(r => "
@@ -195,7 +187,7 @@ def test_show_page_draws_every_cu_part_with_its_index_and_a_title_on_every_work(
     call = GoldenStore(tree).read(KEY).call
     work = works_by_cu(call)[200][0].index
     page = tmp_path / "show.html"
-    assert _cli("show", tree / f"{KEY}.safetensors", "--work", work, "--html", page) == 0
+    assert run("show", tree / f"{KEY}.safetensors", "--work", work, "--html", page).code == 0
     _open(browser, page, "show-work")
 
     chosen = _boxes(browser, ".where rect.work.marked")
@@ -216,7 +208,7 @@ def test_show_page_draws_every_cu_part_with_its_index_and_a_title_on_every_work(
 def test_check_page_shows_the_work_that_breaks_an_invariant_on_the_first_screen(browser, flipped, tmp_path):
     _, actual, work, cu = flipped  # the longer kv range runs past its batch's end
     page = tmp_path / "check.html"
-    assert _cli("check", actual, "--html", page) == 1
+    assert run("check", actual, "--html", page).code == 1
     _open(browser, page, "check-violation")
 
     groups = browser.evaluate(
@@ -274,7 +266,7 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
 def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_screen(browser, tmp_path):
     # 120 goldens replayed on the oldest port: 45 divergent calls, most of them drawn.
     page = tmp_path / "preview.html"
-    assert _cli("diff", ROOT / "goldens", "--backend", "reference@33d168a0", "--html", page, "-q") == 1
+    assert run("diff", ROOT / "goldens", "--backend", "reference@33d168a0", "--html", page, "-q").code == 1
     assert page.stat().st_size < 2_000_000, page.stat().st_size
     _open(browser, page, "diff-upgrade-preview")
     assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0], "no horizontal overflow"
@@ -284,9 +276,9 @@ def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_scree
     # the planner's changes split by what they changed, as the run's JSON counts them (each result's Cause)
     labels = browser.evaluate("Array.from(document.querySelectorAll('table.groups tr')).slice(1).map(r => [r.cells[0].innerText, +r.cells[1].innerText])")
     planner = {label.rsplit(": ", 1)[1]: n for label, n in labels if label.startswith("planner behaviour change")}
-    run = CliRunner().invoke(app, ["diff", str(ROOT / "goldens"), "--backend", "reference@33d168a0", "--format", "json"])
+    replayed = run("diff", ROOT / "goldens", "--backend", "reference@33d168a0", "--format", "json")
     kinds = {Cause.PLANNER_ERROR.value: "error", Cause.PLANNER_GEOMETRY.value: "geometry", Cause.PLANNER_VALUES.value: "values only"}
-    causes = Counter(kinds[r["diff"]["cause"]] for r in json.loads(run.stdout)["results"] if r.get("diff") and r["diff"]["cause"] in kinds)
+    causes = Counter(kinds[r["diff"]["cause"]] for r in json.loads(replayed.stdout)["results"] if r.get("diff") and r["diff"]["cause"] in kinds)
     assert planner == dict(causes) and sum(causes.values()) > 10, (labels, causes)
     # every in-page link leads somewhere (the verdicts' "pictures" links included)
     hrefs = browser.evaluate("Array.from(document.querySelectorAll('a[href^=\"#\"]')).map(a => a.getAttribute('href'))")

@@ -7,12 +7,12 @@ import textwrap
 import pytest
 
 from mla_golden.backends import resolve
+from mla_golden.cases import vllm_max_split_per_batch
 from mla_golden.matrix import (
     MatrixError,
     capture,
     load,
     parse,
-    vllm_max_split_per_batch,
 )
 
 GOOD = """\

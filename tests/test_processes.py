@@ -12,27 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.processes import children
 
 from mla_golden.workers import cap_jobs, usable_cpus
 
 CLI = str(Path(sys.executable).parent / "mla-golden")
-
-
-def _children(pid: int) -> list[int]:
-    """Live worker processes whose parent is ``pid`` (multiprocessing's spawn children, not its resource tracker)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and b"spawn_main" in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 def _alive(pid: int) -> bool:
@@ -55,7 +39,7 @@ def test_workers_die_with_their_parent_and_write_nothing_after(tmp_path, sig):
         deadline = time.monotonic() + 120
         workers: list[int] = []
         while time.monotonic() < deadline and len(workers) < min(2, usable_cpus()):
-            workers = _children(parent.pid)
+            workers = children(parent.pid, workers_only=True)
             time.sleep(0.05)
         assert workers, "the workers never started"
         os.kill(parent.pid, sig)
@@ -69,7 +53,7 @@ def test_workers_die_with_their_parent_and_write_nothing_after(tmp_path, sig):
         time.sleep(1.0)
         assert len(list(out.rglob("*.safetensors"))) == count  # nothing written after the parent is gone
     finally:
-        for pid in [parent.pid, *_children(parent.pid)]:
+        for pid in [parent.pid, *children(parent.pid, workers_only=True)]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

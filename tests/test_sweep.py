@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.processes import children
 from typer.testing import CliRunner
 
 import mla_golden
@@ -193,19 +194,6 @@ def test_a_journal_of_another_sweep_is_refused(tmp_path: Path) -> None:
     assert "journal of another sweep" in result.output and "reference:gfx942:80" in result.output
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_killed_sweep_leaves_no_workers_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -217,7 +205,7 @@ def test_a_killed_sweep_leaves_no_workers_and_resumes(tmp_path: Path) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not journal.exists() or len(journal.read_text().splitlines()) < 3):
         time.sleep(0.2)
-    workers = _children(proc.pid)
+    workers = children(proc.pid)
     assert workers, "the sweep started worker processes"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

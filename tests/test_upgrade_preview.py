@@ -11,7 +11,6 @@ index where they do, with both values.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import shutil
 from pathlib import Path
@@ -20,13 +19,12 @@ from typing import Any
 import pytest
 import torch
 from conformance import input_tensors, records, torch_dtype
+from helpers.cli import cli_json, run
 from readme_blocks import block
-from typer.testing import CliRunner
 
 import mla_golden
 from mla_golden import reference
 from mla_golden.capture import planner_env
-from mla_golden.cli import app
 from mla_golden.differ import Cause
 from mla_golden.schema import OUTPUTS
 from mla_golden.store import Golden, GoldenStore, load
@@ -60,19 +58,6 @@ batch = 4
 context = "jitter:2000"
 devices = ["gfx942:304"]
 """
-
-
-def cli(*args: Any) -> tuple[int, str, str]:
-    """Run the CLI in-process: (exit code, stdout, stderr)."""
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
-
-
-def cli_json(*args: Any) -> tuple[int, dict]:
-    code, out, _ = cli(*args, "--format", "json")
-    return code, json.loads(out)
 
 
 def _cross_records() -> dict[str, dict]:
@@ -140,7 +125,7 @@ def test_a_golden_names_the_planner_version_that_recorded_it(old_tree):
         "commit": "aded0f84013b2a82f839991616235069b12dfae8",
     }  # fmt: skip
     assert golden.call.provenance["reference_of"] == "aiter aded0f84013b"
-    code, out, _ = cli("show", golden.path)
+    code, out, _ = run("show", golden.path)
     assert code == 0 and f"recorded by reference@{OLD} at " in out
     code, listed = cli_json("list", old_tree)
     assert code == 0 and {row["planner"] for row in listed["goldens"]} == {f"reference@{OLD}"}
@@ -197,7 +182,7 @@ def test_upgrade_preview_names_the_planner_change_and_where_aiter_says_it_differ
 
 
 def test_upgrade_preview_text_groups_the_divergences_by_cause(old_tree):
-    code, out, err = cli("diff", old_tree, "--backend", f"reference@{NEW}", "--max-items", "4")
+    code, out, err = run("diff", old_tree, "--backend", f"reference@{NEW}", "--max-items", "4")
     assert code == 1
     assert f"backend: reference@{NEW}" in err
     assert out.count(f"== {UPGRADE}: {len(CHANGED)} call(s)") == 1
@@ -251,7 +236,7 @@ def test_a_version_by_tag_commit_prefix_or_date(spec, tmp_path):
 @pytest.mark.parametrize("command", ["record", "diff"])
 @pytest.mark.parametrize("spec", ["reference@0123456789", "reference@v9.9.9", "reference@"])
 def test_an_unknown_version_is_bad_usage_listing_the_known_ones(command, spec, tmp_path):
-    code, out, err = cli(command, "--backend", spec, "--out" if command == "record" else "--quiet", *([tmp_path] if command == "record" else []))
+    code, out, err = run(command, "--backend", spec, "--out" if command == "record" else "--quiet", *([tmp_path] if command == "record" else []))
     assert code == 2 and out == ""
     assert f"error: --backend {spec}: unknown aiter planner version" in err
     for version in ("33d168a0 (2026-02-02", "62028796 (2026-06-25, ", "aded0f84 (2026-08-05", "e4048607 (2026-08-22"):
@@ -260,9 +245,9 @@ def test_an_unknown_version_is_bad_usage_listing_the_known_ones(command, spec, t
 
 
 def test_only_the_reference_has_versions(tmp_path):
-    code, _, err = cli("diff", tmp_path, "--backend", "aiter@0.1.20")
+    code, _, err = run("diff", tmp_path, "--backend", "aiter@0.1.20")
     assert code == 2 and "only the reference has versions" in err
-    code, _, err = cli("diff", tmp_path, "--backend", "gpu")
+    code, _, err = run("diff", tmp_path, "--backend", "gpu")
     assert code == 2 and "unknown backend 'gpu'" in err
 
 
@@ -301,7 +286,7 @@ def test_versions_lists_each_version_with_its_tags_and_changes():
     assert [v["newest"] for v in listed] == [False, False, False, False, True]
     assert all(v["changes"] and v["commit"].startswith(v["name"]) for v in listed)
     assert any("kv_last_page_lens" in line for line in listed[1]["changes"])
-    code, out, _ = cli("versions")
+    code, out, _ = run("versions")
     assert code == 0
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("e4048607  2026-08-22  e4048607a535"))
@@ -327,7 +312,7 @@ def test_the_summary_counts_each_cause_apart(old_tree, tmp_path):
     damaged = groups["values only (same geometry, moved split points)"]
     assert damaged == {"label": damaged["label"], "causes": [Cause.VALUES], "planner": None, "count": 1, "keys": [same]}
     assert [g["count"] for g in report["by_cause"]] == [len(CHANGED), 1], "largest group first"
-    code, out, _ = cli("diff", tree, "--backend", f"reference@{NEW}")
+    code, out, _ = run("diff", tree, "--backend", f"reference@{NEW}")
     first, second = out.index(f"== {UPGRADE}: {len(CHANGED)} call(s)"), out.index("== values only (same geometry, moved split points): 1 call(s)")
     assert first < second and out.index(f"DIVERGED {same}") > second
 
@@ -350,7 +335,7 @@ def test_the_readme_upgrade_preview_is_what_a_run_shows(tmp_path, monkeypatch):
     section = readme[readme.index("## What changes if we bump aiter?") :]
     section = section[: section.index("\n## ")]
     monkeypatch.chdir(tmp_path)
-    code, _, _ = cli("record", "--backend", "reference@v0.1.16.post2", "--out", "goldens-0.1.16", "--quiet")
+    code, _, _ = run("record", "--backend", "reference@v0.1.16.post2", "--out", "goldens-0.1.16", "--quiet")
     assert code == 0
     code, report = cli_json("diff", "goldens-0.1.16", "--backend", "reference@v0.1.20")
     label = "planner behaviour change reference@62028796 -> reference@e4048607"
@@ -361,7 +346,7 @@ def test_the_readme_upgrade_preview_is_what_a_run_shows(tmp_path, monkeypatch):
     assert "│ equal │ 111 │" in shown and "│ resized │ 3 │" in shown and "│ diverged │ 6 │" in shown
     assert f"│ {label} │ 6 │" in shown and f"│ {resized} │ 3 │" in shown
     # what a caller sees after the bump: the matrix recorded afresh on v0.1.20, sized by its own helper
-    code, _, _ = cli("record", "--backend", "reference@v0.1.20", "--out", "goldens-0.1.20", "--quiet")
+    code, _, _ = run("record", "--backend", "reference@v0.1.20", "--out", "goldens-0.1.20", "--quiet")
     assert code == 0
     code, fresh = cli_json("diff", "goldens-0.1.20", "--against", "goldens-0.1.16")
     assert {r["key"]: r["status"] for r in fresh["results"]} == {r["key"]: r["status"] for r in report["results"]}
@@ -428,7 +413,7 @@ devices = ["gfx950:256"]
     assert [(g["label"], g["count"]) for g in report["by_cause"]] == [(Cause.RESIZED.value, 1)]
     sizes = ", ".join(f"{f['name']} {f['expected_shape']} -> {f['actual_shape']}" for f in fields)
     assert result["notes"][-1].endswith(sizes) or any(n.endswith(sizes) for n in result["notes"])
-    code, out, _ = cli("diff", tmp_path / "g", "--backend", f"reference@{NEW}")
+    code, out, _ = run("diff", tmp_path / "g", "--backend", f"reference@{NEW}")
     assert code == 1 and re.search(r"│ resized +│ +1 │", out)
     assert "reduce_indptr: buffer [" in out
 
@@ -483,7 +468,7 @@ def test_a_call_the_version_cannot_express_is_not_comparable_and_listed_apart(tm
     assert code == 1 and report["summary"] == {"not-comparable": 1, "diverged": 1}
     assert [g["count"] for g in report["by_cause"]] == [1] and report["by_cause"][0]["label"].startswith("planner behaviour change")
     assert [g["keys"] for g in report["not_comparable"]] == [[result["key"]]]
-    code, out, _ = cli("diff", tmp_path / "g", "--backend", "reference@33d168a0")
+    code, out, _ = run("diff", tmp_path / "g", "--backend", "reference@33d168a0")
     divergence = out.index("== planner behaviour change")
     apart = out.index("== not comparable on reference@33d168a0 (no divergence: nothing to compare): 1 call(s)")
     assert divergence < apart < out.index(f"NOT-COMPARABLE {result['key']}")

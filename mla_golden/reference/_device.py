@@ -23,9 +23,9 @@ class Device:
     """What aiter's planners read from the GPU they run on."""
 
     arch: str = "gfx942"
-    cu_num: int = 304
+    cu_num: int = FULL_PART_CUS["gfx942"]
     warp_size: int = 64
-    lds_bytes: int = 65536
+    lds_bytes: int = LDS_BYTES["gfx942"]
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, str) or not self.arch.startswith("gfx"):

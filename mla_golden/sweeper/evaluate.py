@@ -13,7 +13,6 @@ differ; that capture is what the reproducer goldens hold.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import os
 import time
@@ -23,6 +22,7 @@ from typing import Any
 
 import torch
 
+from mla_golden import cases
 from mla_golden.call import Call
 from mla_golden.capture import CANARIES, _message, planner_env, replay
 from mla_golden.reference import kernel_log
@@ -37,13 +37,8 @@ EQUAL, DIVERGED, UNDEFINED, SKIPPED = "equal", "diverged", "undefined", "skipped
 #: What diverged, most telling first: the error status or message, a buffer shape with what was
 #: written in it, output values; ``sizing``: only buffer sizes changed, what was written is the same.
 KIND_ERROR, KIND_SHAPE, KIND_VALUES, KIND_SIZING = "error", "shape", "values", "sizing"
-#: vLLM's FP8 prefill convention (``_build_fp8_prefill_ps_metadata``).
-PREFILL_PARAMS = {
-    "gqa_ratio": 1, "qhead_granularity": 1, "qlen_granularity": 256,
-    "kvlen_granularity": 128, "block_size": 1, "is_causal": True,
-}  # fmt: skip
-_DTYPES = {"bf16": "torch.bfloat16", "none": None}
-_FP8 = {"gfx942": "torch.float8_e4m3fnuz"}
+#: vLLM's FP8 prefill convention (``_build_fp8_prefill_ps_metadata``), as call params.
+PREFILL_PARAMS = {"gqa_ratio": cases.PREFILL_GQA_RATIO, **cases.PREFILL_OPTIONS}
 _CANARY = CANARIES[torch.int32][0]
 #: The uint64 canary as two int32 canaries: what the shared int32 fill leaves in work_metadata_ptrs.
 _POINTER_CANARY = torch.full((2,), _CANARY, dtype=torch.int32).view(torch.uint64)[0].item()
@@ -92,26 +87,11 @@ class Verdict:
         return (self.kind, *self.fields[:1])
 
 
-def _dtype(name: str, arch: str) -> str | None:
-    return _FP8.get(arch, "torch.float8_e4m3fn") if name == "fp8" else _DTYPES[name]
-
-
 def point_inputs(point: Point) -> dict[str, torch.Tensor]:
     """The input tensors of ``point``'s call (the same whichever planner runs it; planners do not write them)."""
     if point.op == DECODE:
-        page = point.page_size
-        pages = [-(-n // page) for n in point.seq_lens]
-        return {
-            "seqlens_qo_indptr": torch.arange(0, (point.batch + 1) * point.qlen, point.qlen, dtype=torch.int32),
-            "seqlens_kv_indptr": torch.tensor([0, *itertools.accumulate(pages)], dtype=torch.int32),
-            "kv_last_page_lens": torch.tensor([n - (p - 1) * page for n, p in zip(point.seq_lens, pages)], dtype=torch.int32),
-        }
-    indptr = torch.tensor([0, *itertools.accumulate(point.seq_lens)], dtype=torch.int32)
-    return {
-        "seqlens_qo_indptr": indptr,
-        "pages_kv_indptr": indptr.clone(),
-        "context_lens": torch.tensor(point.seq_lens, dtype=torch.int32),
-    }
+        return cases.decode_inputs(point.seq_lens, point.qlen, point.page_size)
+    return cases.prefill_inputs(point.seq_lens)
 
 
 def template(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | None = None) -> tuple[Call, dict[str, Any]]:
@@ -121,10 +101,10 @@ def template(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
     device = {"arch": arch, "cu_num": cu_num}
     inputs = inputs if inputs is not None else point_inputs(point)
     if point.op == DECODE:
-        q, kv = _dtype(point.q_dtype, arch), _dtype(point.kv_dtype, arch)
+        q, kv = cases.dtype_name(point.q_dtype, arch), cases.dtype_name(point.kv_dtype, arch)
         params = {
             "num_heads_per_head_k": point.heads, "num_heads_k": 1, "is_causal": point.causal,
-            "page_size": point.page_size, "kv_granularity": max(point.page_size, 16),
+            "page_size": point.page_size, "kv_granularity": cases.kv_granularity(point.page_size),
             "max_seqlen_qo": point.qlen, "uni_seqlen_qo": point.qlen, "fast_mode": True, "topk": -1,
             "max_split_per_batch": point.max_split_per_batch, "intra_batch_mode": False,
             "is_cp_round_robin": False, "mla_version": 0,

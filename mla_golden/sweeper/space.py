@@ -26,17 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mla_golden import cases
+from mla_golden.case_file import Table, read_document
 from mla_golden.errors import MatrixError, SpaceError
-from mla_golden.matrix import DEFAULT_DEVICES, Table, parse_device, read_document, vllm_max_split_per_batch
 from mla_golden.schema import ENV_VARS, MLA_OP, PS_OP
 
 FORMAT = "mla-golden-space/1"
 DECODE, PREFILL = MLA_OP, PS_OP
-DTYPES = ("bf16", "fp8", "none")
-CONTEXT_MODES = ("uniform", "jitter")
+DTYPES = (*cases.DTYPE_NAMES, cases.NO_DTYPE)
 UNSET = "unset"
 _RANGE_RE = re.compile(r"^([0-9]+)\.\.([0-9]+)$")
-_CONTEXT_RE = re.compile(r"^(uniform|jitter):([0-9]+)(?:\.\.([0-9]+))?$")
+_CONTEXT_RE = re.compile(rf"^({'|'.join(cases.CONTEXT_MODES)}):([0-9]+)(?:\.\.([0-9]+))?$")
 _DECODE_KEYS = (
     "name", "model", "devices", "heads", "dtype", "qlen", "batch", "context", "seq_lens",
     "page_size", "max_split_per_batch", "causal", "env", "tags",
@@ -77,16 +77,17 @@ class Point:
     def key(self) -> str:
         """Golden key: readable shape part plus a digest of everything, so equal points share a file."""
         digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
-        where = f"{self.arch}-cu{self.cu_num}"
         if self.op == PREFILL:
-            return f"sweep/prefill/{where}/h{self.heads}-b{self.batch}-t{sum(self.seq_lens)}-{digest}"
+            label = f"h{self.heads}-b{self.batch}-t{sum(self.seq_lens)}-{digest}"
+            return cases.golden_key("sweep/prefill", self.arch, self.cu_num, label)
         env = "".join(f"-{k.removeprefix('AITER_').lower()}{v}" for k, v in self.env if v is not None)
         causal = "" if self.causal else "-noncausal"
         split = "" if self.max_split_per_batch == -1 else f"-s{self.max_split_per_batch}"
-        return (
-            f"sweep/decode/{where}/h{self.heads}-{self.dtype.replace('/', '-')}-q{self.qlen}-p{self.page_size}"
+        label = (
+            f"h{self.heads}-{self.dtype.replace('/', '-')}-q{self.qlen}-p{self.page_size}"
             f"{split}{causal}{env}-b{self.batch}-{digest}"
         )
+        return cases.golden_key("sweep/decode", self.arch, self.cu_num, label)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (field by field: dataclasses.asdict deep-copies, too slow per point)."""
@@ -107,14 +108,9 @@ class Point:
 
 
 def _lengths(mode: str, top: int, count: int, low: int, rng: random.Random) -> tuple[int, ...]:
-    """``count`` lengths: all ``top`` (uniform) or spread over [max(low, top / 8), top] (jitter), as the matrix draws them."""
-    if mode == "uniform":
-        return (top,) * count
-    start = max(low, top // 8)
-    span = top - start + 1
+    """:func:`mla_golden.cases.lengths`, jitter drawn from ``rng``'s floats (cheaper per point than ``randint``)."""
     draw = rng.random
-    return tuple([start + int(draw() * span) for _ in range(count)])
-
+    return cases.lengths(mode, top, count, low, lambda lo, hi: lo + int(draw() * (hi - lo + 1)))
 
 
 @dataclass(frozen=True)
@@ -226,9 +222,9 @@ class Group:
         if self.op == PREFILL:
             return Point(PREFILL, arch, cu, v["heads"], lens)
         q_dtype, kv_dtype = v["dtype"]
-        heads = max(16, v["heads"])
+        heads = cases.kernel_heads(v["heads"])
         split = v["max_split_per_batch"]
-        split = vllm_max_split_per_batch(heads, len(lens), cu) if split == "vllm" else split
+        split = cases.vllm_max_split_per_batch(heads, len(lens), cu) if split == "vllm" else split
         env = tuple(sorted((name, None if value == UNSET else value) for name, value in v["env"]))
         return Point(
             DECODE, arch, cu, heads, lens, qlen=qlen, q_dtype=q_dtype, kv_dtype=kv_dtype,
@@ -299,7 +295,7 @@ def parse(text: str, source: str = "<space>") -> Space:
         tables = {kind: where.tables_of(data, kind) for kind in ("decode", "prefill")}
     except MatrixError as exc:
         raise SpaceError(str(exc)) from exc
-    devices = _devices(_SpaceGroup(where, "", 0, {"devices": data.get("devices", list(DEFAULT_DEVICES))}))
+    devices = _devices(_SpaceGroup(where, "", 0, {"devices": data.get("devices", list(cases.default_devices()))}))
     groups: list[Group] = []
     for kind, op in (("decode", DECODE), ("prefill", PREFILL)):
         for index, table in enumerate(tables[kind]):
@@ -389,7 +385,7 @@ def _devices(group: _SpaceGroup) -> Choices:
     devices = []
     for item in values:
         try:
-            devices.append(parse_device(item if isinstance(item, str) else repr(item)))
+            devices.append(cases.parse_device(item if isinstance(item, str) else repr(item)))
         except MatrixError as exc:
             raise group.fail("devices", str(exc)) from None
     if not devices:

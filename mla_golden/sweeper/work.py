@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mla_golden.errors import SweepError
+from mla_golden.reference._device import DEFAULT_DEVICE
 from mla_golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.sweeper.evaluate import DIVERGED, capture, evaluate
 from mla_golden.sweeper.planners import Planner, resolve
@@ -72,7 +73,7 @@ def warm(a: str, b: str) -> None:
     torch.set_num_threads(1)  # planner tensors are tiny; intra-op threads only fight the other workers
     pa, pb = planner(a), planner(b)
     for op in (DECODE, PREFILL):
-        evaluate(Point(op, "gfx942", 304, 16, (64,)), pa, pb)
+        evaluate(Point(op, DEFAULT_DEVICE.arch, DEFAULT_DEVICE.cu_num, 16, (64,)), pa, pb)
     _warm.add((a, b))
 
 
