@@ -21,6 +21,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 from conformance import VersionCase, check_case, version_cases
 from typer.testing import CliRunner
 
@@ -300,3 +301,14 @@ def test_a_harness_that_died_is_restarted() -> None:
     os.kill(first, 9)
     check_case(module, case)
     assert process.pid() != first
+
+
+@needs_aiter
+def test_the_readme_snippet_plans_as_the_port(capsys: pytest.CaptureFixture[str]) -> None:
+    from readme_blocks import block
+
+    namespace: dict[str, object] = {}
+    exec(compile(block('mla_golden.aiter_src("v0.1.19"'), "README.md", "exec"), namespace)
+    works = int(namespace["indptr"][-1])  # type: ignore[index]
+    assert works > 0 and torch.equal(namespace["info"][:works], namespace["ported_info"][:works])  # type: ignore[index]
+    assert capsys.readouterr().out.rstrip().endswith("True")
