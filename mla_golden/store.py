@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -127,9 +128,21 @@ def key_path(root: Path, key: str) -> Path:
     is refused; other characters are replaced, with a hash so distinct keys
     stay distinct.
     """
+    parts = _key_parts(root, key)
+    return root.joinpath(*parts).with_name(parts[-1] + SUFFIX)
+
+
+def _key_parts(root: Path, key: str) -> list[str]:
+    """The sanitised '/'-parts of ``key`` (the last without the suffix); see :func:`key_path`."""
     problems = check_key(key)
     if problems:
         raise GoldenError(root, f"bad golden name {str(key)[:80]!r}: {problems[0].removeprefix('key: ')}")
+    return list(_clean_parts(key))
+
+
+@functools.lru_cache(maxsize=8192)
+def _clean_parts(key: str) -> tuple[str, ...]:
+    """:func:`_key_parts` of a valid key, remembered: a tree diff asks for each key twice, and trees repeat keys."""
     parts = []
     split = key.split("/")
     for index, part in enumerate(split):
@@ -142,7 +155,7 @@ def key_path(root: Path, key: str) -> Path:
             # Keep distinct keys distinct after sanitising.
             clean = f"{clean[:100]}-{hashlib.sha256(part.encode()).hexdigest()[:8]}"
         parts.append(clean)
-    return root.joinpath(*parts).with_name(parts[-1] + SUFFIX)
+    return tuple(parts)
 
 
 #: A failed comparison's actual call may sit next to its golden as ``<name>.obtained.safetensors``.
@@ -153,7 +166,10 @@ OBTAINED_SUFFIX = OBTAINED + SUFFIX
 
 def key_matches_path(key: str, path: Path) -> bool:
     """Whether ``path`` (as given or resolved) ends with where ``key`` is stored."""
-    want = key_path(Path(), key).parts
+    parts = _key_parts(Path(), key)
+    want = (*parts[:-1], parts[-1] + SUFFIX)
+    if path.parts[-len(want) :] == want:
+        return True  # as given (a tree walk's paths): its absolute form ends the same way, no syscall needed
     for candidate in (path.absolute(), path.resolve()):
         parts = list(candidate.parts)
         if parts[-1].endswith(OBTAINED + SUFFIX):
