@@ -521,6 +521,8 @@ def _provenance_notes(result: Diff, expected: Call, actual: Call) -> None:
 def _decode_work(
     result: Diff, expected: Call, actual: Call, divergent: dict[str, list[int]], columns: tuple[str, ...], max_items: int
 ) -> None:
+    if not divergent["work_indptr"] and not divergent["work_info_set"]:
+        return  # nothing to decode (the usual case in a tree diff): the CU parts are not walked
     indptr_e = written_prefix(expected.outputs["work_indptr"], expected.written["work_indptr"])
     indptr_a = written_prefix(actual.outputs["work_indptr"], actual.written["work_indptr"])
     bounded_e, bounded_a = bounded_indptr(expected, "work_indptr"), bounded_indptr(actual, "work_indptr")
@@ -550,6 +552,8 @@ def _decode_work(
 
 def _decode_reduce(result: Diff, expected: Call, actual: Call, divergent: dict[str, list[int]], max_items: int) -> None:
     groups: set[int] = set()
+    if not any(divergent[name] for name in ("reduce_indptr", "reduce_final_map", "reduce_partial_map")):
+        return
     for name in ("reduce_indptr", "reduce_final_map", "reduce_partial_map"):
         flat = divergent[name][: max_items * 4]
         groups |= _groups_of(expected, name, flat) | _groups_of(actual, name, flat)

@@ -21,6 +21,8 @@ would not load.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import hashlib
 import json
 import math
@@ -28,6 +30,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import numpy
 import torch
 
 from mla_golden.call import Call
@@ -279,9 +282,27 @@ def content_digest(metadata: Mapping[str, str], raw: Mapping[str, tuple[str, lis
     h.update(json.dumps(plain, sort_keys=True, separators=(",", ":")).encode())
     for name in sorted(raw):
         code, shape, data = raw[name]
-        h.update(b"\n" + json.dumps([name, code, list(shape), len(data)]).encode() + b"\n")
+        h.update(b"\n" + _tensor_line(name, code, shape, len(data)) + b"\n")
         h.update(data)
     return "sha256:" + h.hexdigest()
+
+
+#: Names and dtype codes that json.dumps writes as they are (no escapes).
+_PLAIN = re.compile(r"[A-Za-z0-9_.]*")
+
+
+def _tensor_line(name: str, code: str, shape: list[int], size: int) -> bytes:
+    """``json.dumps([name, code, shape, size])``, byte for byte; built directly for plain names (20 per golden)."""
+    head = _plain_head(name, code)
+    if head is not None and all(type(d) is int for d in shape):
+        return f'{head}[{", ".join(map(str, shape))}], {size}]'.encode()
+    return json.dumps([name, code, list(shape), size]).encode()
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_head(name: str, code: str) -> str | None:
+    """'["name", "code", ' when json.dumps writes both as they are; None otherwise (the same few names recur)."""
+    return f'["{name}", "{code}", ' if _PLAIN.fullmatch(name) and _PLAIN.fullmatch(code) else None
 
 
 def _raw_of(tensor: torch.Tensor) -> tuple[str, list[int], bytes]:
@@ -373,7 +394,7 @@ def decode(path: Any, raw: RawFile) -> tuple[str, Call, str]:
         for name in OUTPUTS:
             spec = fields["buffers"][name]
             if fmt == FORMAT:
-                outputs[name], written[name] = _dense(path, name, spec, tensors)
+                outputs[name], written[name] = _dense(path, name, spec, tensors, raw.raw)
             else:
                 outputs[name], written[name] = tensors[f"output.{name}"], tensors[f"written.{name}"]
     call = Call(
@@ -405,10 +426,15 @@ def _json_field(path: Any, metadata: Mapping[str, str], key: str) -> dict[str, A
     return value
 
 
-def _dense(path: Any, name: str, spec: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def _dense(
+    path: Any, name: str, spec: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], raw: Mapping[str, tuple[str, list[int], Any]]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The whole buffer and its written mask from stored runs, every run checked against the buffer first."""
     shape, dtype = spec["shape"], to_dtype(spec["dtype"])
     numel = math.prod(shape)
+    few_runs, few_data = _few(raw[f"written.{name}"]), _few(raw[f"data.{name}"])
+    if few_runs is not None and few_data is not None:
+        return _dense_few(path, name, shape, dtype, numel, few_runs, few_data, tensors[f"values.{name}"])
     runs, data, values = tensors[f"written.{name}"], tensors[f"data.{name}"], tensors[f"values.{name}"]
     for what, r in ((f"written.{name}", runs), (f"data.{name}", data)):
         problem = _check_runs(what, r, numel)
@@ -427,6 +453,65 @@ def _dense(path: Any, name: str, spec: Mapping[str, Any], tensors: Mapping[str, 
     if stored:
         out[_positions(data)] = values
     return out.reshape(shape), _mask(runs, numel).reshape(shape)
+
+
+#: Up to this many runs a field is decoded with Python ints: a torch op per check costs more than the loop.
+_FEW_RUNS = 64
+
+
+def _few(stored: tuple[str, list[int], Any]) -> list[int] | None:
+    """The flat ints of int64 [n, 2] runs (``stored``: dtype code, shape, bytes) with n small enough for the
+    Python path, read from the bytes without a tensor; None for any other (it takes the checked torch path)."""
+    code, shape, data = stored
+    if code != "I64" or len(shape) != 2 or shape[1] != 2 or shape[0] > _FEW_RUNS:
+        return None
+    return memoryview(data).cast("B").cast("q").tolist()
+
+
+def _run_pairs(path: Any, what: str, flat: list[int], numel: int) -> list[tuple[int, int]]:
+    """A few runs (flat ints) as ``[start, end)`` pairs, held to the rules of :func:`_check_runs`."""
+    pairs = list(zip(flat[::2], flat[1::2]))
+    end = -1
+    for start, stop in pairs:
+        if start >= stop or start <= end:
+            raise GoldenError(path, f"{what}: runs must be non-empty, sorted and apart")
+        end = stop
+    if pairs and (pairs[0][0] < 0 or pairs[-1][1] > numel):
+        raise GoldenError(path, f"{what}: runs reach outside the buffer's {numel} elements")
+    return pairs
+
+
+def _dense_few(
+    path: Any, name: str, shape: list[int], dtype: torch.dtype | None, numel: int, runs: list[int], data: list[int], values: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_dense` for a field of a few runs (the usual case: a written prefix), same checks, Python ints."""
+    written = _run_pairs(path, f"written.{name}", runs, numel)
+    stored_runs = _run_pairs(path, f"data.{name}", data, numel)
+    if stored_runs and name == POINTER_OUTPUT:
+        raise GoldenError(path, f"data.{name}: pointer values are not kept (all must be 0)")
+    starts = [start for start, _ in written]
+    for start, stop in stored_runs:
+        home = bisect.bisect_right(starts, start) - 1
+        if home < 0 or stop > written[home][1]:
+            raise GoldenError(path, f"data.{name}: values stored outside the written runs")
+    stored = sum(stop - start for start, stop in stored_runs)
+    if values.dtype != dtype or values.dim() != 1 or values.numel() != stored:
+        raise GoldenError(path, f"values.{name}: expected {stored} values of {dtype}, got {values.dtype} {list(values.shape)}")
+    # numpy slices cost a tenth of torch's per op on arrays this small; torch then shares the memory
+    out = numpy.zeros(numel, dtype=_NUMPY[dtype])
+    if stored:
+        source, at = values.numpy(), 0
+        for start, stop in stored_runs:
+            out[start:stop] = source[at : at + stop - start]
+            at += stop - start
+    mask = numpy.zeros(numel, dtype=numpy.bool_)
+    for start, stop in written:
+        mask[start:stop] = True
+    return torch.from_numpy(out.reshape(shape)), torch.from_numpy(mask.reshape(shape))
+
+
+#: The buffers' dtypes in numpy (the schema allows only these).
+_NUMPY = {torch.int32: numpy.int32, torch.int64: numpy.int64, torch.uint64: numpy.uint64}
 
 
 def _mask(runs: torch.Tensor, numel: int) -> torch.Tensor:

@@ -14,6 +14,7 @@ import math
 import os
 import stat
 import struct
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,12 +30,36 @@ MAX_ELEMENTS = 1 << 25
 DTYPES = {"I32": torch.int32, "I64": torch.int64, "U64": torch.uint64, "BOOL": torch.bool}
 
 
+class Tensors(Mapping[str, torch.Tensor]):
+    """A checked file's tensors, each built on first use (a reader that needs a tensor's values only as ints skips it)."""
+
+    def __init__(self, path: Path, body: bytearray, specs: dict[str, tuple[str, list[int], int, int]]) -> None:
+        self._path, self._body, self._specs = path, body, specs
+        self._built: dict[str, torch.Tensor] = {}
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        tensor = self._built.get(name)
+        if tensor is None:
+            code, shape, start, end = self._specs[name]
+            tensor = self._built[name] = _tensor(self._path, name, DTYPES[code], shape, self._body, start, end)
+        return tensor
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs  # Mapping's own would build the tensor
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
 @dataclass
 class RawFile:
     """A checked safetensors file: string metadata, tensors, and each tensor's stored bytes."""
 
     metadata: dict[str, str]
-    tensors: dict[str, torch.Tensor]
+    tensors: Mapping[str, torch.Tensor]
     #: name -> (safetensors dtype, shape, bytes): what the content digest covers.
     raw: dict[str, tuple[str, list[int], memoryview]]
 
@@ -107,10 +132,11 @@ def read(path: Path) -> RawFile:
     except OSError as exc:
         raise GoldenError(path, f"cannot read: {exc.strerror or exc}") from exc
     view = memoryview(body)
-    tensors, raw = {}, {}
-    for name, (code, shape, start, end) in specs.items():
-        raw[name] = (code, shape, view[start:end])
-        tensors[name] = _tensor(path, name, DTYPES[code], shape, body, start, end)
+    raw = {name: (code, shape, view[start:end]) for name, (code, shape, start, end) in specs.items()}
+    tensors = Tensors(path, body, specs)
+    for name, (code, *_) in specs.items():
+        if code == "BOOL":
+            tensors[name]  # built now: a bool tensor holding other values is refused on reading
     return RawFile(metadata=metadata, tensors=tensors, raw=raw)
 
 
@@ -127,26 +153,32 @@ def _parse_header(path: Path, raw: bytes) -> dict[str, Any]:
 
 
 def _spec(path: Path, name: str, spec: Any) -> tuple[str, list[int], int, int]:
-    """(dtype code, shape, start, end) of one header entry, checked."""
+    """(dtype code, shape, start, end) of one header entry, checked.
+
+    ``type(x) is int``: JSON gives plain ints, and it refuses bools (a bool is an int to isinstance).
+    """
+    code = shape = offsets = None
+    if type(spec) is dict and len(spec) == 3:
+        code, shape, offsets = spec.get("dtype"), spec.get("shape"), spec.get("data_offsets")
     if not (
-        isinstance(spec, dict)
-        and set(spec) == {"dtype", "shape", "data_offsets"}
-        and spec["dtype"] in DTYPES
-        and isinstance(spec["shape"], list)
-        and len(spec["shape"]) <= 4
-        and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_ELEMENTS for d in spec["shape"])
-        and isinstance(spec["data_offsets"], list)
-        and len(spec["data_offsets"]) == 2
-        and all(isinstance(o, int) and not isinstance(o, bool) for o in spec["data_offsets"])
+        type(code) is str
+        and code in DTYPES
+        and type(shape) is list
+        and len(shape) <= 4
+        and all([type(d) is int and 0 <= d <= MAX_ELEMENTS for d in shape])  # a list: cheaper than a generator here
+        and type(offsets) is list
+        and len(offsets) == 2
+        and type(offsets[0]) is int
+        and type(offsets[1]) is int
     ):
         raise GoldenError(path, f"tensor {name[:80]!r}: unsupported dtype or malformed shape/offsets in header")
-    numel = math.prod(spec["shape"])
+    numel = math.prod(shape)
     if numel > MAX_ELEMENTS:
-        raise GoldenError(path, f"tensor {name[:80]!r}: absurd shape {spec['shape']}")
-    start, end = spec["data_offsets"]
-    if not 0 <= start <= end or end - start != numel * DTYPES[spec["dtype"]].itemsize:
+        raise GoldenError(path, f"tensor {name[:80]!r}: absurd shape {shape}")
+    start, end = offsets
+    if not 0 <= start <= end or end - start != numel * DTYPES[code].itemsize:
         raise GoldenError(path, f"tensor {name[:80]!r}: data offsets {start}..{end} do not fit its shape (corrupt)")
-    return spec["dtype"], spec["shape"], start, end
+    return code, shape, start, end
 
 
 def _check_layout(path: Path, specs: dict[str, tuple[str, list[int], int, int]]) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -126,9 +127,21 @@ def key_path(root: Path, key: str) -> Path:
     is refused; other characters are replaced, with a hash so distinct keys
     stay distinct.
     """
+    parts = _key_parts(root, key)
+    return root.joinpath(*parts).with_name(parts[-1] + SUFFIX)
+
+
+def _key_parts(root: Path, key: str) -> list[str]:
+    """The sanitised '/'-parts of ``key`` (the last without the suffix); see :func:`key_path`."""
     problems = check_key(key)
     if problems:
         raise GoldenError(root, f"bad golden name {str(key)[:80]!r}: {problems[0].removeprefix('key: ')}")
+    return list(_clean_parts(key))
+
+
+@functools.lru_cache(maxsize=8192)
+def _clean_parts(key: str) -> tuple[str, ...]:
+    """:func:`_key_parts` of a valid key, remembered: a tree diff asks for each key twice, and trees repeat keys."""
     parts = []
     split = key.split("/")
     for index, part in enumerate(split):
@@ -141,7 +154,7 @@ def key_path(root: Path, key: str) -> Path:
             # Keep distinct keys distinct after sanitising.
             clean = f"{clean[:100]}-{hashlib.sha256(part.encode()).hexdigest()[:8]}"
         parts.append(clean)
-    return root.joinpath(*parts).with_name(parts[-1] + SUFFIX)
+    return tuple(parts)
 
 
 #: A failed comparison's actual call may sit next to its golden as ``<name>.obtained.safetensors``.
@@ -156,11 +169,14 @@ def key_matches_path(key: str, path: Path) -> bool:
     Never the resolved path: a symlink named like one key and leading to
     another key's golden would pass as the first.
     """
-    want = key_path(Path(), key).parts
-    parts = list(path.absolute().parts)
-    if parts[-1].endswith(OBTAINED + SUFFIX):
-        parts[-1] = parts[-1].removesuffix(OBTAINED + SUFFIX) + SUFFIX
-    return tuple(parts[-len(want) :]) == want
+    parts = _key_parts(Path(), key)
+    want = (*parts[:-1], parts[-1] + SUFFIX)
+    if path.parts[-len(want) :] == want:
+        return True  # as given (a tree walk's paths): its absolute form ends the same way, no syscall needed
+    named = list(path.absolute().parts)
+    if named[-1].endswith(OBTAINED + SUFFIX):
+        named[-1] = named[-1].removesuffix(OBTAINED + SUFFIX) + SUFFIX
+    return tuple(named[-len(want) :]) == want
 
 
 def obtained_path(golden_path: Path) -> Path:

@@ -61,12 +61,15 @@ def test_the_wheel_carries_every_data_file(wheel: Path) -> None:
 
 def test_a_wheel_install_diffs_goldens_outside_the_repository(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)  # its own pip: the wheel goes there only
+    # No pip of its own (ensurepip took minutes on a loaded box): this venv's pip puts the wheel, alone, into the
+    # fresh one's site-packages (--target never touches this venv's own install of mla-golden).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())  # fmt: skip
     install = subprocess.run(
-        [python, "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check", str(wheel)],
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-compile", "--disable-pip-version-check",
+         "--target", str(site), str(wheel)],
         capture_output=True, text=True,
     )  # fmt: skip
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
@@ -77,7 +80,8 @@ def test_a_wheel_install_diffs_goldens_outside_the_repository(wheel: Path, tmp_p
     where = subprocess.run([python, "-c", "import mla_golden; print(mla_golden.__file__)"],
                            capture_output=True, text=True, check=True, cwd=work).stdout  # fmt: skip
     assert Path(where.strip()).is_relative_to(venv), where
-    cli = [venv / "bin" / "mla-golden"]
+    # the wheel's console script (--target puts it under site-packages/bin), run by the fresh venv's python
+    cli = [python, site / "bin" / "mla-golden"]
     runs = {
         "diff --against": [*cli, "diff", "goldens", "--against", "goldens", "--quiet"],
         "versions (reads aiter_tags.json)": [*cli, "versions"],
