@@ -221,7 +221,7 @@ class Diff:
         return self.cause.value
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, schema 'mla-golden-diff/1' (README: Diff JSON)."""
+        """JSON-ready, schema 'mla-golden-diff/1' (docs/cli.md, "Diff JSON")."""
         data = asdict(self)
         data["cause_label"] = self.cause_label
         data["equal"] = self.equal

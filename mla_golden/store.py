@@ -1,6 +1,6 @@
 """The golden store: one call per safetensors file, written atomically.
 
-Format (README, "Golden format"; encoded and checked in :mod:`mla_golden.golden_format`).
+Format (docs/format.md; encoded and checked in :mod:`mla_golden.golden_format`).
 Paths come only from keys the caller gives, sanitised; nothing read from a
 file ever becomes a path.
 """
