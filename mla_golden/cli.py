@@ -330,8 +330,10 @@ def _require_goldens(paths: list[Path], option: str = "") -> None:
 
 def _backend(spec: str, quiet: bool, aiter_repo: Path | None = None) -> Any:
     """Resolve the backend or exit 2 saying why not; say which one runs."""
-    from mla_golden.backends import BackendError, resolve
+    from mla_golden.backends import AITER_SRC, BackendError, resolve
 
+    if spec.strip().startswith(AITER_SRC):  # the first use of a tree compiles it: minutes on a busy machine, not a hang
+        _say(f"{spec}: building aiter's planner for the host unless this tree is in the cache (first use: a minute or more)", quiet)
     try:
         backend = resolve(spec, aiter_repo=None if aiter_repo is None else str(aiter_repo))
     except BackendError as exc:

@@ -14,6 +14,7 @@ schedules out, so a page over a whole tree stays small. ``show`` and
 from __future__ import annotations
 
 import html
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -351,10 +352,13 @@ def _diff_groups(entries: list[Entry]) -> tuple[list[_Group], list[int]]:
 def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: list[int], words: tuple[str, str, str]) -> str:
     """Counts, one row per group linking to its calls, and the good (equal, passed) calls folded into a count."""
     column, bad_word, good_word = words
-    flagged = len({i for g in groups if not g.unusable for i in g.members})
+    flagged = sorted({i for g in groups if not g.unusable for i in g.members})
     unusable = sum(len(g.members) for g in groups if g.unusable)
+    # by the run's own statuses (diverged, resized, ...), as the CLI counts them; the groups below say why
+    by_status = Counter(entries[i].status for i in flagged)
+    said = ", ".join(f"{n} {status}" for status, n in by_status.most_common()) or f"0 {bad_word}"
     out = [
-        f'<div class="summary"><p><b>{len(entries)} call(s)</b>: <span class="diverged">{flagged} {bad_word}</span>, '
+        f'<div class="summary"><p><b>{len(entries)} call(s)</b>: <span class="diverged">{_e(said)}</span>, '
         f'<span class="equal">{len(good)} {good_word}</span>'
         + (f', <span class="bad">{unusable} not usable</span>' if unusable else "")
         + "</p>"
