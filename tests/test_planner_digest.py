@@ -234,7 +234,8 @@ AITER_REPO = os.environ.get("MLA_GOLDEN_AITER_REPO")
     [
         ("v0.1.19", 0, "exact: reference@aded0f84"),  # annotations, int(math.ceil(..)) and `...` apart
         ("v0.1.20", 0, "exact: reference@e4048607"),
-        ("v0.1.16.post5", 1, "not ported: use --backend aiter-src:"),  # the release-branch parallel planner
+        ("v0.1.16.post5", 0, "exact: reference@72eedddd"),  # the release-branch parallel planner, ported
+        ("v0.1.17", 1, "not ported: use --backend aiter-src:"),  # main of 07-08: no ported version plans like it
     ],
 )
 def test_versions_aiter_on_archived_release_trees(tmp_path: Path, tag: str, code: int, verdict: str) -> None:
