@@ -32,23 +32,12 @@ from mla_golden.errors import AiterCheckError, AiterSourceError, BufferTooSmallE
 from mla_golden.planner_id import AITER_SRC, RecordedPlanner
 from mla_golden.reference import _device, _undefined
 from mla_golden.reference.mla_v1_dispatch import MlaVersion
+from mla_golden.reference.versioned import SIMULATION
 from mla_golden.schema import ENV_VARS
 
 POINTERS = "work_metadata_ptrs"
 #: Where a build keeps the tree's sources (``__FILE__`` of a failed check points there).
 BUILT_SOURCES = "/src/csrc/"
-#: What every tree's module shares with the reference, by attribute name.
-_SHARED = {
-    "DEFAULT_DEVICE": _device.DEFAULT_DEVICE,
-    "Device": _device.Device,
-    "current_device": _device.current_device,
-    "device": _device.device,
-    "UNDEFINED_PLACEHOLDER": _undefined.UNDEFINED_PLACEHOLDER,
-    "allow_undefined": _undefined.allow_undefined,
-    "AiterCheckError": AiterCheckError,
-    "BufferTooSmallError": BufferTooSmallError,
-    "UndefinedResultError": UndefinedResultError,
-}
 
 
 class AiterSource(types.ModuleType):
@@ -212,7 +201,7 @@ def load(source: tree.Tree) -> AiterSource:
     module.tree = source
     module.planner_identity = identity
     module.harness_binary = built.binary
-    for attr, value in _SHARED.items():
+    for attr, value in SIMULATION.items():
         setattr(module, attr, value)
     planners = _Planners(source, built)
     for op, sizer in SIZING.items():

@@ -17,8 +17,9 @@ from mla_golden.reference import _device, _undefined, errors, mla_v1, ps_v1
 from mla_golden.reference.features import Signature
 from mla_golden.reference.versions import PlannerVersion, resolve
 
-#: What every version shares, by attribute name.
-_SHARED = {
+#: What every planner module on the CPU shares with the reference, by attribute name: the simulated
+#: device, undefined results and the errors (a reference version's, an aiter-src tree's).
+SIMULATION = {
     "DEFAULT_DEVICE": _device.DEFAULT_DEVICE,
     "Device": _device.Device,
     "current_device": _device.current_device,
@@ -28,6 +29,10 @@ _SHARED = {
     "AiterCheckError": errors.AiterCheckError,
     "BufferTooSmallError": errors.BufferTooSmallError,
     "UndefinedResultError": errors.UndefinedResultError,
+}
+#: What every version shares, by attribute name.
+_SHARED = {
+    **SIMULATION,
     "get_ps_metadata_info_v1": ps_v1.get_ps_metadata_info_v1,
     "get_ps_metadata_v1": ps_v1.get_ps_metadata_v1,
 }
