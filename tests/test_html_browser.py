@@ -292,7 +292,7 @@ def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_scree
 def test_the_drawing_cap_is_spent_on_behaviour_changes_before_resize_only_calls():
     from types import SimpleNamespace
 
-    from mla_golden.cli import _drawn
+    from mla_golden.cli.diff import drawn
     from mla_golden.differ import Cause
     from mla_golden.runs import Status
 
@@ -301,4 +301,4 @@ def test_the_drawing_cap_is_spent_on_behaviour_changes_before_resize_only_calls(
 
     results = [result(f"resized{i}", Cause.RESIZED) for i in range(5)] + [result("geometry", Cause.PLANNER_GEOMETRY),
                                                                           result("values", Cause.VALUES)]  # fmt: skip
-    assert [r.key for r in _drawn(results, 3)] == ["geometry", "values", "resized0"]
+    assert [r.key for r in drawn(results, 3)] == ["geometry", "values", "resized0"]

@@ -1,0 +1,51 @@
+"""The ``mla-golden`` command line: record, diff, check, show, list and textconv goldens; list planner versions; sweep.
+
+A thin typer layer over the library: the runs themselves (workers, tree
+pairing, results, the exit policy) are :mod:`mla_golden.runs`; each command's
+module parses its options, refuses those that do not apply, and prints. The
+options the commands share are declared once, in :mod:`mla_golden.cli.options`.
+Nothing heavy (torch) is imported at module level, so ``mla-golden --help`` is
+instant.
+
+Exit status everywhere: 0 all equal (or written), 1 some divergence or a
+refused write, 2 bad input or usage; a bad golden never stops the others from
+being checked.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from mla_golden.cli.check import check
+from mla_golden.cli.diff import diff
+from mla_golden.cli.listing import list_goldens
+from mla_golden.cli.record import RecordCommand, record
+from mla_golden.cli.show import show, textconv
+from mla_golden.cli.sweep import sweep
+from mla_golden.cli.versions import versions
+
+app = typer.Typer(
+    name="mla-golden",
+    help="Record aiter MLA planner calls into safetensors goldens, and diff them field by field.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    # Plain click help: rich's help formatter costs ~100 ms of imports, and --help must be instant.
+    rich_markup_mode=None,
+)
+app.command(cls=RecordCommand, context_settings={"allow_interspersed_args": False})(record)
+app.command()(diff)
+app.command()(check)
+app.command()(show)
+app.command("list")(list_goldens)
+app.command()(textconv)
+app.command()(versions)
+app.command()(sweep)
+
+
+def main() -> None:
+    """Entry point for ``python -m mla_golden.cli``."""
+    app(prog_name="mla-golden")
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,5 @@
+"""``python -m mla_golden.cli``: the ``mla-golden`` command."""
+
+from mla_golden.cli import main
+
+main()

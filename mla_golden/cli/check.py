@@ -1,0 +1,72 @@
+"""``mla-golden check``: goldens against what the kernels rely on, with no golden to compare with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mla_golden.cli.options import (
+    DEFAULT_GOLDENS,
+    GoldenPathsArgument,
+    JobsOption,
+    JunitOption,
+    QuietOption,
+    RunFormat,
+    RunFormatOption,
+)
+from mla_golden.cli.output import HTML_MAX_PICTURES, emit, say, write_junit, writing
+from mla_golden.cli.running import check_outputs, require_goldens, run_with_progress
+from mla_golden.runs import Result
+
+
+def check(
+    paths: GoldenPathsArgument = None,
+    format: RunFormatOption = RunFormat.text,
+    jobs: JobsOption = 1,
+    quiet: QuietOption = False,
+    html: Annotated[
+        Path | None, typer.Option(help="Also write a self-contained HTML report (works that break an invariant marked).")
+    ] = None,
+    junit_xml: JunitOption = None,
+) -> None:
+    """Check goldens against what the kernels rely on (coverage, splits, reduce groups), no golden to compare with.
+
+    \b
+    mla-golden check goldens
+    """
+    from mla_golden.runs import check_worker, golden_files, note_copies
+
+    check_outputs(("--html", html), ("--junit-xml", junit_xml))
+    roots = list(paths or [DEFAULT_GOLDENS])
+    require_goldens(roots)
+    files, results = golden_files(roots)
+    results += run_with_progress(check_worker, files, (html is not None,), jobs, quiet, "checking")
+    for group in note_copies(results):
+        shown = ", ".join(r.key for r in group[:10]) + (f" and {len(group) - 10} more" if len(group) > 10 else "")
+        say(f"warning: the same content under {len(group)} keys: {shown}")
+    if html is not None:
+        _write_check_html(html, results, quiet)
+    write_junit(junit_xml, "check", results, quiet)
+    raise typer.Exit(emit("check", results, format, quiet, {}))
+
+
+def _write_check_html(path: Path, results: list[Result], quiet: bool) -> None:
+    """Write the HTML report of a check run: every result in the summary, the first violated goldens drawn."""
+    from mla_golden.files import atomic_write
+    from mla_golden.html import CheckEntry, render_check_page
+
+    entries, drawn = [], 0
+    for r in results:
+        if r.checked is not None and drawn < HTML_MAX_PICTURES:
+            entries.append(CheckEntry(r.key, r.status, r.message, *r.checked))
+            drawn += 1
+        elif r.checked is not None:
+            not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
+            entries.append(CheckEntry(r.key, r.status, not_drawn, result=r.checked[1]))
+        else:
+            entries.append(CheckEntry(r.key, r.status, r.message))
+    with writing(path, "--html"):
+        atomic_write(path, render_check_page(entries))
+    say(f"HTML report: {path}", quiet)

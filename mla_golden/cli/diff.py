@@ -1,0 +1,145 @@
+"""``mla-golden diff``: replay goldens on a backend, or compare two golden trees call by call; HTML and PNG pictures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mla_golden.cli.options import (
+    DEFAULT_GOLDENS,
+    AiterRepoOption,
+    GoldenPathsArgument,
+    JobsOption,
+    JunitOption,
+    MaxItemsOption,
+    QuietOption,
+    ReplayBackendOption,
+    RunFormat,
+    RunFormatOption,
+)
+from mla_golden.cli.output import HTML_MAX_PICTURES, emit, say, write_junit, writing
+from mla_golden.cli.running import check_outputs, progress, require_goldens, resolve_backend, run_with_progress
+from mla_golden.cli.stops import interruptible
+from mla_golden.runs import EXIT_BAD, Result, Status
+
+#: Results with a diff worth drawing.
+_DIFFERED = (Status.DIVERGED, Status.RESIZED)
+
+
+def diff(
+    paths: GoldenPathsArgument = None,
+    backend: ReplayBackendOption = None,
+    aiter_repo: AiterRepoOption = None,
+    against: Annotated[
+        Path | None,
+        typer.Option(help="Compare with this golden tree (expected) instead of replaying; PATHS is then one tree (actual)."),
+    ] = None,
+    format: RunFormatOption = RunFormat.text,
+    max_items: MaxItemsOption = 20,
+    jobs: JobsOption = 1,
+    quiet: QuietOption = False,
+    html: Annotated[
+        Path | None, typer.Option(help="Also write a self-contained HTML report (schedules drawn, divergent works marked).")
+    ] = None,
+    junit_xml: JunitOption = None,
+    png: Annotated[Path | None, typer.Option(help="Also draw the first divergent call as a PNG (needs the plot extra).")] = None,
+) -> None:
+    """Diff goldens: replay their inputs on a backend, or compare two golden trees call by call.
+
+    \b
+    mla-golden diff goldens --backend reference
+    mla-golden diff goldens --backend reference@v0.1.20       # what changes if we bump aiter
+    mla-golden diff goldens --backend aiter-src@REV --aiter-repo AITER_REPO   # any aiter commit
+    mla-golden diff goldens-aiter-new --against goldens-aiter-old
+    """
+    from mla_golden.runs import diff_trees, golden_files, pair_worker, replay_worker
+
+    check_outputs(("--html", html), ("--png", png), ("--junit-xml", junit_xml))
+    roots = list(paths or [DEFAULT_GOLDENS])
+    render = format is not RunFormat.json and not quiet
+    keep = html is not None or png is not None
+    if against is not None:
+        if backend is not None:
+            say("error: --backend does not apply with --against (two recorded trees are compared, nothing is replayed)")
+            raise typer.Exit(EXIT_BAD)
+        require_goldens(roots)
+        require_goldens([against], "--against ")
+        two_files = len(roots) == 1 and roots[0].is_file() and against.is_file()
+        if not two_files and (len(roots) != 1 or not roots[0].is_dir() or not against.is_dir()):
+            say("error: --against compares two folders or two golden files: mla-golden diff ACTUAL --against EXPECTED")
+            raise typer.Exit(EXIT_BAD)
+        if two_files:  # e.g. a failing test's <name>.obtained.safetensors against its golden
+            results = pair_worker([(roots[0].stem, str(against), str(roots[0]))], max_items, render, keep)
+        else:
+            with progress(quiet, "comparing") as advance:
+                results = interruptible(
+                    lambda: diff_trees(roots[0], against, max_items=max_items, render=render, keep=keep, jobs=jobs, advance=advance)
+                )
+        header: dict[str, Any] = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
+    else:
+        chosen = resolve_backend(backend or "auto", quiet, aiter_repo)
+        require_goldens(roots)
+        files, results = golden_files(roots)
+        results += run_with_progress(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")
+        header = {"mode": "replay", "backend": chosen.to_dict()}
+    if html is not None:
+        if against is not None:
+            compared = f"{roots[0]} (actual) against {against} (expected), call by call"
+        else:
+            compared = f"goldens under {', '.join(map(str, roots))} replayed on {chosen.label} ({chosen.reason})"
+        _write_html(html, results, quiet, compared)
+    if png is not None:
+        _write_png(png, results, quiet)
+    write_junit(junit_xml, "diff", results, quiet)
+    raise typer.Exit(emit("diff", results, format, quiet, header))
+
+
+def drawn(results: list[Result], limit: int) -> list[Result]:
+    """``limit`` diverged results whose diff and calls the run kept: behaviour changes first, resize-only ones last."""
+    from mla_golden.differ import Cause
+
+    kept = [r for r in results if r.status in _DIFFERED and r.found is not None and r.calls is not None]
+    # stable: file order within each
+    kept.sort(key=lambda r: r.status is Status.RESIZED or (r.found is not None and r.found.cause is Cause.RESIZED))
+    return kept[:limit]
+
+
+def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = "") -> None:
+    """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs."""
+    from mla_golden.files import atomic_write
+    from mla_golden.html import Entry, cause_group, render_diff_page
+
+    pictured = {id(r) for r in drawn(results, HTML_MAX_PICTURES)}
+    entries = []
+    for r in results:
+        if id(r) in pictured and r.calls is not None:
+            entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls))
+        elif r.status in _DIFFERED and r.diff is not None:
+            not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
+            entries.append(Entry(r.key, r.status, not_drawn, group=cause_group(r.diff)))
+        else:
+            entries.append(Entry(r.key, r.status, r.message))
+    with writing(path, "--html"):
+        atomic_write(path, render_diff_page(entries, compared=compared))
+    say(f"HTML report: {path}", quiet)
+
+
+def _write_png(path: Path, results: list[Result], quiet: bool) -> None:
+    """Draw the first divergent call, expected beside actual (the plot extra)."""
+    from mla_golden.errors import PlotExtraMissing
+    from mla_golden.plot import save_png
+
+    first = drawn(results, 1)
+    if not first or first[0].calls is None:
+        say(f"no divergent call to draw; {path} not written", quiet)
+        return
+    expected, actual = first[0].calls
+    try:
+        with writing(path, "--png"):
+            save_png(path, expected, actual, title=first[0].key)
+    except PlotExtraMissing as exc:
+        say(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+    say(f"PNG of {first[0].key}: {path}", quiet)

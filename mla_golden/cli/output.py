@@ -1,0 +1,199 @@
+"""What the commands print: lines for people on stderr, reports on stdout, one JSON document under --format json.
+
+rich is imported inside the functions, so ``mla-golden --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from mla_golden.cli.options import Format, RunFormat
+from mla_golden.cli.stops import interrupted_by
+from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK, STATUS_EXIT, CauseGroup, Result, by_cause, exit_code, not_comparable
+
+#: The summary tables fit a 100-column terminal or review page, whatever the console's width.
+SUMMARY_WIDTH = 100
+#: Columns the "not ok" table keeps beside its status and key columns: borders and padding (10), 24 for the first difference.
+KEY_TABLE_REST = 34
+#: Calls drawn in an HTML report of diff or check (the summary table lists every call).
+HTML_MAX_PICTURES = 50
+
+
+def stderr() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def stdout() -> Any:
+    """Where reports go; piped output gets a wide page so tables keep their columns."""
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        console = Console(highlight=False, soft_wrap=True, width=200)
+    return console
+
+
+def say(message: str, quiet: bool = False) -> None:
+    """A line for people, on stderr (stdout stays data under --format json)."""
+    if not quiet:
+        stderr().print(message, markup=False)
+
+
+@contextlib.contextmanager
+def writing(path: Path, option: str) -> Iterator[None]:
+    """A report file that cannot be written is exit 2 with the reason (atomic_write leaves no temp file)."""
+    try:
+        yield
+    except OSError as exc:
+        say(f"error: {option} {path}: cannot write: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+
+
+def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bool, header: dict[str, Any]) -> int:
+    """Print the counts, per-result reports and the summary (text, github) or one JSON document; return the exit status.
+
+    A run stopped by a signal reports what it did and exits 128 + the signal (130 Ctrl-C, 143 SIGTERM).
+    """
+    stopped_by = interrupted_by()
+    code = exit_code(results) if stopped_by is None else 128 + stopped_by
+    if stopped_by is not None:
+        import signal
+
+        header = {**header, "interrupted": signal.Signals(stopped_by).name}
+        say(
+            f"interrupted by {signal.Signals(stopped_by).name}: stopped after {len(results)} result(s); "
+            "everything it started was stopped, nothing more is written"
+        )
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    groups = by_cause(results)
+    apart = not_comparable(results)
+    if fmt.value == "json":
+        document = {
+            "format": "mla-golden-run/1",
+            "command": command,
+            **header,
+            "results": [r.to_dict() for r in results],
+            "summary": counts,
+            "by_cause": [g.to_dict() for g in groups],
+            "not_comparable": [g.to_dict() for g in apart],
+            "exit_code": code,
+        }
+        typer.echo(json.dumps(document, indent=2, default=str))
+        return code
+    from rich.table import Table
+
+    from mla_golden.ci import headline
+
+    out = stdout()
+    tally = ", ".join(f"{counts[status]} {status}" for status in STATUS_EXIT if counts.get(status))
+    out.print(f"mla-golden {command}: {len(results)} result(s): {tally or 'none'}", markup=False)  # CI logs: counts first
+    if not quiet:
+        for group in groups:
+            _print_group(out, group, headed=len(groups) > 1 or bool(group.causes))
+        for group in apart:  # after the divergences: nothing was compared
+            _print_group(out, group, headed=True, suffix=" (no divergence: nothing to compare)")
+    table = Table(title=f"mla-golden {command}", title_justify="left")
+    table.add_column("status")
+    table.add_column("count", justify="right")
+    for status in STATUS_EXIT:
+        if counts.get(status):
+            table.add_row(status, str(counts[status]))
+    table.add_row("total", str(len(results)), style="bold")
+    out.print(table, width=min(out.width, SUMMARY_WIDTH))
+    if any(g.causes for g in groups):
+        causes = Table(title="not ok, by cause", title_justify="left")
+        causes.add_column("cause", overflow="fold")
+        causes.add_column("count", justify="right")
+        for group in groups:
+            causes.add_row(group.label, str(len(group.results)))
+        out.print(causes, width=min(out.width, SUMMARY_WIDTH))
+    if apart:
+        table = Table(title="not comparable (no divergence: the planner cannot express these calls)", title_justify="left")
+        table.add_column("planner", overflow="fold")
+        table.add_column("count", justify="right")
+        for group in apart:
+            table.add_row(group.label, str(len(group.results)))
+        out.print(table, width=min(out.width, SUMMARY_WIDTH))
+    problems = [r for r in results if not r.status.ok]
+    if problems and not quiet:
+        from rich.text import Text
+
+        status_width = max(len("status"), *(len(r.status) for r in problems))
+        longest = max(len(r.key) for r in problems)
+        # whole keys, growing the table up to the terminal's width; the first difference folds instead
+        width = min(out.width, max(SUMMARY_WIDTH, status_width + longest + KEY_TABLE_REST))
+        key_width = max(min(longest, width - status_width - KEY_TABLE_REST), 8)
+        where = Table(title="not ok", title_justify="left")
+        where.add_column("status", no_wrap=True, width=status_width)
+        where.add_column("key", overflow="fold", width=key_width)
+        where.add_column("first difference", overflow="fold", width=max(width - status_width - key_width - 10, 8))
+        for r in problems:
+            where.add_row(r.status, Text(r.key), Text(headline(r)))
+        out.print(where, width=width)
+    verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
+    out.print(f"exit {code} ({verdict})", markup=False)
+    if fmt.value == "github":
+        _github(command, results, code)
+    return code
+
+
+def _print_group(out: Any, group: CauseGroup, headed: bool, suffix: str = "") -> None:
+    """One group of results: its heading, then each result."""
+    if headed:
+        out.print(f"== {group.label}{suffix}: {len(group.results)} call(s)", markup=False)
+    for r in group.results:
+        _print_result(out, r)
+
+
+def _print_result(out: Any, r: Result) -> None:
+    """One result: its status and key, then its message and report; the verdict is said once."""
+    report = r.report.rstrip() if r.report else ""
+    verdict = f"{r.status.upper()} "
+    if report.startswith(verdict):  # the rendered diff leads with the verdict too: fold it into this line
+        out.print(f"{verdict}{r.key}", markup=False)
+        report = "  " + report[len(verdict) :]
+    else:
+        out.print(f"{verdict}{r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
+    if r.message:
+        out.print(f"  {r.message}", markup=False)
+    if report:
+        out.print(report, markup=False)
+    out.print()
+
+
+def _github(command: str, results: list[Result], code: int) -> None:
+    """GitHub Actions: one ::error annotation per golden not ok; the markdown summary into $GITHUB_STEP_SUMMARY."""
+    from mla_golden.ci import github_annotations, github_summary
+
+    for line in github_annotations(command, results):
+        typer.echo(line)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as file:  # appended, as each step adds its part
+                file.write(github_summary(command, results, code))
+        except OSError as exc:
+            say(f"warning: GITHUB_STEP_SUMMARY {summary}: cannot append: {exc.strerror or exc}")
+
+
+def write_junit(path: Path | None, command: str, results: list[Result], quiet: bool) -> None:
+    """Write the run's results as JUnit XML (--junit-xml), atomically."""
+    if path is None:
+        return
+    from mla_golden.ci import junit_xml
+    from mla_golden.files import atomic_write
+
+    with writing(path, "--junit-xml"):
+        atomic_write(path, junit_xml(command, results))
+    say(f"JUnit XML: {path}", quiet)

@@ -1,0 +1,157 @@
+"""``mla-golden show`` and ``textconv``: one golden, as a report for people (or JSON), or as stable text for git diff."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mla_golden.cli.options import Format, FormatOption, GoldenArgument
+from mla_golden.cli.output import say, stdout, writing
+from mla_golden.cli.running import check_outputs, require_goldens
+from mla_golden.runs import EXIT_BAD
+
+
+def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
+    """Everything ``show`` prints, as plain data; work items grouped by CU part."""
+    from mla_golden.geometry import describe_schedule
+    from mla_golden.planner_id import planner_label
+    from mla_golden.schema import OUTPUTS
+
+    call = golden.call
+    data: dict[str, Any] = {
+        "key": golden.key,
+        "path": str(golden.path),
+        "format": golden.format,
+        "notes": golden.notes,
+        "op": call.op,
+        "params": call.params,
+        "device": call.device,
+        "env": call.env,
+        "provenance": call.provenance,
+        "planner": planner_label(call.provenance),
+        "error": call.error,
+        "inputs": {name: t.tolist() for name, t in call.inputs.items()},
+        "buffers": {
+            name: {**call.buffers[name], "written": int(call.written[name].sum()) if call.written else 0}
+            for name in OUTPUTS
+        },
+        "cu_parts": [],
+        "reduce_groups": [],
+    }
+    if call.error is None:
+        data.update(describe_schedule(call, cu=cu, work=work))
+    return data
+
+
+def _clip(values: list[int], limit: int = 16) -> str:
+    return str(values) if len(values) <= limit else f"{values[:limit]} ... ({len(values)} values)"
+
+
+def show(
+    golden: GoldenArgument,
+    cu: Annotated[int | None, typer.Option(min=0, help="Only this CU part's work items.")] = None,
+    work: Annotated[int | None, typer.Option(min=0, help="Only this work item (and its CU part).")] = None,
+    format: FormatOption = Format.text,
+    html: Annotated[Path | None, typer.Option(help="Also write the schedule as a self-contained HTML picture.")] = None,
+    png: Annotated[Path | None, typer.Option(help="Also draw the schedule as a PNG (needs the plot extra).")] = None,
+) -> None:
+    """Show one golden: header, params, device, provenance, inputs, work items by CU part, reduce groups."""
+    from mla_golden.errors import GoldenError
+    from mla_golden.geometry import INDPTRS, indptr_problem
+    from mla_golden.store import load
+
+    check_outputs(("--html", html), ("--png", png))
+    require_goldens([golden])
+    try:
+        loaded = load(golden)
+        for name in INDPTRS if loaded.call.error is None else ():
+            problem = indptr_problem(loaded.call, name)
+            if problem:  # show walks these ranges: a wild one is refused, `check` names it as a violation
+                raise GoldenError(golden, f"cannot show: {problem}")
+    except GoldenError as exc:
+        say(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+    if html is not None:
+        from mla_golden.files import atomic_write
+        from mla_golden.html import render_show_page
+
+        with writing(html, "--html"):
+            atomic_write(html, render_show_page(loaded.key, loaded.call, cu=cu, work=work))
+        say(f"HTML picture: {html}")
+    if png is not None:
+        from mla_golden.errors import PlotExtraMissing
+        from mla_golden.plot import save_png
+
+        try:
+            with writing(png, "--png"):
+                save_png(png, loaded.call, title=loaded.key)
+        except PlotExtraMissing as exc:
+            say(f"error: {exc}")
+            raise typer.Exit(EXIT_BAD) from exc
+        say(f"PNG picture: {png}")
+    data = _show_data(loaded, cu, work)
+    if format is Format.json:
+        typer.echo(json.dumps(data, indent=2, default=str))
+        return
+    from rich.table import Table
+
+    out = stdout()
+    p = out.print
+    p(f"{data['key']}  ({data['op']}, {data['path']})", markup=False)
+    prov = data["provenance"]
+    p(f"recorded by {data['planner']} at {prov.get('created')}, torch {prov.get('torch')}", markup=False)
+    p(f"device: {json.dumps(data['device'])}", markup=False)
+    p(f"env: {json.dumps(data['env'])}", markup=False)
+    p("params: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()), markup=False)
+    for note in [*data["notes"], *prov.get("capture", {}).get("notes", [])]:
+        p(f"note: {note}", markup=False)
+    for name, values in data["inputs"].items():
+        p(f"input {name}: {_clip(values)}", markup=False)
+    if data["error"] is not None:
+        p(f"the planner raised: {data['error']}", markup=False)
+        return
+    for name, spec in data["buffers"].items():
+        p(f"buffer {name}: {spec['dtype']} {spec['shape']}, {spec['written']} element(s) written", markup=False)
+    from mla_golden.schema import format_cell, schema_for
+
+    columns = schema_for(data["op"]).work_columns
+    table = Table(title="work items by CU part", title_justify="left", show_edge=False)
+    for header in ("cu part", "work", *columns):
+        table.add_column(header, justify="right")
+    for part in data["cu_parts"]:
+        if not part["items"] and (cu is None and work is None):
+            continue
+        for i, item in enumerate(part["items"]):
+            cells = [format_cell(c, item["columns"][c]) for c in columns] if item["columns"] else ["(not written)"] + [""] * (len(columns) - 1)
+            table.add_row(str(part["cu_part"]) if i == 0 else "", str(item["work"]), *cells)
+        if not part["items"]:
+            table.add_row(str(part["cu_part"]), "-", "(no work)", *[""] * (len(columns) - 1))
+    out.print(table)
+    if data["reduce_groups"]:
+        p("reduce groups:", markup=False)
+        for g in data["reduce_groups"]:
+            p(f"  group {g['group']}: qo {g['qo_range']} <- partials {g['partials']}", markup=False)
+
+
+
+def textconv(golden: GoldenArgument) -> None:
+    """Print a golden as stable text, one line per row, for git diff (params, device, written runs, rows).
+
+    \b
+    echo '*.safetensors diff=mla-golden' >> .gitattributes
+    git config diff.mla-golden.textconv "mla-golden textconv"
+    """
+    from mla_golden.errors import GoldenError
+    from mla_golden.store import load
+    from mla_golden.textconv import golden_text
+
+    require_goldens([golden])
+    try:
+        text = golden_text(load(golden))
+    except GoldenError as exc:
+        say(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+    typer.echo(text, nl=False)

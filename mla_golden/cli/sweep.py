@@ -1,0 +1,88 @@
+"""``mla-golden sweep``: a space of planner calls on two planners; every divergence shrunk and written."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mla_golden.cli.options import Format, FormatOption
+from mla_golden.cli.output import say, stderr, stdout
+from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK
+
+
+def sweep(
+    a: Annotated[str, typer.Option("--a", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...]; BACKEND reference, aiter or python:MODULE[:ATTR].", show_default=False)],
+    b: Annotated[str, typer.Option("--b", help="Planner B, same notation.", show_default=False)],
+    address: Annotated[
+        str | None, typer.Argument(metavar="[ADDRESS]", help="After --ray: the Ray cluster's address.", show_default=False)
+    ] = None,
+    space: Annotated[Path | None, typer.Option(help="Space TOML (default: the one shipped, spanning the default matrix).")] = None,
+    cases: Annotated[int | None, typer.Option(min=1, help="Budget: this many cases (default 500).")] = None,
+    time: Annotated[float | None, typer.Option("--time", min=0.001, help="Budget: this many seconds.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the sampled cases.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Folder for the reproducer goldens (a/, b/) and the journal a rerun resumes.")] = None,
+    jobs: Annotated[int, typer.Option(min=1, help="Local worker processes (at most the CPU count).")] = 1,
+    ray: Annotated[bool, typer.Option("--ray", help="Run on Ray: a local instance, or the cluster at ADDRESS.")] = False,
+    format: FormatOption = Format.text,
+    html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict and the regions.")] = False,
+) -> None:
+    """Sweep a space of planner calls on two planners; shrink and write every divergence.
+
+    \b
+    mla-golden sweep --a reference@aded0f84 --b reference@e4048607 --out sweep-out
+    mla-golden sweep --a reference+AITER_MLA_META_USE_PARALLEL=0 --b reference+AITER_MLA_META_USE_PARALLEL=1
+    mla-golden sweep --a reference --b reference:gfx942:80 --space docs/sweep-spaces/gfx942.toml --time 60 --ray ray://head:10001
+    """
+    if address is not None and not ray:
+        say(f"error: unexpected argument {address!r} (a Ray address goes after --ray)")
+        raise typer.Exit(EXIT_BAD)
+    if cases is not None and time is not None:
+        say("error: give one budget: --cases N or --time SECONDS")
+        raise typer.Exit(EXIT_BAD)
+    from mla_golden.errors import MlaGoldenError
+    from mla_golden.files import atomic_write
+    from mla_golden.sweeper import sweep as run_sweep
+    from mla_golden.sweeper.render import render_html, render_text
+
+    try:
+        with _progress(quiet) as progress:
+            findings = run_sweep(
+                a, b, space, cases=cases, seconds=time, seed=seed, out=out, jobs=jobs,
+                ray=(address or "local") if ray else None, progress=progress,
+            )  # fmt: skip
+    except MlaGoldenError as exc:  # bad specs, space, journal, an executor that cannot start
+        say(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD) from exc
+    if format is Format.json:
+        typer.echo(json.dumps(findings.to_dict(), indent=2))
+    else:
+        stdout().print(render_text(findings, quiet=quiet), markup=False)
+    if html is not None:
+        atomic_write(html, render_html(findings))
+        say(f"HTML report: {html}", quiet)
+    raise typer.Exit(EXIT_DIVERGED if findings.diverged else EXIT_OK)
+
+
+@contextlib.contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[int, int | None, int], None]]:
+    """A progress bar on stderr (a terminal only) that the sweep advances as chunks come back."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = stderr()
+    bar = Progress(
+        TextColumn("sweeping"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[diverged]} diverged"),
+        TimeElapsedColumn(), console=console, transient=True, disable=quiet or not console.is_terminal,
+    )  # fmt: skip
+    with bar:
+        task = bar.add_task("sweep", total=None, diverged=0)
+
+        def advance(done: int, total: int | None, diverged: int) -> None:
+            bar.update(task, completed=done, total=total, diverged=diverged)
+
+        yield advance
