@@ -13,28 +13,13 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import cli, cli_json
+from helpers.matrices import SMALL_MATRIX as MATRIX
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
 from mla_golden.store import Golden, GoldenStore, load
 
 TESTS = Path(__file__).resolve().parent
-MATRIX = """\
-format = "mla-golden-matrix/1"
-devices = ["gfx942:304"]
-
-[[decode]]
-name = "small"
-heads = [128, 16]
-dtype = "fp8"
-batch = 4
-context = "jitter:2000"
-
-[[prefill]]
-name = "small-prefill"
-heads = 16
-seq_lens = [[600, 7, 300]]
-"""
 KEY_128 = "decode/small/gfx942-cu304/h128-fp8-q1-b4-jitter2000-p1"
 KEY_16 = "decode/small/gfx942-cu304/h16-fp8-q1-b4-jitter2000-p1"
 

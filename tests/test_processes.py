@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.matrices import SMALL_MATRIX
 from helpers.processes import children
 
 from mla_golden.workers import cap_jobs, usable_cpus
@@ -115,22 +116,6 @@ def test_an_interrupted_record_stops_writing_reports_what_it_wrote_and_exits_128
     assert len(on_disk) < matrix_size
 
 
-SMALL_MATRIX = """\
-format = "mla-golden-matrix/1"
-devices = ["gfx942:304"]
-
-[[decode]]
-name = "small"
-heads = [128, 16]
-dtype = "fp8"
-batch = 4
-context = "jitter:2000"
-
-[[prefill]]
-name = "small-prefill"
-heads = 16
-seq_lens = [[600, 7, 300]]
-"""
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
