@@ -49,7 +49,7 @@ _ScratchKey = tuple[tuple[str, tuple[int, ...], torch.dtype, torch.device], ...]
 class _Scratch(threading.local):
     """Per thread: the last capture's CPU probe buffers, (shapes key, [run A, run B]), refilled by the next capture."""
 
-    runs: tuple[_ScratchKey, list[_Buffers | None]]
+    runs: tuple[_ScratchKey, list[_Buffers | None]] | None = None
 
 
 _SCRATCH = _Scratch()
@@ -80,7 +80,7 @@ def _scratch(buffers: Mapping[str, torch.Tensor], which: int, reuse: bool) -> di
     (the caller must not keep them; a capture keeps copies).
     """
     key: _ScratchKey = tuple((name, tuple(buf.shape), buf.dtype, buf.device) for name, buf in buffers.items())
-    kept: tuple[_ScratchKey, list[_Buffers | None]] | None = getattr(_SCRATCH, "runs", None) if reuse else None
+    kept = _SCRATCH.runs if reuse else None
     previous = kept[1][which] if kept is not None and kept[0] == key else None
     if previous is not None:
         for buf in previous.values():
