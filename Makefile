@@ -50,7 +50,7 @@ browser:
 ## The tests (what CI runs).
 test: install-test browser
 	$(VENV)/bin/ruff check mla_golden tests benchmarks
-	$(VENV)/bin/mypy mla_golden
+	$(VENV)/bin/mypy mla_golden tests
 	$(PY) -m pytest -q -rs -n 2 tests
 
 ## Benchmarks: ratios against baselines measured in the same run.

@@ -25,13 +25,13 @@ import contextlib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from mla_golden.call import Call
     from mla_golden.reference import PlannerVersion
 
-from mla_golden.errors import BackendError
+from mla_golden.errors import BackendError as BackendError  # re-exported: importable from here too
 from mla_golden.schema import SCHEMAS
 
 NAMES = ("auto", "aiter", "reference", "python", "aiter-src")
@@ -104,14 +104,14 @@ class Backend:
 
     def planner(self, op: str) -> Callable[..., Any]:
         """The planner function for ``op``, looked up now (so a spy's wrapper is seen)."""
-        fn = getattr(self.module, op, None)
+        fn: object = getattr(self.module, op, None)
         if not callable(fn):
             raise BackendError(f"{self.name} backend has no {op}")
         return fn
 
     def sizer(self, op: str) -> Callable[..., Any]:
         """The ``get_*_info_v1`` helper that sizes ``op``'s buffers."""
-        fn = getattr(self.module, SIZERS[op], None)
+        fn: object = getattr(self.module, SIZERS[op], None)
         if not callable(fn):
             raise BackendError(f"{self.name} backend has no {SIZERS[op]}")
         return fn
@@ -130,8 +130,8 @@ class Backend:
         if self.tensor_device != "cpu":
             return None
         device = getattr(self.module, "device", None)
-        if callable(device):
-            return device
+        if callable(device):  # a plug-in's device(arch, cu_num), untyped
+            return cast("Callable[..., contextlib.AbstractContextManager[Any]]", device)
         if self.name in _REFERENCE_DEVICE:
             from mla_golden.reference import device as reference_device
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from mla_golden.errors import CallNotFound
+from mla_golden.errors import CallNotFound as CallNotFound  # re-exported: importable from here too
 
 
 @dataclass
@@ -44,7 +44,8 @@ class Call:
     @property
     def facts(self) -> dict[str, Any]:
         """Capture facts: ``deterministic`` and ``ptrs_ok`` (pointers aimed at the caller's buffers)."""
-        return self.provenance.get("capture", {})
+        facts: dict[str, Any] = self.provenance.get("capture", {})
+        return facts
 
 
 class Calls:

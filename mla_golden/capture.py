@@ -40,8 +40,19 @@ CANARIES: dict[torch.dtype, tuple[int, int]] = {
     torch.uint64: (0xA5A5A5A5A5A5A5A5, 0x5A5A5A5A5A5A5A5A),
 }
 _ENV_LOCK = threading.RLock()
-#: Per thread: the last capture's CPU probe buffers, (shapes key, [run A, run B]), refilled by the next capture.
-_SCRATCH = threading.local()
+#: Buffers as a probe run fills them, by name.
+_Buffers = dict[str, torch.Tensor]
+#: (name, shape, dtype, device) of each buffer: stand-ins are reused only for the same key.
+_ScratchKey = tuple[tuple[str, tuple[int, ...], torch.dtype, torch.device], ...]
+
+
+class _Scratch(threading.local):
+    """Per thread: the last capture's CPU probe buffers, (shapes key, [run A, run B]), refilled by the next capture."""
+
+    runs: tuple[_ScratchKey, list[_Buffers | None]] | None = None
+
+
+_SCRATCH = _Scratch()
 #: Differing elements named per buffer (the count is always given).
 _NAMED = 10
 #: Buffers from this many elements first try whether both probes wrote all of them alike: two passes instead of
@@ -68,14 +79,14 @@ def _scratch(buffers: Mapping[str, torch.Tensor], which: int, reuse: bool) -> di
     instead of allocating: fresh pages cost more than a small planner call
     (the caller must not keep them; a capture keeps copies).
     """
-    key = tuple((name, tuple(buf.shape), buf.dtype, buf.device) for name, buf in buffers.items())
-    kept = getattr(_SCRATCH, "runs", None) if reuse else None
-    if kept is not None and kept[0] == key and kept[1][which] is not None:
-        out = kept[1][which]
-        for buf in out.values():
+    key: _ScratchKey = tuple((name, tuple(buf.shape), buf.dtype, buf.device) for name, buf in buffers.items())
+    kept = _SCRATCH.runs if reuse else None
+    previous = kept[1][which] if kept is not None and kept[0] == key else None
+    if previous is not None:
+        for buf in previous.values():
             buf.fill_(CANARIES[buf.dtype][which])
-        return out
-    out = {}
+        return previous
+    out: _Buffers = {}
     for name, buf in buffers.items():
         canary = CANARIES.get(buf.dtype)
         if canary is None:
@@ -84,24 +95,26 @@ def _scratch(buffers: Mapping[str, torch.Tensor], which: int, reuse: bool) -> di
         out[name] = torch.full(buf.shape, canary[which], dtype=buf.dtype).to(buf.device)
     if reuse and all(buf.device.type == "cpu" for buf in buffers.values()):
         if kept is None or kept[0] != key:
-            runs: list[dict[str, torch.Tensor] | None] = [None, None]
+            runs: list[_Buffers | None] = [None, None]
             kept = _SCRATCH.runs = (key, runs)
         kept[1][which] = out
     return out
 
 
-def _probe(invoke: Callable[[dict[str, torch.Tensor]], Any], buffers: Mapping[str, torch.Tensor], reuse: bool = False):
-    """Run ``invoke`` on two canary-filled stand-ins for ``buffers``: (run A, run B, error)."""
-    runs = []
+def _probe(
+    invoke: Callable[[_Buffers], Any], buffers: Mapping[str, torch.Tensor], reuse: bool = False
+) -> tuple[_Buffers, _Buffers] | Exception:
+    """Run ``invoke`` on two canary-filled stand-ins for ``buffers``: (run A, run B), or the error a run raised."""
+    runs: list[_Buffers] = []
     for which in (0, 1):
         scratch = _scratch(buffers, which, reuse)
         try:
             invoke(scratch)
         except Exception as exc:  # the planner's own error: part of the result
-            return None, None, exc
+            return exc
         _sync(list(scratch.values()))
         runs.append(scratch)
-    return runs[0], runs[1], None
+    return runs[0], runs[1]
 
 
 @dataclass
@@ -285,7 +298,7 @@ class LiveCapture:
         self.call.error = _message(exc)
         return self.call
 
-    def finish(self, args: tuple, kwargs: dict) -> Call:
+    def finish(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
         """The call with the outputs of the program's run, ``fn(*args, **kwargs)``, which has returned."""
         try:
             _outputs(self, args, kwargs)
@@ -302,7 +315,7 @@ def _like(values: torch.Tensor, model: torch.Tensor) -> torch.Tensor:
     return out.copy_(values)
 
 
-def _outputs(live: LiveCapture, args: tuple, kwargs: dict) -> None:
+def _outputs(live: LiveCapture, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Fill the call's outputs, written masks and facts from the caller's buffers and two probe runs."""
     call, bound, sig, fn = live.call, live.bound, live.sig, live.fn
     caller = bound.buffers
@@ -335,14 +348,14 @@ def _outputs(live: LiveCapture, args: tuple, kwargs: dict) -> None:
         fn(*(swap(c, v, scratch) for c, v in zip(positional, args)),
            **{n: swap(c, kwargs[n], scratch) for n, c in keywords.items()})  # fmt: skip
 
-    run_a, run_b, err = _probe(invoke, caller, reuse=True)
-    if err is not None:
+    probed = _probe(invoke, caller, reuse=True)
+    if isinstance(probed, Exception):
         # The probe failed where the caller's run did not: no mask can be trusted.
         facts["deterministic"] = False
-        facts["notes"].append(f"probe run raised {_message(err)}; everything taken as written")
+        facts["notes"].append(f"probe run raised {_message(probed)}; everything taken as written")
         compared = _Compared({n: torch.ones(t.shape, dtype=torch.bool) for n, t in outputs.items()}, whole=set(outputs))
     else:
-        compared = _compare(run_a, run_b, outputs)
+        compared = _compare(*probed, outputs)
         _record_disagreements(facts, compared.found, call.buffers)
     facts["ptrs_ok"] = _pointers_ok(caller, outputs[POINTER_OUTPUT], compared.masks[POINTER_OUTPUT])
     call.written = compared.masks
@@ -408,10 +421,11 @@ def replay(
     bound = BoundCall(op, dict(call.params), inputs, shapes, list(sig.parameters), notes)
     with planner_env(call.env), _device_context(fn, call.device):
         result = _base_call(op, fn, bound, {n: t.cpu() for n, t in call.inputs.items()}, notes)
-        run_a, run_b, err = _probe(invoke, shapes)
-    if err is not None:
-        result.error = _message(err)
+        probed = _probe(invoke, shapes)
+    if isinstance(probed, Exception):
+        result.error = _message(probed)
         return result
+    run_a, run_b = probed
     compared = _compare(run_a, run_b)
     facts = result.provenance["capture"]
     _record_disagreements(facts, compared.found, result.buffers)
@@ -430,7 +444,7 @@ def _laid_out(tensor: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
     return out
 
 
-def _device_context(fn: Callable[..., Any], device: Mapping[str, Any]) -> contextlib.AbstractContextManager:
+def _device_context(fn: Callable[..., Any], device: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
     """Plan for the recorded device when the backend simulates one (the reference, aiter-src)."""
     if backend_of(fn) not in SIMULATED:
         return contextlib.nullcontext()

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mla_golden.errors import HookError
+from mla_golden.errors import HookError as HookError  # re-exported: importable from here too
 
 #: Where the goldens go; the hook does nothing when unset.
 ENV_OUT = "MLA_GOLDEN_RECORD_OUT"
@@ -115,7 +115,8 @@ class _MissedLog:
 
 def _writing_spy(module: ModuleType) -> Any:
     """An entered spy on ``module``'s planners writing each call as a golden; None when it has no planners."""
-    from mla_golden.recorder import NothingToIntercept, Spy
+    from mla_golden.errors import NothingToIntercept
+    from mla_golden.recorder import Spy
 
     spy = Spy(module)
     writer = _GoldenWriter(os.environ[ENV_OUT], os.environ.get(ENV_UPDATE) == "1", os.environ.get(ENV_LOG))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from mla_golden import cases
 from mla_golden.case_file import Locator, Table, read_document
-from mla_golden.errors import MatrixError
+from mla_golden.errors import MatrixError as MatrixError  # re-exported: importable from here too
 from mla_golden.schema import MLA_OP, PS_OP
 
 if TYPE_CHECKING:

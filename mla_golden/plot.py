@@ -10,15 +10,20 @@ from __future__ import annotations
 import colorsys
 import io
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from mla_golden.call import Call
-from mla_golden.errors import PlotExtraMissing
+from mla_golden.errors import PlotExtraMissing as PlotExtraMissing  # re-exported: importable from here too
 from mla_golden.files import atomic_write
 from mla_golden.geometry import batch_colour, works_by_cu
 from mla_golden.views import diff_marks
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
-def _pyplot():
+
+def _pyplot() -> ModuleType:
     try:
         import matplotlib
 
@@ -34,7 +39,7 @@ def _colour(batch: int) -> tuple[float, float, float]:
     return colorsys.hls_to_rgb(hue / 360, lightness, saturation)
 
 
-def _draw(ax, call: Call, title: str, highlight: set[int]) -> None:
+def _draw(ax: Axes, call: Call, title: str, highlight: set[int]) -> None:
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("kv length (tokens or pages)", fontsize=8)
     ax.set_ylabel("CU part", fontsize=8)

@@ -63,7 +63,13 @@ class _Frame:
     probing: bool = False
 
 
-_local = threading.local()
+class _Local(threading.local):
+    """Per-thread state, typed: each thread's ``frames`` list is made on its first use."""
+
+    frames: list[_Frame]
+
+
+_local = _Local()
 
 
 def _frames() -> list[_Frame]:
@@ -112,7 +118,9 @@ def _reason_unbindable(op: str, original: Callable[..., Any], sig: inspect.Signa
     return f"{where} has parameter(s) aiter's {op} lacks ({', '.join(foreign)})"
 
 
-def _prepare(op: str, original: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[LiveCapture | None, str]:
+def _prepare(
+    op: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[LiveCapture | None, str]:
     """A capture of this call by ``original``'s own signature, or None and why it cannot be one.
 
     TypeError: the arguments do not fit ``original`` (it will say so itself).

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from mla_golden.errors import AdaptationError
+from mla_golden.errors import AdaptationError as AdaptationError  # re-exported: importable from here too
 
 MLA_OP = "get_mla_metadata_v1"
 PS_OP = "get_ps_metadata_v1"
@@ -298,7 +298,9 @@ def canonical_params(op: str, arguments: Mapping[str, Any]) -> tuple[dict[str, A
     return params, notes
 
 
-def bind(op: str, fn: Callable[..., Any], args: tuple, kwargs: dict, sig: inspect.Signature | None = None) -> BoundCall:
+def bind(
+    op: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], sig: inspect.Signature | None = None
+) -> BoundCall:
     """Normalise a call ``fn(*args, **kwargs)`` of ``op`` to canonical names.
 
     ``sig`` binds the arguments (default: ``fn``'s own signature). Raises

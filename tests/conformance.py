@@ -13,11 +13,11 @@ import gzip
 import inspect
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import torch
@@ -69,7 +69,18 @@ PS_BUFFER_NAMES = (
 )
 
 
-def canary_buffers(names: tuple[str, ...], sizes: list) -> dict[str, torch.Tensor]:
+#: The PS planner's six output buffers, in its argument order.
+PsBuffers = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def ps_outputs(buffers: Iterable[torch.Tensor]) -> PsBuffers:
+    """``buffers`` as a tuple of known length: passed as ``*ps_outputs(...)``, the keyword arguments after
+    them still type-check (a list of unknown length could fill those parameters too)."""
+    a, b, c, d, e, f = buffers
+    return a, b, c, d, e, f
+
+
+def canary_buffers(names: tuple[str, ...], sizes: Iterable[tuple[Any, torch.dtype]]) -> dict[str, torch.Tensor]:
     """Buffers as a ``get_*_info_v1`` helper sizes them (``sizes``: (shape, dtype) in ``names`` order), canary-filled."""
     return {
         name: torch.full(shape if isinstance(shape, tuple) else (shape,), CANARY, dtype=dtype)
@@ -120,9 +131,11 @@ def expected_outputs(outputs: dict, names: tuple[str, ...] | None = None) -> dic
         vals = out.get("values", [])
         if vals:
             values[: len(vals)] = torch.tensor(vals, dtype=torch.int64)
+        dtype = torch_dtype(out["dtype"])
+        assert dtype is not None, f"output {name}: a record without its dtype"
         result[name] = Expected(
             shape=shape,
-            dtype=torch_dtype(out["dtype"]),
+            dtype=dtype,
             values=values,
             written=runs_mask(out.get("written", []), numel),
             indeterminate=runs_mask(out.get("indeterminate", []), numel),
@@ -422,6 +435,7 @@ def check_buffer(name: str, actual: torch.Tensor, expected: Expected, buffers: d
     if expected.skipped:
         # raw pointers: aiter stores work_indptr's then work_info_set's address
         work_info = buffers.get("work_info_set", buffers.get("work_info"))
+        assert work_info is not None, "no work_info_set / work_info buffer"
         pointers = iter([buffers["work_indptr"].data_ptr(), work_info.data_ptr()])
         want = [next(pointers) if written else CANARY for written in expected.written.tolist()]
         assert flat.view(torch.int64).tolist() == want, name

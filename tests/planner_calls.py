@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from conformance import ps_outputs
 
 import mla_golden
 from mla_golden import reference
@@ -49,7 +50,7 @@ def prefill_call(seq_lens: list[int], *, exact: bool = False) -> mla_golden.Call
 
         def plan(b: dict[str, torch.Tensor]) -> None:
             reference.get_ps_metadata_v1(
-                qo, qo, torch.tensor(seq_lens, dtype=torch.int32), 1, 16, *(b[n] for n in OUTPUTS),
+                qo, qo, torch.tensor(seq_lens, dtype=torch.int32), 1, 16, *ps_outputs(b[n] for n in OUTPUTS),
                 qlen_granularity=256, kvlen_granularity=128, block_size=1,
             )  # fmt: skip
 

@@ -37,7 +37,9 @@ def _prefill_sizing_bug(batch_size: int, num_head_k: int, max_qlen: int, qlen_gr
     sized = reference.get_ps_metadata_info_v1(batch_size, num_head_k, max_qlen, qlen_granularity)
     if batch_size < BIG_BATCH:
         return sized
-    (rows, columns), dtype = sized[2]
+    shape, dtype = sized[2]
+    assert isinstance(shape, tuple)
+    rows, columns = shape
     return (*sized[:2], ((rows + 1, columns), dtype), *sized[3:])
 
 

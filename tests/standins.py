@@ -173,7 +173,7 @@ def toy_buffers(batch: int, max_kv: int, device: str = "cpu") -> dict[str, torch
 
 def fake_aiter(planner=mla_e4048607, name: str = "aiter") -> types.ModuleType:
     """A module standing in for aiter, exposing ``planner`` as get_mla_metadata_v1."""
-    module = types.ModuleType(name)
+    module: Any = types.ModuleType(name)
     module.get_mla_metadata_v1 = planner
     return module
 

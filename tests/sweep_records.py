@@ -59,7 +59,8 @@ def point_of(record: dict[str, Any]) -> Point | None:
         and _dtype(q) is not None and _dtype(kv) is not None and sizing["batch_size"] == batch
         and sizing.get("max_split_per_batch", -1) == kwargs["max_split_per_batch"]
     )  # fmt: skip
-    if not plain:
+    q_dtype, kv_dtype = _dtype(q), _dtype(kv)
+    if not plain or q_dtype is None or kv_dtype is None:
         return None
     kv_indptr = args["seqlens_kv_indptr"]
     pages = [kv_indptr[i + 1] - kv_indptr[i] for i in range(batch)]
@@ -68,6 +69,6 @@ def point_of(record: dict[str, Any]) -> Point | None:
         return None
     return Point(
         DECODE, device["arch"], device["cu_num"], args["num_heads_per_head_k"], lens, qlen=qlen,
-        q_dtype=_dtype(q), kv_dtype=_dtype(kv), page_size=page, max_split_per_batch=kwargs["max_split_per_batch"],
+        q_dtype=q_dtype, kv_dtype=kv_dtype, page_size=page, max_split_per_batch=kwargs["max_split_per_batch"],
         causal=args["is_causal"], env=env,
     )  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Any
 
 import pytest
 import torch
@@ -29,7 +30,7 @@ def test_auto_falls_back_to_the_reference_and_says_why(monkeypatch):
 
 
 def test_an_aiter_without_the_planners_or_a_gpu_is_not_used(monkeypatch):
-    partial = types.ModuleType("aiter")
+    partial: Any = types.ModuleType("aiter")
     partial.get_mla_metadata_v1 = lambda *a, **k: None
     monkeypatch.setitem(sys.modules, "aiter", partial)
     with pytest.raises(BackendError, match="aiter has no get_ps_metadata_v1"):
@@ -77,7 +78,7 @@ def test_the_plain_reference_follows_the_version_a_golden_names():
     chosen, note = plain.for_golden({"backend": "reference", "reference_of": "aiter e4048607a535"})
     assert chosen is plain and note == "replayed on reference@e4048607, the planner version that recorded this golden"
     chosen, note = plain.for_golden({"backend": "standins"})
-    assert chosen is plain and "(standins) is not a ported reference version" in note
+    assert chosen is plain and note is not None and "(standins) is not a ported reference version" in note
 
 
 def test_a_bad_version_names_the_known_ones():

@@ -32,7 +32,12 @@ def test_unknown_archs_and_malformed_devices_are_refused():
 
 def test_jitter_stays_between_an_eighth_of_the_top_and_the_top():
     drawn: list[tuple[int, int]] = []
-    lens = cases.lengths("jitter", 800, 5, 1, lambda lo, hi: drawn.append((lo, hi)) or hi)
+
+    def top(lo: int, hi: int) -> int:
+        drawn.append((lo, hi))
+        return hi
+
+    lens = cases.lengths("jitter", 800, 5, 1, top)
     assert drawn == [(100, 800)] * 5 and lens == (800,) * 5
     assert cases.lengths("jitter", 800, 2, 300, lambda lo, hi: lo) == (300, 300), "never below the query length"
     assert cases.lengths("uniform", 800, 3, 1, lambda lo, hi: 0) == (800, 800, 800)

@@ -75,9 +75,9 @@ def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summ
     assert suite.tag == "testsuite" and suite.get("tests") == "4" and suite.get("failures") == "2"
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert len(cases) == 4
-    for key, case in cases.items():
+    for name, case in cases.items():
         failure = case.find("failure")
-        assert (failure is not None) == (key in changed)
+        assert (failure is not None) == (name in changed)
         if failure is not None:
             assert failure.get("type") == "diverged" and "divergent work items" in (failure.text or "")
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import mla_golden.files
 from mla_golden.cli import app
 
 GOLDEN = Path(__file__).resolve().parent.parent / "goldens/prefill/dsv3-fp8-prefill/gfx950-cu256/h16-b4-t3117-115ed9cb.safetensors"
@@ -37,7 +36,7 @@ def test_a_write_that_fails_is_exit_2_and_leaves_no_temp_file(tmp_path, monkeypa
     def denied(src, dst):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(mla_golden.files.os, "replace", denied)  # the rename into place fails, as on a read-only target
+    monkeypatch.setattr(os, "replace", denied)  # files.atomic_write's rename into place fails, as on a read-only target
     ran = CliRunner().invoke(app, ["show", str(GOLDEN), "--html", str(tmp_path / "x.html")])
     assert ran.exit_code == 2 and "cannot write: Permission denied" in ran.output
     assert list(tmp_path.iterdir()) == []

@@ -102,7 +102,7 @@ def ps_v1(
 
 
 def _module(name: str, mla: Any) -> types.ModuleType:
-    module = types.ModuleType(name)
+    module: Any = types.ModuleType(name)
     module.get_mla_metadata_v1 = mla
     module.get_ps_metadata_v1 = ps_v1
     return module

@@ -54,7 +54,7 @@ def test_library_failures_are_caught_by_the_base():
         parse("[[decode]]\nbatch = 'x'\n")
 
 
-def _sample_arguments(cls: type) -> list[object]:
+def _sample_arguments(cls: type[BaseException]) -> list[object]:
     """An argument per parameter of ``cls.__init__`` (a message when it takes ``*args``)."""
     from mla_golden.checks.results import CheckResult
 
@@ -71,6 +71,7 @@ def test_every_error_class_survives_pickling_as_a_process_pool_sends_it():
 
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
     for cls in classes:
+        assert issubclass(cls, errors.MlaGoldenError), cls
         exc = cls(*_sample_arguments(cls))
         back = pickle.loads(pickle.dumps(exc))
         assert type(back) is cls

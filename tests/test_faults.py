@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
-import signal
 import time
 
 import pytest
@@ -75,7 +74,7 @@ def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path):
         proc.start()
         assert ready.wait(60)
         time.sleep(rng.random() * 0.05)  # a random point in the write loop
-        os.kill(proc.pid, signal.SIGKILL)
+        proc.kill()  # SIGKILL
         proc.join()
         store = GoldenStore(root)
         for path in store.paths():

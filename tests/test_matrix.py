@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from mla_golden.backends import resolve
+from mla_golden.call import Call
 from mla_golden.cases import vllm_max_split_per_batch
 from mla_golden.matrix import (
     MatrixError,
@@ -70,6 +71,7 @@ def test_cases_expand_every_combination_and_run_like_vllm():
     assert case.kernel_heads == 16 and case.batch == 3 and all(2 <= n <= 300 for n in case.seq_lens)
     assert parse(GOOD, "good.toml") == cases, "jittered lengths are seeded: same matrix, same cases"
     (_, call), (_, prefill) = capture([case, cases[-1]], resolve("reference"))
+    assert isinstance(call, Call) and isinstance(prefill, Call), (call, prefill)
     assert call.params["num_heads_per_head_k"] == 16
     assert call.params["kv_granularity"] == 16 and call.params["uni_seqlen_qo"] == 2
     assert call.params["dtype_q_nope"] == call.params["dtype_kv_rope"] == "torch.float8_e4m3fnuz"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from mla_golden.planner_id import RecordedPlanner, recorded_planner, reference_v
 
 
 def _live_aiter_function(monkeypatch, version: str | None, commit: str | None):
-    module = types.ModuleType("aiter")
+    module: Any = types.ModuleType("aiter")
     module.__version__ = version
     module.__commit__ = commit
     monkeypatch.setitem(sys.modules, "aiter", module)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conformance import ps_outputs
 
 import mla_golden
 from mla_golden import reference as ref
@@ -27,7 +28,7 @@ def _ps(qo=(0, 600, 607, 907), ctx=(600, 7, 300), gqa=1, heads_k=16, arch="gfx95
         bufs = [torch.empty(s, dtype=d) for s, d in ref.get_ps_metadata_info_v1(3, 16, 600)]
     qo_t = torch.tensor(qo, dtype=I32)
     with ref.device(arch, 256):
-        ref.get_ps_metadata_v1(qo_t, qo_t.clone(), torch.tensor(ctx, dtype=I32), gqa, heads_k, *bufs,
+        ref.get_ps_metadata_v1(qo_t, qo_t.clone(), torch.tensor(ctx, dtype=I32), gqa, heads_k, *ps_outputs(bufs),
                                qlen_granularity=256, kvlen_granularity=128, block_size=1)  # fmt: skip
 
 

@@ -112,7 +112,9 @@ def test_an_interrupted_record_stops_writing_reports_what_it_wrote_and_exits_128
     assert document["interrupted"] == sig.name and document["exit_code"] == 128 + sig
     reported = {Path(r["path"]).relative_to(out).as_posix() for r in document["results"] if r["status"] == "written"}
     assert reported == on_disk  # what it says it wrote is exactly what is there
-    matrix_size = int(re.search(r"(\d+) case\(s\)", stderr).group(1))
+    size = re.search(r"(\d+) case\(s\)", stderr)
+    assert size is not None, stderr
+    matrix_size = int(size.group(1))
     assert len(on_disk) < matrix_size
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import sys
 import threading
 import types
+from typing import Any
 
 import pytest
 import standins
 import torch
 
 import mla_golden
+import mla_golden.errors
 import mla_golden.recorder
 from mla_golden.call import CallNotFound
 
@@ -33,7 +35,7 @@ def fake_aiter(monkeypatch):
     """A stand-in aiter module, plus a builder module that bound the planner at import time."""
     aiter = standins.fake_aiter()
     monkeypatch.setitem(sys.modules, "aiter", aiter)
-    user = types.ModuleType("my_builder")
+    user: Any = types.ModuleType("my_builder")
     user.get_mla_metadata_v1 = aiter.get_mla_metadata_v1  # from aiter import get_mla_metadata_v1
     monkeypatch.setitem(sys.modules, "my_builder", user)
     return aiter, user
@@ -63,7 +65,7 @@ def test_spy_restores_on_exception(fake_aiter):
 def test_alias_made_while_spying_is_restored_too(fake_aiter):
     aiter, _ = fake_aiter
     original = aiter.get_mla_metadata_v1
-    late = types.ModuleType("late_importer")
+    late: Any = types.ModuleType("late_importer")
     sys.modules["late_importer"] = late
     try:
         with mla_golden.spy():
@@ -243,10 +245,10 @@ def test_an_alias_kept_outside_modules_stops_capturing_after_the_spy(fake_aiter,
 
 def test_nothing_to_intercept_is_an_error_not_a_silent_pass(monkeypatch):
     monkeypatch.setitem(sys.modules, "aiter", None)  # import aiter -> ImportError
-    with pytest.raises(mla_golden.recorder.NothingToIntercept, match="is aiter importable"):
+    with pytest.raises(mla_golden.errors.NothingToIntercept, match="is aiter importable"):
         with mla_golden.spy():
             pass
-    with pytest.raises(mla_golden.recorder.NothingToIntercept):
+    with pytest.raises(mla_golden.errors.NothingToIntercept):
         with mla_golden.spy(types.ModuleType("empty")):
             pass
 
@@ -257,6 +259,7 @@ def test_lazily_loaded_modules_are_not_imported_by_a_spy(fake_aiter, tmp_path, m
     (tmp_path / "lazy_probe.py").write_text("import sys\nsys.modules['lazy_probe_ran'] = True\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     spec = importlib.util.find_spec("lazy_probe")
+    assert spec is not None and spec.loader is not None
     spec.loader = importlib.util.LazyLoader(spec.loader)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "lazy_probe", module)
@@ -285,7 +288,7 @@ def test_an_alias_assigned_later_over_an_existing_global_is_found(fake_aiter, mo
     monkeypatch.setattr(mla_golden.recorder, "INDEX", index)
     aiter, _ = fake_aiter
     original = aiter.get_mla_metadata_v1
-    lazy = types.ModuleType("lazy_binder")
+    lazy: Any = types.ModuleType("lazy_binder")
     lazy.plan = None  # `_plan = None` at import, `global _plan; _plan = aiter.get_mla_metadata_v1` later
     monkeypatch.setitem(sys.modules, "lazy_binder", lazy)
     with mla_golden.spy():
@@ -302,7 +305,7 @@ def test_a_module_imported_between_spies_is_scanned(fake_aiter, monkeypatch):
     aiter, _ = fake_aiter
     with mla_golden.spy():
         pass
-    newcomer = types.ModuleType("newcomer")
+    newcomer: Any = types.ModuleType("newcomer")
     newcomer.plan = aiter.get_mla_metadata_v1
     monkeypatch.setitem(sys.modules, "newcomer", newcomer)
     with mla_golden.spy() as spy:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import types
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -101,7 +102,7 @@ def test_a_longer_pointer_buffer_is_no_pointer_hazard():
 
 
 def _planner_module(fn) -> types.ModuleType:
-    module = types.ModuleType("my_planners")
+    module: Any = types.ModuleType("my_planners")
     module.get_mla_metadata_v1 = fn
     return module
 

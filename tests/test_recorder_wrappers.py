@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Any
 
 import pytest
 import standins
@@ -79,7 +80,7 @@ def truth():
 
 
 def _module(fn) -> types.ModuleType:
-    module = types.ModuleType("my_wrappers")
+    module: Any = types.ModuleType("my_wrappers")
     module.get_mla_metadata_v1 = fn
     return module
 

@@ -9,10 +9,11 @@ where aiter checks nothing and would misread memory.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
-from conformance import CANARY, PS_BUFFER_NAMES, canary_buffers
+from conformance import CANARY, PS_BUFFER_NAMES, canary_buffers, ps_outputs
 
 from mla_golden.reference import (
     AiterCheckError,
@@ -49,14 +50,14 @@ def _call_args() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
 def _plan(
     inputs: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], **kwargs: object
 ) -> None:
-    params = {"kvlen_granularity": 128, "block_size": 1} | kwargs
+    params: dict[str, Any] = {"kvlen_granularity": 128, "block_size": 1} | kwargs  # some tests pass bad types
     get_ps_metadata_v1(
         inputs["seqlens_qo_indptr"],
         inputs["pages_kv_indptr"],
         inputs["context_lens"],
         1,
         NUM_HEADS_K,
-        *(buffers[name] for name in BUFFER_NAMES),
+        *ps_outputs(buffers[name] for name in BUFFER_NAMES),
         **params,
     )
 

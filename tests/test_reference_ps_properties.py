@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import torch
-from conformance import CANARY, PS_BUFFER_NAMES, canary_buffers
+from conformance import CANARY, PS_BUFFER_NAMES, canary_buffers, ps_outputs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,7 +78,7 @@ def prefill_batches(draw: st.DrawFn) -> Batch:
             torch.tensor(context_lens, dtype=torch.int32),
             1,
             num_heads_k,
-            *out.values(),
+            *ps_outputs(out.values()),
             qhead_granularity=qhead_granularity,
             qlen_granularity=qlen_granularity,
             kvlen_granularity=kvlen_granularity,

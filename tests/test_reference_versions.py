@@ -186,7 +186,7 @@ def _call(version: str, heads: int = 16, **overrides: object) -> tuple[list, dic
     inputs.update({k: v for k, v in overrides.items() if k in inputs})  # type: ignore[misc]
     info = reference.get_mla_metadata_info_v1(2, 1, heads, torch.bfloat16, torch.bfloat16, False)
     buffers = canary_buffers(OUTPUTS, list(info))
-    args = [tensor for name, tensor in inputs.items() if name in params]
+    args: list[object] = [tensor for name, tensor in inputs.items() if name in params]
     args += [heads, 1, True, *(buffers[name] for name in MLA_BUFFER_NAMES)]
     kwargs = {"max_seqlen_qo": 1, "uni_seqlen_qo": 1, "dtype_q": torch.bfloat16, "dtype_kv": torch.bfloat16}
     kwargs.update({k: v for k, v in overrides.items() if k not in inputs})

@@ -148,6 +148,7 @@ def _check_internals(case: VersionCase) -> None:
     inputs = input_tensors(call)
     args, kwargs = call["args"], call["kwargs"]
     dev = case.device
+    ids = _dtype_ids(call)
     with planner_env(case.env), device(dev["arch"], dev["cu_num"], warp_size=dev["warp_size"], lds_bytes=dev["lds_bytes"]):
         dispatch = plan_mla_metadata_v1(
             inputs["seqlens_qo_indptr"],
@@ -166,7 +167,10 @@ def _check_internals(case: VersionCase) -> None:
             is_cp_round_robin=kwargs.get("is_cp_round_robin", False),
             mla_version=kwargs.get("mla_version", 0),
             features=at(case.version).version.features,
-            **_dtype_ids(call),
+            dtype_q_nope=ids["dtype_q_nope"],
+            dtype_q_rope=ids["dtype_q_rope"],
+            dtype_kv_nope=ids["dtype_kv_nope"],
+            dtype_kv_rope=ids["dtype_kv_rope"],
         )
     params, traits = dispatch.params, dispatch.traits
     got = {

@@ -42,8 +42,8 @@ def test_assert_invariants_raises_with_the_report(good_call, broken_call):
     assert mla_golden.assert_invariants(good_call).ok
     with pytest.raises(mla_golden.InvariantsViolated) as info:
         mla_golden.assert_invariants(broken_call)
-    assert isinstance(info.value, AssertionError)  # a failed assertion to pytest
     assert "violation(s)" in str(info.value) and not info.value.result.ok
+    assert isinstance(info.value, AssertionError)  # a failed assertion to pytest
 
 
 def test_the_old_module_check_still_works_and_warns(good_call, broken_call):

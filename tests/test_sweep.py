@@ -291,8 +291,8 @@ def test_a_shrink_cut_short_is_reported_in_text_json_and_html(tmp_path: Path, mo
 
 def test_the_time_budget_bounds_shrinking_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mla_golden.sweeper import work
+    from mla_golden.sweeper.evaluate import evaluate as real
 
-    real = work.evaluate
     work.warm("reference", "reference:gfx942:80")  # the warm-up runs before the slow planners below
 
     def slow(*args, **kwargs):  # a planner pair whose every call takes 0.4 s

@@ -7,8 +7,9 @@ import textwrap
 
 import pytest
 
+from mla_golden.errors import SpaceError
 from mla_golden.matrix import load as load_matrix
-from mla_golden.sweeper.space import DECODE, PREFILL, IntRange, Point, SpaceError, load, parse
+from mla_golden.sweeper.space import DECODE, PREFILL, IntRange, Point, load, parse
 
 SMALL = """\
 format = "mla-golden-space/1"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mla_golden.sweeper.planners import PlannerSpec, SpecError, parse_spec, resolve
+from mla_golden.errors import SpecError
+from mla_golden.sweeper.planners import PlannerSpec, parse_spec, resolve
 
 
 @pytest.mark.parametrize(

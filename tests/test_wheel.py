@@ -81,7 +81,7 @@ def test_a_wheel_install_diffs_goldens_outside_the_repository(wheel: Path, tmp_p
                            capture_output=True, text=True, check=True, cwd=work).stdout  # fmt: skip
     assert Path(where.strip()).is_relative_to(venv), where
     # the wheel's console script (--target puts it under site-packages/bin), run by the fresh venv's python
-    cli = [python, site / "bin" / "mla-golden"]
+    cli: list[str | Path] = [python, site / "bin" / "mla-golden"]
     runs = {
         "diff --against": [*cli, "diff", "goldens", "--against", "goldens", "--quiet"],
         "versions (reads aiter_tags.json)": [*cli, "versions"],

@@ -15,8 +15,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from mla_golden.errors import AiterSourceError
 
@@ -37,24 +39,28 @@ class BufferFound:
     #: elements past the end that some run changed: index past the end -> run 0's value
     tail: dict[int, int] = field(default_factory=dict)
 
-    @property
-    def stored(self) -> np.ndarray:
-        return (self.flags & STORED) != 0
+    def _any(self, bits: int) -> NDArray[np.bool_]:
+        """Elements whose flags have any of ``bits`` set (numpy types ``!=`` as Any)."""
+        return cast("NDArray[np.bool_]", (self.flags & bits) != 0)
 
     @property
-    def past_end(self) -> np.ndarray:
+    def stored(self) -> NDArray[np.bool_]:
+        return self._any(STORED)
+
+    @property
+    def past_end(self) -> NDArray[np.bool_]:
         """Stored values that changed with the bytes after an input's end."""
-        return self.stored & ((self.flags & PAST_END) != 0)
+        return self.stored & self._any(PAST_END)
 
     @property
-    def from_lds(self) -> np.ndarray:
+    def from_lds(self) -> NDArray[np.bool_]:
         """Stored values that changed with the LDS fill."""
-        return self.stored & ((self.flags & FROM_LDS) != 0)
+        return self.stored & self._any(FROM_LDS)
 
     @property
-    def unsettled(self) -> np.ndarray:
+    def unsettled(self) -> NDArray[np.bool_]:
         """Stored in some runs, left alone in others, for no garbage this found."""
-        return self.stored & ((self.flags & CANARY_HIT) != 0) & ~((self.flags & (PAST_END | FROM_LDS)) != 0)
+        return self.stored & self._any(CANARY_HIT) & ~self._any(PAST_END | FROM_LDS)
 
 
 @dataclass

@@ -226,11 +226,16 @@ class AiterPython:
         node = self.functions.get(name)
         if node is None:
             raise AiterPyError(f"{ATTENTION_PY} has no function {name}")
-        if name in ns:
-            return ns[name]
+        if name not in ns:
+            self._define(name, node, ns)
+        fn: Callable[..., Any] = ns[name]  # what exec (or _recorder) put there
+        return fn
+
+    def _define(self, name: str, node: ast.FunctionDef, ns: dict[str, Any]) -> None:
+        """Put ``name`` in ``ns``: a recorder for a compiled op, else the function's own code, untyped."""
         if _is_compiled(node):
             ns[name] = _recorder(name, node, ns["__recorder_sink__"])
-            return ns[name]
+            return
         node = copy.deepcopy(node)
         for arg in node.args.args + node.args.kwonlyargs + node.args.posonlyargs:
             arg.annotation = None
@@ -242,7 +247,6 @@ class AiterPython:
         for free in sorted(_free_names(node)):
             if free not in ns and free in self.functions:
                 self.load(free, ns)
-        return ns[name]
 
 
 def _recorder(name: str, node: ast.FunctionDef, sink: dict[str, Any]) -> Callable[..., Any]:

@@ -27,7 +27,7 @@ from mla_golden.reference.mla_v1_dispatch import AITER_DTYPE_BF16, AITER_DTYPE_F
 from mla_golden.schema import to_dtype
 
 
-class _NoneAfterEnd(list):
+class _NoneAfterEnd(list[int]):
     """An input as aiter indexes it: None past its end, where the GPU reads someone else's memory.
 
     (The planner port answers such reads with garbage to find what depends on

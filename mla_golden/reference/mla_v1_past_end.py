@@ -25,7 +25,7 @@ FIELDS = ("work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "
 GARBAGE = (-(1 << 24), -(1 << 25), 1 << 26)
 
 
-class _PastEnd(list):
+class _PastEnd(list[int]):
     """An input that answers reads past its end with garbage, and notes that it did."""
 
     def __init__(self, values: list[int], name: str, garbage: int, touched: set[str]) -> None:

@@ -25,8 +25,9 @@ import torch
 from mla_golden import cases
 from mla_golden.call import Call
 from mla_golden.capture import CANARIES, _message, planner_env, replay
+from mla_golden.errors import AdaptationError
 from mla_golden.reference import kernel_log
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, AdaptationError, build_arguments, schema_for
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, build_arguments, schema_for
 from mla_golden.sweeper.planners import Planner
 from mla_golden.sweeper.space import DECODE, Point
 
