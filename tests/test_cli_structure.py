@@ -21,6 +21,7 @@ def test_no_cli_module_is_over_400_lines():
 def _options() -> dict[str, dict[str, Any]]:
     """Each command's parameters by their longest flag (or name for arguments)."""
     group = typer.main.get_command(app)
+    assert isinstance(group, click.Group)  # the app has several commands
     return {
         name: {max(p.opts, key=len): p for p in command.params}
         for name, command in group.commands.items()
