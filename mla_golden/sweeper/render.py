@@ -91,7 +91,7 @@ def kernel_paths(findings: Findings) -> str:
     """``decode kernel paths: A serial/native 120, parallel/native 80; B ...`` (empty when no side says)."""
     sides = [f"{side} " + ", ".join(f"{path} {n}" for path, n in paths.items())
              for side, paths in findings.kernel_paths.items() if paths]  # fmt: skip
-    return "decode kernel paths (cases): " + "; ".join(sides) if sides else ""
+    return "decode kernel paths (cases): " + "; ".join(sides) + " (a call that raised or is undefined has none)" if sides else ""
 
 
 def render_text(findings: Findings, *, quiet: bool = False) -> str:
