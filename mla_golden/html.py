@@ -385,22 +385,30 @@ def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: 
 # ---------------------------------------------------------------- pages
 
 
+def _call_facts(calls: Iterable[Call], planners: Iterable[str] = ()) -> list[str]:
+    """``devices ..., heads ..., dtypes ..., planners ...`` over ``calls``: what a page compared or shows."""
+    facts: dict[str, set[str]] = {"devices": set(), "heads": set(), "dtypes": set(), "planners": set(planners)}
+    for call in calls:
+        facts["devices"].add(f"{call.device.get('arch')}:{call.device.get('cu_num')}")
+        heads = call.params.get("num_heads_per_head_k", call.params.get("num_heads_k"))
+        facts["heads"].add(str(heads))
+        dtypes = {str(call.params[k]).removeprefix("torch.") for k in ("dtype_q_nope", "dtype_kv_nope") if call.params.get(k)}
+        facts["dtypes"].add("/".join(sorted(dtypes)) or "-")
+    return [f"{name} {', '.join(sorted(values))}" for name, values in facts.items() if values]
+
+
 def _drawn_facts(entries: Sequence[Entry]) -> str:
     """``; drawn calls: devices ..., heads ..., dtypes ..., planners OLD -> NEW`` over the calls the page draws."""
-    facts: dict[str, set[str]] = {"devices": set(), "heads": set(), "dtypes": set(), "planners": set()}
-    for entry in entries:
-        for call in (entry.expected, entry.actual):
-            if call is None:
-                continue
-            facts["devices"].add(f"{call.device.get('arch')}:{call.device.get('cu_num')}")
-            heads = call.params.get("num_heads_per_head_k", call.params.get("num_heads_k"))
-            facts["heads"].add(str(heads))
-            dtypes = {str(call.params[k]).removeprefix("torch.") for k in ("dtype_q_nope", "dtype_kv_nope") if call.params.get(k)}
-            facts["dtypes"].add("/".join(sorted(dtypes)) or "-")
-        if entry.diff is not None and entry.diff.planner is not None:
-            facts["planners"].add(str(entry.diff.planner))
-    said = [f"{name} {', '.join(sorted(values))}" for name, values in facts.items() if values]
+    calls = [call for entry in entries for call in (entry.expected, entry.actual) if call is not None]
+    planners = [str(entry.diff.planner) for entry in entries if entry.diff is not None and entry.diff.planner is not None]
+    said = _call_facts(calls, planners)
     return "; drawn calls: " + "; ".join(said) if said else ""
+
+
+def _recorded_by(call: Call) -> str:
+    from mla_golden.planner_id import planner_label
+
+    return planner_label(call.provenance)
 
 
 def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", compared: str = "") -> str:
@@ -437,7 +445,9 @@ def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", c
 def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int | None = None) -> str:
     """One schedule: its geometry, the chosen CU part or work enlarged, then every CU part."""
     geo = geometry(call)
+    shown = "; ".join(_call_facts([call], [f"recorded by {_recorded_by(call)}"]))
     facts = [
+        f'<p class="compared">shown: {_e(name)}; {_e(shown)}</p>',
         f"<p><b>{_e(call.op)}</b> on {_e(call.device.get('arch'))} with {_e(call.device.get('cu_num'))} CUs: "
         f"{geo.works} works over {geo.cu_parts} CU parts ({geo.idle_cu_parts} idle), {geo.split_works} split, "
         f"{geo.reduce_groups} reduce group(s), {geo.partial_tiles} partial tile(s)</p>"
@@ -509,8 +519,12 @@ def _check_section(entry: CheckEntry, anchor: str) -> str:
     return "".join(out)
 
 
-def render_check_page(entries: Iterable[CheckEntry], title: str = "mla-golden check") -> str:
-    """Goldens that break an invariant, grouped by invariant; each one's violations, then its flagged works drawn."""
+def render_check_page(entries: Iterable[CheckEntry], title: str = "mla-golden check", checked: str = "") -> str:
+    """Goldens that break an invariant, grouped by invariant; each one's violations, then its flagged works drawn.
+
+    ``checked`` names what was checked (the golden folders); the drawn goldens' devices, heads, dtypes and
+    recording planners follow it.
+    """
     entries = list(entries)
     found: dict[tuple[bool, str], list[int]] = {}
     passed: list[int] = []
@@ -523,7 +537,13 @@ def render_check_page(entries: Iterable[CheckEntry], title: str = "mla-golden ch
         else:
             found.setdefault((True, entry.status), []).append(i)
     groups = [_Group(label, found[(unusable, label)], unusable) for unusable, label in sorted(found)]
-    body = [_summary(entries, groups, passed, ("invariant", "violated", "passed"))] if len(entries) > 1 else []
+    drawn_calls = [entry.call for entry in entries if entry.call is not None]
+    facts = _call_facts(drawn_calls, [f"recorded by {_recorded_by(c)}" for c in drawn_calls])
+    head = f"checked: {checked}" if checked else ""
+    if facts:
+        head += ("; " if head else "") + "drawn goldens: " + "; ".join(facts)
+    body = [f'<p class="compared">{_e(head)}</p>'] if head else []
+    body += [_summary(entries, groups, passed, ("invariant", "violated", "passed"))] if len(entries) > 1 else []
     body += [_check_section(entries[i], f"e{i}") for i in dict.fromkeys(i for g in groups for i in g.members)]
     if len(entries) == 1 and passed:
         body.append('<p class="equal">PASSED: every invariant holds.</p>')

@@ -163,3 +163,18 @@ def test_divergent_calls_not_drawn_still_count_under_their_cause():
     page = render_diff_page([drawn, not_drawn, Entry("same", "equal")])
     assert '<td class="l diverged">values only</td><td>2</td>' in page
     assert "2 diverged" in page and "not drawn: the page draws the first 50" in page
+
+
+def test_check_and_show_pages_name_what_they_looked_at():
+    call = _decode_call(heads=32)
+    violation = Violation("coverage.kv", "batch 0", "kv [0, 700) is not covered", works=(0,))
+    check_page = render_check_page(
+        [CheckEntry("broken", "violated", "", call, CheckResult(call.op, violations=[violation])), CheckEntry("fine", "passed")],
+        checked="goldens under tree/",
+    )
+    show_page = render_show_page("one", call)
+    arch, cus = call.device["arch"], call.device["cu_num"]
+    for page in (check_page, show_page):
+        compared = page.split('<p class="compared">', 1)[1].split("</p>", 1)[0]
+        assert f"devices {arch}:{cus}" in compared and "heads 32" in compared and "recorded by reference@" in compared, compared
+    assert "checked: goldens under tree/" in check_page and "shown: one" in show_page

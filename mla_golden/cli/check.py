@@ -47,12 +47,12 @@ def check(
         shown = ", ".join(r.key for r in group[:10]) + (f" and {len(group) - 10} more" if len(group) > 10 else "")
         say(f"warning: the same content under {len(group)} keys: {shown}")
     if html is not None:
-        _write_check_html(html, results, quiet)
+        _write_check_html(html, results, quiet, f"goldens under {', '.join(map(str, roots))} against what aiter's kernels rely on")
     write_junit(junit_xml, "check", results, quiet)
     raise typer.Exit(emit("check", results, format, quiet, {}))
 
 
-def _write_check_html(path: Path, results: list[Result], quiet: bool) -> None:
+def _write_check_html(path: Path, results: list[Result], quiet: bool, checked: str) -> None:
     """Write the HTML report of a check run: every result in the summary, the first violated goldens drawn."""
     from mla_golden.files import atomic_write
     from mla_golden.html import CheckEntry, render_check_page
@@ -68,5 +68,5 @@ def _write_check_html(path: Path, results: list[Result], quiet: bool) -> None:
         else:
             entries.append(CheckEntry(r.key, r.status, r.message))
     with writing(path, "--html"):
-        atomic_write(path, render_check_page(entries))
+        atomic_write(path, render_check_page(entries, checked=checked))
     say(f"HTML report: {path}", quiet)
