@@ -27,10 +27,12 @@ import torch
 
 from mla_golden.errors import AiterSourceError
 from mla_golden.reference.mla_v1_dispatch import MlaVersion
+from mla_golden.schema import SCHEMAS, to_dtype
 
 ATTENTION_PY = "aiter/ops/attention.py"
 ENUM_H = "csrc/include/aiter_enum.h"
-SIZING = {"get_mla_metadata_v1": "get_mla_metadata_info_v1", "get_ps_metadata_v1": "get_ps_metadata_info_v1"}
+#: Each op's sizing helper, as the schema names it.
+SIZING = {op: schema.sizer for op, schema in SCHEMAS.items()}
 OUTPUT_NAMES = {
     "get_mla_metadata_v1": (
         "work_metadata_ptrs",
@@ -74,13 +76,11 @@ class Buf:
 
 
 def torch_dtype(name: str | None) -> torch.dtype | None:
-    """``"torch.bfloat16"`` -> ``torch.bfloat16``; None stays None."""
-    if name is None:
-        return None
-    dtype = getattr(torch, name.removeprefix("torch."), None)
-    if not isinstance(dtype, torch.dtype):
-        raise AiterPyError(f"unknown torch dtype {name!r}")
-    return dtype
+    """``"torch.bfloat16"`` -> ``torch.bfloat16``; None stays None (the schema's reading, as this layer's error)."""
+    try:
+        return to_dtype(name)
+    except ValueError as exc:
+        raise AiterPyError(str(exc)) from exc
 
 
 def _module_level_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:

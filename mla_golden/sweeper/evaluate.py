@@ -27,7 +27,7 @@ from mla_golden.call import Call
 from mla_golden.capture import CANARIES, _message, planner_env, replay
 from mla_golden.errors import AdaptationError
 from mla_golden.reference import kernel_log
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, build_arguments, schema_for
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, build_arguments, schema_for, to_dtype
 from mla_golden.sweeper.planners import Planner
 from mla_golden.sweeper.space import DECODE, Point
 
@@ -131,17 +131,13 @@ def _size(planner: Planner, op: str, sizing: dict[str, Any]) -> Any:
     """Call the sizing helper with the arguments its signature has (older helpers lack max_split_per_batch)."""
     fn = planner.function(schema_for(op).sizer)
     accepted = planner.parameters(fn)
-    kwargs = {k: _torch_dtype(v) if k.endswith("_dtype") else v for k, v in sizing.items() if k in accepted}
+    kwargs = {k: to_dtype(v) if k.endswith("_dtype") else v for k, v in sizing.items() if k in accepted}
     return fn(**kwargs)
 
 
 def _specs(sized: Any) -> list[tuple[tuple[int, ...], torch.dtype]]:
     """The helper's (shape, dtype) list with every shape a tuple (aiter gives 1-D shapes as ints)."""
     return [((shape,) if isinstance(shape, int) else tuple(shape), dtype) for shape, dtype in sized]
-
-
-def _torch_dtype(name: str | None) -> torch.dtype | None:
-    return None if name is None else getattr(torch, name.removeprefix("torch."))
 
 
 class _Clock:
