@@ -53,7 +53,7 @@ def test_unknown_backend() -> None:
     [("auto", ("auto", None)), ("reference", ("reference", None)), ("reference@aded0f84", ("reference", "aded0f84")),
      (" reference@v0.1.16.post2 ", ("reference", "v0.1.16.post2")), ("reference@", ("reference", ""))],
 )  # fmt: skip
-def test_backend_specs_parse_in_the_library(spec: Any, parsed: Any) -> None:
+def test_backend_specs_parse_in_the_library(spec: str, parsed: Any) -> None:
     assert parse_spec(spec) == parsed
 
 

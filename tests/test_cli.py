@@ -37,7 +37,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def tree(recorded: Any, tmp_path: Path) -> Path:
+def tree(recorded: Path, tmp_path: Path) -> Path:
     """A fresh copy of the recorded tree, free to damage."""
     shutil.copytree(recorded / "goldens", tmp_path / "goldens")
     shutil.copy(recorded / "matrix.toml", tmp_path / "matrix.toml")
@@ -65,7 +65,7 @@ def test_help_is_instant_and_imports_nothing_heavy() -> None:
     assert len(imported) < 400, f"--help imports {len(imported)} modules (about 150 today: python, typer, rich)"
 
 
-def test_record_then_unchanged_then_refuses_a_different_golden(tree: Any) -> None:
+def test_record_then_unchanged_then_refuses_a_different_golden(tree: Path) -> None:
     matrix = tree.parent / "matrix.toml"
     code, report = cli_json("record", "--matrix", matrix, "--backend", "reference", "--out", tree)
     assert code == 0 and report["summary"] == {"unchanged": 3}
@@ -80,21 +80,21 @@ def test_record_then_unchanged_then_refuses_a_different_golden(tree: Any) -> Non
     assert code == 0 and report["summary"] == {"updated": 1, "unchanged": 2}
 
 
-def test_diff_replays_on_the_reference_and_prints_json(tree: Any) -> None:
+def test_diff_replays_on_the_reference_and_prints_json(tree: Path) -> None:
     code, report = cli_json("diff", tree, "--backend", "reference")
     assert code == 0
     assert report["mode"] == "replay" and report["backend"]["name"] == "reference"
     assert {r["status"] for r in report["results"]} == {"equal"} and len(report["results"]) == 3
 
 
-def test_jobs_spread_the_work_over_processes_with_the_same_results(tree: Any, tmp_path: Path) -> None:
+def test_jobs_spread_the_work_over_processes_with_the_same_results(tree: Path, tmp_path: Path) -> None:
     code, report = cli_json("record", "--matrix", tree.parent / "matrix.toml", "--backend", "reference", "--out", tmp_path / "par", "--jobs", "2")
     assert code == 0 and report["summary"] == {"written": 3}
     code, report = cli_json("diff", tmp_path / "par", "--against", tree, "--jobs", "2")
     assert code == 0 and report["summary"] == {"equal": 3}
 
 
-def test_diff_replay_flags_a_golden_the_backend_disagrees_with(tree: Any) -> None:
+def test_diff_replay_flags_a_golden_the_backend_disagrees_with(tree: Path) -> None:
     rewrite(tree, KEY_16, lambda call: call.outputs["work_indptr"].__setitem__(2, 777))
     code, report = cli_json("diff", tree, "--backend", "reference")
     assert code == 1 and report["summary"] == {"equal": 2, "diverged": 1}
@@ -104,7 +104,7 @@ def test_diff_replay_flags_a_golden_the_backend_disagrees_with(tree: Any) -> Non
     assert field["first"]["expected"] == 777 and bad["diff"]["params"] == []
 
 
-def test_diff_against_pinpoints_one_value_and_one_params_entry(tree: Any, tmp_path: Path) -> None:
+def test_diff_against_pinpoints_one_value_and_one_params_entry(tree: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     info = load(GoldenStore(tree).path_for(KEY_128)).call
@@ -131,7 +131,7 @@ def test_diff_against_pinpoints_one_value_and_one_params_entry(tree: Any, tmp_pa
     assert code == 1 and "kv_granularity: 16 -> 32" in text and "kv_end" in text
 
 
-def test_diff_against_lists_calls_present_on_one_side_only(tree: Any, tmp_path: Path) -> None:
+def test_diff_against_lists_calls_present_on_one_side_only(tree: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     GoldenStore(other).path_for(KEY_16).unlink()
@@ -142,7 +142,7 @@ def test_diff_against_lists_calls_present_on_one_side_only(tree: Any, tmp_path: 
     assert {r["key"]: r["status"] for r in report["results"]}[KEY_16] == "only-actual"
 
 
-def test_diff_against_pairs_a_renamed_call_by_its_inputs(tree: Any, tmp_path: Path) -> None:
+def test_diff_against_pairs_a_renamed_call_by_its_inputs(tree: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     store = GoldenStore(other)
@@ -157,7 +157,7 @@ def test_diff_against_pairs_a_renamed_call_by_its_inputs(tree: Any, tmp_path: Pa
     assert paired["diff"]["params"] == [{"path": "max_split_per_batch", "expected": -1, "actual": 4}]
 
 
-def test_corrupt_golden_exits_2_and_the_others_are_still_checked(tree: Any, tmp_path: Path) -> None:
+def test_corrupt_golden_exits_2_and_the_others_are_still_checked(tree: Path, tmp_path: Path) -> None:
     clean = tmp_path / "clean"
     shutil.copytree(tree, clean)
     path = GoldenStore(tree).path_for(KEY_16)
@@ -175,7 +175,7 @@ def test_corrupt_golden_exits_2_and_the_others_are_still_checked(tree: Any, tmp_
     assert real.returncode == 2 and "exit 2 (bad input)" in real.stdout, "the real entry point exits with the status"
 
 
-def test_show_and_list(tree: Any) -> None:
+def test_show_and_list(tree: Path) -> None:
     path = GoldenStore(tree).path_for(KEY_128)
     code, out = cli("show", path)
     assert code == 0 and KEY_128 in out and "work items by CU part" in out and "reduce groups" in out
@@ -194,7 +194,7 @@ def test_show_and_list(tree: Any) -> None:
     assert cli("show", path)[0] == 2
 
 
-def test_head_ranges_read_as_half_open_ranges_in_show_diff_and_check(tree: Any) -> None:
+def test_head_ranges_read_as_half_open_ranges_in_show_diff_and_check(tree: Path) -> None:
     """One notation for q_head_range everywhere people read it: [start, end), like every other range."""
     key = next(k for k in (p.relative_to(tree).with_suffix("").as_posix() for p in GoldenStore(tree).paths()) if k.startswith("prefill/"))
     path = GoldenStore(tree).path_for(key)
@@ -214,7 +214,7 @@ def test_head_ranges_read_as_half_open_ranges_in_show_diff_and_check(tree: Any) 
     assert code == 1 and f"[{start}, {end + 1})" in out
 
 
-def test_usage_and_bad_input_exit_2(tree: Any, tmp_path: Path) -> None:
+def test_usage_and_bad_input_exit_2(tree: Path, tmp_path: Path) -> None:
     assert cli("diff", tree, "--format", "xml")[0] == 2
     assert cli("diff", tree, tree, "--against", tree)[0] == 2
     assert cli("diff", tmp_path / "nowhere", "--backend", "reference")[0] == 2
@@ -315,7 +315,7 @@ def test_demo_commands_as_the_makefile_runs_them(tmp_path: Path) -> None:
     assert code == 0, [r for r in report["results"] if r["status"] != "equal"][:2]
 
 
-def test_check_passes_recorded_goldens_and_flags_a_broken_one(tree: Any) -> None:
+def test_check_passes_recorded_goldens_and_flags_a_broken_one(tree: Path) -> None:
     code, report = cli_json("check", tree)
     assert code == 0 and report["summary"] == {"passed": 3}
     info = load(GoldenStore(tree).path_for(KEY_16)).call
@@ -331,7 +331,7 @@ def test_check_passes_recorded_goldens_and_flags_a_broken_one(tree: Any) -> None
     assert bad["key"] == KEY_16 and f"work {row}" in bad["message"]
 
 
-def test_html_reports_of_diff_and_show(tree: Any, tmp_path: Path) -> None:
+def test_html_reports_of_diff_and_show(tree: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     rewrite(other, KEY_128, lambda call: call.outputs["work_info_set"].__setitem__((0, 5), 1))
@@ -345,7 +345,7 @@ def test_html_reports_of_diff_and_show(tree: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
-def test_html_reports_are_written_with_the_users_umask(tree: Any, tmp_path: Path, umask: Any) -> None:
+def test_html_reports_are_written_with_the_users_umask(tree: Path, tmp_path: Path, umask: int) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     rewrite(other, KEY_128, lambda call: call.outputs["work_info_set"].__setitem__((0, 5), 1))
@@ -394,7 +394,7 @@ def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cl
     assert not list(out.rglob("*.tmp")) and len(list(GoldenStore(out).paths())) == 3
 
 
-def test_png_of_show_and_diff(tree: Any, tmp_path: Path) -> None:
+def test_png_of_show_and_diff(tree: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     other = tmp_path / "other"
     shutil.copytree(tree, other)
@@ -405,13 +405,13 @@ def test_png_of_show_and_diff(tree: Any, tmp_path: Path) -> None:
     assert code == 0 and (tmp_path / "show.png").stat().st_size > 5_000
 
 
-def test_png_without_the_plot_extra_names_it(tree: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_png_without_the_plot_extra_names_it(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     result = CliRunner().invoke(app, ["show", str(GoldenStore(tree).path_for(KEY_16)), "--png", str(tmp_path / "x.png")])
     assert result.exit_code == 2 and "plot extra" in result.output and not (tmp_path / "x.png").exists()
 
 
-def test_an_unexpected_failure_on_one_golden_is_reported_and_the_rest_still_checked(tree: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unexpected_failure_on_one_golden_is_reported_and_the_rest_still_checked(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import mla_golden.capture
 
     real = mla_golden.capture.replay
@@ -450,7 +450,7 @@ def test_record_dashdash_without_a_command_is_a_usage_error(tmp_path: Path) -> N
     assert not (tmp_path / "o").exists()  # the matrix was not recorded
 
 
-def test_the_summary_tables_fit_100_columns_and_a_resized_buffer_reads_as_such(tree: Any, tmp_path: Path) -> None:
+def test_the_summary_tables_fit_100_columns_and_a_resized_buffer_reads_as_such(tree: Path, tmp_path: Path) -> None:
     import torch
 
     other = tmp_path / "a-long-folder-name-so-that-keys-and-paths-would-overflow-a-narrow-table" / "other"
@@ -472,7 +472,7 @@ def test_the_summary_tables_fit_100_columns_and_a_resized_buffer_reads_as_such(t
     assert f"work_info_set buffer [{rows}, 8] -> [{rows + 5}, 8]; written contents equal" in text
 
 
-def test_diff_replays_on_a_plug_in_planner(tree: Any) -> None:
+def test_diff_replays_on_a_plug_in_planner(tree: Path) -> None:
     import planted_planners
 
     code, report = cli_json("diff", tree, "--backend", "python:planted_planners:clean")
@@ -500,7 +500,7 @@ def test_diff_replays_on_a_plug_in_planner(tree: Any) -> None:
         ("python:", "expected python:MODULE[:ATTR]"),
     ],
 )
-def test_a_bad_plug_in_planner_exits_2_saying_what_is_missing(tree: Any, spec: Any, problem: Any) -> None:
+def test_a_bad_plug_in_planner_exits_2_saying_what_is_missing(tree: Path, spec: str, problem: str) -> None:
     result = CliRunner().invoke(app, ["diff", str(tree), "--backend", spec])
     assert result.exit_code == 2 and result.exception is None or isinstance(result.exception, SystemExit)
     assert problem in result.output, result.output

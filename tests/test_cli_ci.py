@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -43,7 +42,7 @@ def _parse_annotation(line: str) -> tuple[dict[str, str], str]:
     return {k: unescape(v) for k, v in props.items()}, unescape(message)
 
 
-def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summary(trees: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summary(trees: tuple[Path, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     actual, expected, changed = trees
     summary = tmp_path / "step-summary.md"
     summary.write_text("earlier step\n")
@@ -83,7 +82,7 @@ def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summ
             assert failure.get("type") == "diverged" and "divergent work items" in (failure.text or "")
 
 
-def test_check_annotates_a_violated_golden_and_writes_junit(trees: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_annotates_a_violated_golden_and_writes_junit(trees: tuple[Path, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, expected, _ = trees
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     store = GoldenStore(expected)
@@ -102,7 +101,7 @@ def test_check_annotates_a_violated_golden_and_writes_junit(trees: Any, tmp_path
     assert all(case.find("failure") is None for name, case in cases.items() if name != key)
 
 
-def test_a_junit_path_that_cannot_be_written_is_refused_before_any_work(trees: Any, tmp_path: Path) -> None:
+def test_a_junit_path_that_cannot_be_written_is_refused_before_any_work(trees: tuple[Path, Path, list[str]], tmp_path: Path) -> None:
     actual, expected, _ = trees
     ran = CliRunner().invoke(app, ["diff", str(actual), "--against", str(expected), "--junit-xml", str(tmp_path)])
     assert ran.exit_code == 2 and "--junit-xml" in ran.output and "is a folder" in ran.output

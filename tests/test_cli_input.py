@@ -75,7 +75,7 @@ def test_calls_made_through_as_aiter_are_recorded_once_each(tmp_path: Path) -> N
     ids=lambda c: " ".join(map(str, c)),
 )
 @pytest.mark.parametrize("kind", ["missing", "empty"])
-def test_a_missing_or_empty_path_is_exit_2_with_one_wording_in_every_command(tmp_path: Path, command: Any, kind: Any) -> None:
+def test_a_missing_or_empty_path_is_exit_2_with_one_wording_in_every_command(tmp_path: Path, command: Any, kind: str) -> None:
     path = tmp_path / "goldens"
     if kind == "empty":
         (path / "sub").mkdir(parents=True)

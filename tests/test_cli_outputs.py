@@ -20,7 +20,7 @@ def _temps(folder: Path) -> list[Path]:
 
 @pytest.mark.parametrize("option", ["--html", "--png"])
 @pytest.mark.parametrize("command", ["show", "diff"])
-def test_an_output_onto_a_folder_is_refused_before_any_work(tmp_path: Path, command: Any, option: Any) -> None:
+def test_an_output_onto_a_folder_is_refused_before_any_work(tmp_path: Path, command: str, option: str) -> None:
     args = [command, str(GOLDEN)] + (["--backend", "reference"] if command == "diff" else [])
     ran = CliRunner().invoke(app, [*args, option, str(tmp_path)])
     assert ran.exit_code == 2 and "is a folder" in ran.output and "Traceback" not in ran.output
@@ -44,7 +44,7 @@ def test_a_write_that_fails_is_exit_2_and_leaves_no_temp_file(tmp_path: Path, mo
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
-def test_reports_get_the_users_umask(tmp_path: Path, umask: Any) -> None:
+def test_reports_get_the_users_umask(tmp_path: Path, umask: int) -> None:
     before = os.umask(umask)
     try:
         ran = CliRunner().invoke(app, ["show", str(GOLDEN), "--html", str(tmp_path / "x.html")])

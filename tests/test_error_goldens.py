@@ -39,7 +39,7 @@ def _plan(qo: Any, kv: Any, last: Any, **kwargs: Any) -> mla_golden.Call:
     ],
     ids=["qo-int64", "kv-int64"],
 )
-def test_wrong_dtype_is_rejected_recorded_and_replays_as_rejected(tmp_path: Path, qo: Any, kv: Any, message: Any) -> None:
+def test_wrong_dtype_is_rejected_recorded_and_replays_as_rejected(tmp_path: Path, qo: Any, kv: Any, message: str) -> None:
     call = _plan(qo, kv, i32([1]))
     assert call.error is not None and message in call.error and call.outputs == {}
     store = GoldenStore(tmp_path)

@@ -32,14 +32,14 @@ def vllm_builder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 @pytest.fixture
-def goldens(vllm_builder: Any, tmp_path: Path) -> Any:
+def goldens(vllm_builder: Any, tmp_path: Path) -> Path:
     with mla_golden.expect("aiter", tmp_path, name="step", update=True) as spy:
         vllm_builder.MlaMetadataBuilder(num_heads=64).build(*DECODES)
     assert len(spy.calls) == 1 and spy.calls.one().error is None
     return tmp_path
 
 
-def test_a_raising_planner_is_re_raised_with_the_golden_diff_naming_the_dtypes_as_its_cause(vllm_builder: Any, goldens: Any) -> None:
+def test_a_raising_planner_is_re_raised_with_the_golden_diff_naming_the_dtypes_as_its_cause(vllm_builder: Any, goldens: Path) -> None:
     builder = vllm_builder.MlaMetadataBuilder(num_heads=64, pass_dtypes=False)
     with pytest.raises(BufferTooSmallError) as info:
         with mla_golden.expect("aiter", goldens, name="step"):
@@ -56,7 +56,7 @@ def test_a_raising_planner_is_re_raised_with_the_golden_diff_naming_the_dtypes_a
     assert shown.index("dtype_kv_nope") < shown.index("The above exception was the direct cause") < shown.index("BufferTooSmallError: output buffer")
 
 
-def test_a_mismatch_without_an_exception_raises_the_report(vllm_builder: Any, goldens: Any) -> None:
+def test_a_mismatch_without_an_exception_raises_the_report(vllm_builder: Any, goldens: Path) -> None:
     with pytest.raises(mla_golden.GoldenMismatch) as info:
         with mla_golden.expect("aiter", goldens, name="step"):
             vllm_builder.MlaMetadataBuilder(num_heads=64, pass_dtypes=False).build([3000] * 4, [1] * 4)
@@ -76,7 +76,7 @@ def test_an_error_the_golden_recorded_too_passes_through_unchanged(vllm_builder:
     assert info.value.__cause__ is None
 
 
-def test_a_block_that_raised_before_its_planner_call_names_the_golden_left_unchecked(vllm_builder: Any, goldens: Any) -> None:
+def test_a_block_that_raised_before_its_planner_call_names_the_golden_left_unchecked(vllm_builder: Any, goldens: Path) -> None:
     class BuilderBug(Exception):
         pass
 
@@ -86,7 +86,7 @@ def test_a_block_that_raised_before_its_planner_call_names_the_golden_left_unche
     assert "expects call 0 of the block, which made only 0 call(s)" in str(info.value.__cause__)
 
 
-def test_an_existing_cause_stays_in_the_chain(vllm_builder: Any, goldens: Any) -> None:
+def test_an_existing_cause_stays_in_the_chain(vllm_builder: Any, goldens: Path) -> None:
     builder = vllm_builder.MlaMetadataBuilder(num_heads=64, pass_dtypes=False)
     with pytest.raises(RuntimeError) as info:
         with mla_golden.expect("aiter", goldens, name="step"):

@@ -107,7 +107,7 @@ def test_a_dead_local_writers_temp_file_is_stale_at_once(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])
-def test_goldens_and_reports_get_the_users_umask_not_0600(tmp_path: Path, umask: Any) -> None:
+def test_goldens_and_reports_get_the_users_umask_not_0600(tmp_path: Path, umask: int) -> None:
     from mla_golden.files import atomic_write
 
     store = GoldenStore(tmp_path)

@@ -45,7 +45,7 @@ def _require_browser() -> str:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser() -> Iterator[Browser]:
     with Browser(_require_browser()) as b:
         yield b
 
@@ -107,7 +107,7 @@ def flipped(tmp_path: Path) -> tuple[Path, Path, int, int]:
     return expected, actual, work, 127
 
 
-def test_one_element_change_is_answered_in_the_first_screen(browser: Any, flipped: Any, tmp_path: Path) -> None:
+def test_one_element_change_is_answered_in_the_first_screen(browser: Browser, flipped: tuple[Path, Path, int, int], tmp_path: Path) -> None:
     expected, actual, work, cu = flipped
     page = tmp_path / "report.html"
     assert run("diff", actual, "--against", expected, "--html", page).code == 1
@@ -141,7 +141,7 @@ def test_one_element_change_is_answered_in_the_first_screen(browser: Any, flippe
     assert _box(browser, "details.full")["top"] > left["bottom"]
 
 
-def test_tree_diff_opens_with_divergences_grouped_by_cause(browser: Any, flipped: Any, tmp_path: Path) -> None:
+def test_tree_diff_opens_with_divergences_grouped_by_cause(browser: Browser, flipped: tuple[Path, Path, int, int], tmp_path: Path) -> None:
     expected, actual, work, _ = flipped
     h32, h64, bf16, _ = OTHERS
 
@@ -184,7 +184,7 @@ def test_tree_diff_opens_with_divergences_grouped_by_cause(browser: Any, flipped
     assert _visible(summary) and summary["bottom"] <= _box(browser, "section.call")["top"]
 
 
-def test_show_page_draws_every_cu_part_with_its_index_and_a_title_on_every_work(browser: Any, tmp_path: Path) -> None:
+def test_show_page_draws_every_cu_part_with_its_index_and_a_title_on_every_work(browser: Browser, tmp_path: Path) -> None:
     tree = _copy_tree(tmp_path / "A", [KEY])
     call = GoldenStore(tree).read(KEY).call
     work = works_by_cu(call)[200][0].index
@@ -207,7 +207,7 @@ def test_show_page_draws_every_cu_part_with_its_index_and_a_title_on_every_work(
     assert all(b - a >= h * 0.9 for a, b, h in zip(tops, tops[1:], heights))
 
 
-def test_check_page_shows_the_work_that_breaks_an_invariant_on_the_first_screen(browser: Any, flipped: Any, tmp_path: Path) -> None:
+def test_check_page_shows_the_work_that_breaks_an_invariant_on_the_first_screen(browser: Browser, flipped: tuple[Path, Path, int, int], tmp_path: Path) -> None:
     _, actual, work, cu = flipped  # the longer kv range runs past its batch's end
     page = tmp_path / "check.html"
     assert run("check", actual, "--html", page).code == 1
@@ -227,7 +227,7 @@ def test_check_page_shows_the_work_that_breaks_an_invariant_on_the_first_screen(
 
 
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
-def test_without_a_browser_the_tests_say_so(monkeypatch: pytest.MonkeyPatch, ci: Any, outcome: Any) -> None:
+def test_without_a_browser_the_tests_say_so(monkeypatch: pytest.MonkeyPatch, ci: str, outcome: Any) -> None:
     """No browser: a failure under CI=true, a skip naming the reason elsewhere; never a silent pass."""
     monkeypatch.setenv("MLA_GOLDEN_BROWSER", "/nonexistent/chromium")
     monkeypatch.setenv("CI", ci)
@@ -235,7 +235,7 @@ def test_without_a_browser_the_tests_say_so(monkeypatch: pytest.MonkeyPatch, ci:
         _require_browser()
 
 
-def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(browser: Any, tmp_path: Path) -> None:
+def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(browser: Browser, tmp_path: Path) -> None:
     import sys
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -265,7 +265,7 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
     assert len(rows) == 2 and min(rows) <= 8, rows
 
 
-def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_screen(browser: Any, tmp_path: Path) -> None:
+def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_screen(browser: Browser, tmp_path: Path) -> None:
     # 120 goldens replayed on the oldest port: 45 divergent calls, most of them drawn.
     page = tmp_path / "preview.html"
     assert run("diff", ROOT / "goldens", "--backend", "reference@33d168a0", "--html", page, "-q").code == 1

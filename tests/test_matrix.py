@@ -109,7 +109,7 @@ def test_devices_option_replans_every_case() -> None:
         (("format = \"mla-golden-matrix/1\"", "format = \"mla-golden-matrix/9\""), 1, "format"),
     ],
 )
-def test_bad_matrix_errors_name_file_line_and_key(edit: Any, line: Any, key: Any) -> None:
+def test_bad_matrix_errors_name_file_line_and_key(edit: Any, line: int, key: str) -> None:
     old, new = edit
     assert old in GOOD
     with pytest.raises(MatrixError) as err:

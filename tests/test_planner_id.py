@@ -41,7 +41,7 @@ def test_a_live_aiter_call_names_aiters_version_and_commit(monkeypatch: pytest.M
     ("version", "name"),
     [("aded0f84", "aded0f84"), ("v0.1.16.post2", "62028796"), ("33d168a0", "33d168a0"), (None, "e4048607")],
 )
-def test_each_reference_version_names_itself(version: Any, name: Any) -> None:
+def test_each_reference_version_names_itself(version: str | None, name: str) -> None:
     planners = reference if version is None else reference.at(version)
     prov = provenance(planners.get_mla_metadata_v1, [])
     ported = reference.at(name).version
@@ -62,7 +62,7 @@ def test_each_reference_version_names_itself(version: Any, name: Any) -> None:
         ({"backend": "standins"}, "standins", None),
     ],
 )  # fmt: skip
-def test_provenance_without_a_planner_entry_reads_back(prov: Any, label: Any, version: Any) -> None:
+def test_provenance_without_a_planner_entry_reads_back(prov: Any, label: str, version: str | None) -> None:
     planner = recorded_planner(prov)
     assert planner.label == label
     found = reference_version(planner)

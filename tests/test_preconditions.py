@@ -56,7 +56,7 @@ def test_decode_preconditions_name_the_argument(kwargs: Any, argument: Any, matc
 
 
 @pytest.mark.parametrize("dtype, device", [(torch.float32, "cpu"), (torch.int64, "cpu"), (torch.int32, "meta")])
-def test_decode_output_buffers_of_the_wrong_dtype_or_device(dtype: Any, device: Any) -> None:
+def test_decode_output_buffers_of_the_wrong_dtype_or_device(dtype: torch.dtype, device: str) -> None:
     with ref.device("gfx942", 304):
         info = ref.get_mla_metadata_info_v1(3, 1, 16, torch.bfloat16, torch.bfloat16, False)
     bufs = [torch.empty(s, dtype=d if d == torch.uint64 else dtype, device=device) for s, d in info]
@@ -70,7 +70,7 @@ def test_decode_output_buffers_of_the_wrong_dtype_or_device(dtype: Any, device: 
      (dict(qo=(0, -600, 607, 907)), "seqlens_qo_indptr"), (dict(qo=(0, 600, 500, 907)), "seqlens_qo_indptr"),
      (dict(ctx=(600, -7, 300)), "context_lens"), (dict(arch="gfx000"), "arch")],
 )  # fmt: skip
-def test_prefill_preconditions_name_the_argument(kwargs: Any, argument: Any) -> None:
+def test_prefill_preconditions_name_the_argument(kwargs: Any, argument: str) -> None:
     with pytest.raises(PreconditionError) as info:
         _ps(**kwargs)
     assert info.value.argument == argument

@@ -122,7 +122,7 @@ def test_an_interrupted_record_stops_writing_reports_what_it_wrote_and_exits_128
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_case_refused_mid_run_is_that_cases_failure_and_the_others_are_written(tmp_path: Path, jobs: Any) -> None:
+def test_a_case_refused_mid_run_is_that_cases_failure_and_the_others_are_written(tmp_path: Path, jobs: str) -> None:
     """Its folder a symlink leading out of --out: once a traceback (with --jobs 2 a TypeError and BrokenProcessPool)."""
     import json
 

@@ -281,7 +281,7 @@ def test_the_alias_index_uses_the_dict_version_tag_here() -> None:
 
 
 @pytest.mark.parametrize("cached", [True, False], ids=["version-tag", "full-scan"])
-def test_an_alias_assigned_later_over_an_existing_global_is_found(fake_aiter: Any, monkeypatch: pytest.MonkeyPatch, cached: Any) -> None:
+def test_an_alias_assigned_later_over_an_existing_global_is_found(fake_aiter: Any, monkeypatch: pytest.MonkeyPatch, cached: bool) -> None:
     """Same dict size, one value replaced: only a version tag (or a full scan) notices."""
     from mla_golden import aliases
 

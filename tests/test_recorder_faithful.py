@@ -52,7 +52,7 @@ def _outcome(thunk: Any) -> Any:
      (lambda: _buffers(torch.int64), "is torch.int64")],
     ids=["float32", "meta", "int64"],
 )  # fmt: skip
-def test_an_unrecordable_call_behaves_as_without_the_recorder_and_is_listed(bufs: Any, reason: Any) -> None:
+def test_an_unrecordable_call_behaves_as_without_the_recorder_and_is_listed(bufs: Any, reason: str) -> None:
     with ref.device("gfx942", 304):
         without = _outcome(lambda: _plan(ref.get_mla_metadata_v1, bufs=bufs()))
         with mla_golden.spy(ref) as spy, pytest.warns(UserWarning, match="not recorded"):
@@ -124,7 +124,7 @@ def test_a_wrapper_with_other_parameter_names_is_recorded_where_it_forwards(monk
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["forwards-visibly", "forwards-to-a-hidden-planner"])
-def test_a_wrapper_whose_arity_does_not_fit_is_recorded_where_it_forwards_or_missed_loudly(monkeypatch: pytest.MonkeyPatch, hidden: Any) -> None:
+def test_a_wrapper_whose_arity_does_not_fit_is_recorded_where_it_forwards_or_missed_loudly(monkeypatch: pytest.MonkeyPatch, hidden: bool) -> None:
     held = ref.get_mla_metadata_v1  # in a closure: no spy can replace it
 
     def planner(qo: Any, kv: Any, last: Any, heads: Any, buffers: Any, **rest: Any) -> Any:

@@ -6,7 +6,6 @@ import copy
 import importlib
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -33,13 +32,13 @@ def broken_call(good_call: mla_golden.Call) -> mla_golden.Call:
     return call
 
 
-def test_invariants_returns_the_result_and_never_raises(good_call: Any, broken_call: Any) -> None:
+def test_invariants_returns_the_result_and_never_raises(good_call: mla_golden.Call, broken_call: mla_golden.Call) -> None:
     assert mla_golden.invariants(good_call).ok
     result = mla_golden.invariants(broken_call)
     assert not result.ok and result.violations
 
 
-def test_assert_invariants_raises_with_the_report(good_call: Any, broken_call: Any) -> None:
+def test_assert_invariants_raises_with_the_report(good_call: mla_golden.Call, broken_call: mla_golden.Call) -> None:
     assert mla_golden.assert_invariants(good_call).ok
     with pytest.raises(mla_golden.InvariantsViolated) as info:
         mla_golden.assert_invariants(broken_call)
@@ -47,7 +46,7 @@ def test_assert_invariants_raises_with_the_report(good_call: Any, broken_call: A
     assert isinstance(info.value, AssertionError)  # a failed assertion to pytest
 
 
-def test_the_old_module_check_still_works_and_warns(good_call: Any, broken_call: Any) -> None:
+def test_the_old_module_check_still_works_and_warns(good_call: mla_golden.Call, broken_call: mla_golden.Call) -> None:
     with pytest.warns(DeprecationWarning, match="mla_golden.invariants"):
         old = mla_golden.check
     assert old(good_call).ok and not old(broken_call).ok

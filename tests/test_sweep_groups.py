@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
 
 import planted_planners
 import pytest
@@ -23,7 +22,7 @@ def two_bugs() -> mla_golden.sweeper.Findings:
     return findings
 
 
-def test_each_planted_bug_is_one_group_with_a_minimal_reproducer(two_bugs: Any) -> None:
+def test_each_planted_bug_is_one_group_with_a_minimal_reproducer(two_bugs: mla_golden.sweeper.Findings) -> None:
     by_op = {g.reproducer.point["op"]: g for g in two_bugs.groups}
     assert len(two_bugs.groups) == 2 and set(by_op) == {DECODE, PREFILL}, [g.signature for g in two_bugs.groups]
     decode, prefill = by_op[DECODE], by_op[PREFILL]
@@ -37,7 +36,7 @@ def test_each_planted_bug_is_one_group_with_a_minimal_reproducer(two_bugs: Any) 
     assert decode.cases == sum(r.point["op"] == DECODE for r in divergent)
 
 
-def test_groups_say_their_cause_with_check_on_both_sides_and_a_short_rule(two_bugs: Any) -> None:
+def test_groups_say_their_cause_with_check_on_both_sides_and_a_short_rule(two_bugs: mla_golden.sweeper.Findings) -> None:
     by_op = {g.reproducer.point["op"]: g for g in two_bugs.groups}
     decode, prefill = by_op[DECODE], by_op[PREFILL]
     assert decode.cls == VALUES and prefill.cls == SIZING, "the sizing-only change is a class of its own"

@@ -117,7 +117,7 @@ def old_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_a_golden_names_the_planner_version_that_recorded_it(old_tree: Any) -> None:
+def test_a_golden_names_the_planner_version_that_recorded_it(old_tree: Path) -> None:
     golden = load(next(GoldenStore(old_tree).paths()))
     planner = golden.call.provenance["planner"]
     assert planner == {
@@ -131,7 +131,7 @@ def test_a_golden_names_the_planner_version_that_recorded_it(old_tree: Any) -> N
     assert code == 0 and {row["planner"] for row in listed["goldens"]} == {f"reference@{OLD}"}
 
 
-def test_plain_reference_replays_each_golden_on_the_version_that_recorded_it(old_tree: Any) -> None:
+def test_plain_reference_replays_each_golden_on_the_version_that_recorded_it(old_tree: Path) -> None:
     code, report = cli_json("diff", old_tree, "--backend", "reference")
     assert code == 0 and report["summary"] == {"equal": len(CHANGED) + SAME_COUNT}
     for result in report["results"]:
@@ -139,7 +139,7 @@ def test_plain_reference_replays_each_golden_on_the_version_that_recorded_it(old
     assert report["by_cause"] == []
 
 
-def test_upgrade_preview_names_the_planner_change_and_where_aiter_says_it_differs(old_tree: Any) -> None:
+def test_upgrade_preview_names_the_planner_change_and_where_aiter_says_it_differs(old_tree: Path) -> None:
     recs = _cross_records()
     code, report = cli_json("diff", old_tree, "--backend", f"reference@{NEW}", "--max-items", "8")
     assert code == 1
@@ -181,7 +181,7 @@ def test_upgrade_preview_names_the_planner_change_and_where_aiter_says_it_differ
             assert item["expected"]["columns"]["batch_idx"] >= 0 and item["changed"], "work items decoded"
 
 
-def test_upgrade_preview_text_groups_the_divergences_by_cause(old_tree: Any) -> None:
+def test_upgrade_preview_text_groups_the_divergences_by_cause(old_tree: Path) -> None:
     code, out, err = run("diff", old_tree, "--backend", f"reference@{NEW}", "--max-items", "4")
     assert code == 1
     assert f"backend: reference@{NEW}" in err
@@ -195,7 +195,7 @@ def test_upgrade_preview_text_groups_the_divergences_by_cause(old_tree: Any) -> 
     assert re.search(rf"│ {re.escape(UPGRADE)} +│ +{len(CHANGED)} │", by_cause)
 
 
-def test_a_version_that_changes_nothing_there_is_equal(old_tree: Any, tmp_path: Path) -> None:
+def test_a_version_that_changes_nothing_there_is_equal(old_tree: Path, tmp_path: Path) -> None:
     tree = tmp_path / "same"
     shutil.copytree(old_tree, tree)
     for case in CHANGED:
@@ -226,7 +226,7 @@ def test_record_and_diff_by_version_through_the_matrix(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("spec", ["v0.1.16.post2", "620287969c", "2026-07-01"])
-def test_a_version_by_tag_commit_prefix_or_date(spec: Any, tmp_path: Path) -> None:
+def test_a_version_by_tag_commit_prefix_or_date(spec: str, tmp_path: Path) -> None:
     (tmp_path / "m.toml").write_text(MATRIX)
     code, report = cli_json("record", "--matrix", tmp_path / "m.toml", "--backend", f"reference@{spec}", "--out", tmp_path / "g")
     assert code == 0 and report["backend"]["version"]["name"] == "62028796"
@@ -235,7 +235,7 @@ def test_a_version_by_tag_commit_prefix_or_date(spec: Any, tmp_path: Path) -> No
 
 @pytest.mark.parametrize("command", ["record", "diff"])
 @pytest.mark.parametrize("spec", ["reference@0123456789", "reference@v9.9.9", "reference@"])
-def test_an_unknown_version_is_bad_usage_listing_the_known_ones(command: Any, spec: Any, tmp_path: Path) -> None:
+def test_an_unknown_version_is_bad_usage_listing_the_known_ones(command: str, spec: str, tmp_path: Path) -> None:
     code, out, err = run(command, "--backend", spec, "--out" if command == "record" else "--quiet", *([tmp_path] if command == "record" else []))
     assert code == 2 and out == ""
     assert f"error: --backend {spec}: unknown aiter planner version" in err
@@ -251,7 +251,7 @@ def test_only_the_reference_has_versions(tmp_path: Path) -> None:
     assert code == 2 and "unknown backend 'gpu'" in err
 
 
-def test_a_golden_from_an_unported_planner_replays_on_the_newest_and_says_so(old_tree: Any, tmp_path: Path) -> None:
+def test_a_golden_from_an_unported_planner_replays_on_the_newest_and_says_so(old_tree: Path, tmp_path: Path) -> None:
     store = GoldenStore(tmp_path / "g")
     golden = load(next(GoldenStore(old_tree).paths()))
     golden.call.provenance["planner"] = {"backend": "aiter", "version": "0.1.99", "commit": "feedbeefcafe"}
@@ -264,7 +264,7 @@ def test_a_golden_from_an_unported_planner_replays_on_the_newest_and_says_so(old
     )
 
 
-def test_a_live_aiter_golden_replays_on_the_version_its_release_carries(old_tree: Any, tmp_path: Path) -> None:
+def test_a_live_aiter_golden_replays_on_the_version_its_release_carries(old_tree: Path, tmp_path: Path) -> None:
     store = GoldenStore(tmp_path / "g")
     golden = load(next(GoldenStore(old_tree).paths()))
     golden.call.provenance["planner"] = {"backend": "aiter", "version": "0.1.16.post2", "commit": None}
@@ -294,7 +294,7 @@ def test_versions_lists_each_version_with_its_tags_and_changes() -> None:
     assert lines[header + 1].startswith("  - ") and listed[4]["changes"][0] in out
 
 
-def test_the_summary_counts_each_cause_apart(old_tree: Any, tmp_path: Path) -> None:
+def test_the_summary_counts_each_cause_apart(old_tree: Path, tmp_path: Path) -> None:
     """Upgrade divergences and a golden the new version itself recorded, then damaged: two causes, two groups."""
     tree = tmp_path / "mixed"
     shutil.copytree(old_tree, tree)
@@ -418,7 +418,7 @@ devices = ["gfx950:256"]
     assert "reduce_indptr: buffer [" in out
 
 
-def test_replaying_on_the_recording_version_keeps_the_goldens_buffers(old_tree: Any) -> None:
+def test_replaying_on_the_recording_version_keeps_the_goldens_buffers(old_tree: Path) -> None:
     code, report = cli_json("diff", old_tree, "--backend", f"reference@{OLD}")
     assert code == 0 and report["summary"] == {"equal": len(CHANGED) + SAME_COUNT}
     assert not any("buffers sized by" in note for r in report["results"] for note in r["notes"])

@@ -108,7 +108,7 @@ def test_as_aiter_hides_a_loaded_aiter_and_restores_it() -> None:
     ("arch", "fp8"),
     [("gfx942", torch.float8_e4m3fnuz), ("gfx950", torch.float8_e4m3fn), ("gfx1201", torch.float8_e4m3fn), ("gfx90a", torch.uint8)],
 )
-def test_fp8_follows_the_device_as_aiters_does(arch: Any, fp8: Any) -> None:
+def test_fp8_follows_the_device_as_aiters_does(arch: str, fp8: torch.dtype) -> None:
     with reference.device(arch, cu_num=80):
         assert dtypes.fp8 is fp8
         assert dtypes.get_dtype_fp8() is fp8
@@ -142,7 +142,7 @@ def _import_builder(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 @pytest.mark.parametrize(("arch", "fp8"), [("gfx942", "torch.float8_e4m3fnuz"), ("gfx950", "torch.float8_e4m3fn")])
-def test_vllm_shaped_builder_records_the_arch_fp8_and_matches_its_goldens(arch: Any, fp8: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_vllm_shaped_builder_records_the_arch_fp8_and_matches_its_goldens(arch: str, fp8: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with reference.as_aiter(), reference.device(arch):
         module = _import_builder(monkeypatch)
         builder = module.MlaMetadataBuilder(num_heads=16)
