@@ -82,9 +82,9 @@ def _is_fp8(*dtypes: torch.dtype | None) -> bool:
 
 
 def mla_2025_10(
-    seqlens_qo_indptr: Any, seqlens_kv_indptr: Any, num_heads_per_head_k: Any, num_heads_k: Any, is_causal: Any,
-    work_metadata_ptrs: Any, work_indptr: Any, work_info: Any, reduce_indptr: Any, reduce_final_map: Any, reduce_partial_map: Any,
-    kv_granularity: Any = 16, max_seqlen_qo: Any = -1, uni_seqlen_qo: Any = -1, fast_mode: Any = True, topk: Any = -1,
+    seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: torch.Tensor, work_indptr: torch.Tensor, work_info: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1, fast_mode: bool = True, topk: int = -1,
 ) -> None:  # fmt: skip
     """Before 2025-11-17: no max_split_per_batch, no dtypes; indptr before work_info."""
     toy_plan(seqlens_qo_indptr, seqlens_kv_indptr, False, work_metadata_ptrs, work_indptr, work_info,
@@ -92,10 +92,10 @@ def mla_2025_10(
 
 
 def mla_2025_12(
-    seqlens_qo_indptr: Any, seqlens_kv_indptr: Any, num_heads_per_head_k: Any, num_heads_k: Any, is_causal: Any,
-    work_metadata_ptrs: Any, work_indptr: Any, work_info: Any, reduce_indptr: Any, reduce_final_map: Any, reduce_partial_map: Any,
-    kv_granularity: Any = 16, max_seqlen_qo: Any = -1, uni_seqlen_qo: Any = -1, fast_mode: Any = True, topk: Any = -1,
-    max_split_per_batch: Any = -1, intra_batch_mode: Any = False, dtype_q: Any = None, dtype_kv: Any = None,
+    seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: torch.Tensor, work_indptr: torch.Tensor, work_info: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1, fast_mode: bool = True, topk: int = -1,
+    max_split_per_batch: int = -1, intra_batch_mode: bool = False, dtype_q: torch.dtype | None = None, dtype_kv: torch.dtype | None = None,
 ) -> None:  # fmt: skip
     """~2025-12: max_split_per_batch and legacy dtype_q/dtype_kv; still work_info after work_indptr."""
     toy_plan(seqlens_qo_indptr, seqlens_kv_indptr, _is_fp8(dtype_q, dtype_kv), work_metadata_ptrs, work_indptr,
@@ -103,10 +103,10 @@ def mla_2025_12(
 
 
 def mla_33d168a0(
-    seqlens_qo_indptr: Any, seqlens_kv_indptr: Any, num_heads_per_head_k: Any, num_heads_k: Any, is_causal: Any,
-    work_metadata_ptrs: Any, work_info_set: Any, work_indptr: Any, reduce_indptr: Any, reduce_final_map: Any, reduce_partial_map: Any,
-    kv_granularity: Any = 16, max_seqlen_qo: Any = -1, uni_seqlen_qo: Any = -1, fast_mode: Any = True, topk: Any = -1,
-    max_split_per_batch: Any = -1, intra_batch_mode: Any = False, dtype_q: Any = None, dtype_kv: Any = None,
+    seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: torch.Tensor, work_info_set: torch.Tensor, work_indptr: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1, fast_mode: bool = True, topk: int = -1,
+    max_split_per_batch: int = -1, intra_batch_mode: bool = False, dtype_q: torch.dtype | None = None, dtype_kv: torch.dtype | None = None,
 ) -> None:  # fmt: skip
     """aiter 33d168a0 (2026-02-02): work_info renamed work_info_set and moved before work_indptr."""
     toy_plan(seqlens_qo_indptr, seqlens_kv_indptr, _is_fp8(dtype_q, dtype_kv), work_metadata_ptrs, work_indptr,
@@ -114,10 +114,10 @@ def mla_33d168a0(
 
 
 def mla_739c6317(
-    seqlens_qo_indptr: Any, seqlens_kv_indptr: Any, kv_last_page_lens: Any, num_heads_per_head_k: Any, num_heads_k: Any, is_causal: Any,
-    work_metadata_ptrs: Any, work_info_set: Any, work_indptr: Any, reduce_indptr: Any, reduce_final_map: Any, reduce_partial_map: Any,
-    page_size: Any = 1, kv_granularity: Any = 16, max_seqlen_qo: Any = -1, uni_seqlen_qo: Any = -1, fast_mode: Any = True, topk: Any = -1,
-    max_split_per_batch: Any = -1, intra_batch_mode: Any = False, dtype_q: Any = None, dtype_kv: Any = None,
+    seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, kv_last_page_lens: torch.Tensor, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: torch.Tensor, work_info_set: torch.Tensor, work_indptr: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    page_size: Any = 1, kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1, fast_mode: bool = True, topk: int = -1,
+    max_split_per_batch: int = -1, intra_batch_mode: bool = False, dtype_q: torch.dtype | None = None, dtype_kv: torch.dtype | None = None,
 ) -> None:  # fmt: skip
     """aiter 739c63177e (2026-02-02): kv_last_page_lens (3rd positional) and page_size."""
     toy_plan(seqlens_qo_indptr, seqlens_kv_indptr, _is_fp8(dtype_q, dtype_kv), work_metadata_ptrs, work_indptr,
@@ -125,11 +125,11 @@ def mla_739c6317(
 
 
 def mla_e4048607(
-    seqlens_qo_indptr: Any, seqlens_kv_indptr: Any, kv_last_page_lens: Any, num_heads_per_head_k: Any, num_heads_k: Any, is_causal: Any,
-    work_metadata_ptrs: Any, work_info_set: Any, work_indptr: Any, reduce_indptr: Any, reduce_final_map: Any, reduce_partial_map: Any,
-    page_size: Any = 1, kv_granularity: Any = 16, max_seqlen_qo: Any = -1, uni_seqlen_qo: Any = -1, fast_mode: Any = True, topk: Any = -1,
-    max_split_per_batch: Any = -1, intra_batch_mode: Any = False, is_cp_round_robin: Any = False, mla_version: Any = 0,
-    dtype_q_nope: Any = None, dtype_q_rope: Any = None, dtype_kv_nope: Any = None, dtype_kv_rope: Any = None, dtype_q: Any = None, dtype_kv: Any = None,
+    seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, kv_last_page_lens: torch.Tensor, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: torch.Tensor, work_info_set: torch.Tensor, work_indptr: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    page_size: Any = 1, kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1, fast_mode: bool = True, topk: int = -1,
+    max_split_per_batch: int = -1, intra_batch_mode: bool = False, is_cp_round_robin: Any = False, mla_version: Any = 0,
+    dtype_q_nope: Any = None, dtype_q_rope: Any = None, dtype_kv_nope: Any = None, dtype_kv_rope: Any = None, dtype_q: torch.dtype | None = None, dtype_kv: torch.dtype | None = None,
 ) -> None:  # fmt: skip
     """aiter e4048607 (2026-08): nope/rope dtypes, dtype_q/dtype_kv kept as legacy aliases."""
     q = dtype_q_nope if dtype_q_nope is not None else dtype_q

@@ -93,9 +93,9 @@ mla_e4048607 = standins.with_signature(standins.mla_e4048607, _emit_named)
 
 
 def ps_v1(
-    seqlens_qo_indptr: Any, pages_kv_indptr: Any, context_lens: Any, gqa_ratio: Any, num_heads_k: Any,
-    work_metadata_ptrs: Any, work_indptr: Any, work_info: Any, reduce_indptr: Any, reduce_final_map: Any, reduce_partial_map: Any,
-    qhead_granularity: Any = 1, qlen_granularity: Any = 256, kvlen_granularity: Any = 16, block_size: Any = 16, is_causal: Any = True,
+    seqlens_qo_indptr: torch.Tensor, pages_kv_indptr: Any, context_lens: Any, gqa_ratio: Any, num_heads_k: int,
+    work_metadata_ptrs: torch.Tensor, work_indptr: torch.Tensor, work_info: Any, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    qhead_granularity: Any = 1, qlen_granularity: Any = 256, kvlen_granularity: Any = 16, block_size: Any = 16, is_causal: bool = True,
 ) -> None:  # fmt: skip
     _emit(dict(work_metadata_ptrs=work_metadata_ptrs, work_indptr=work_indptr, work_info_set=work_info,
                reduce_indptr=reduce_indptr, reduce_final_map=reduce_final_map, reduce_partial_map=reduce_partial_map))  # fmt: skip

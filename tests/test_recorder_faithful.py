@@ -154,7 +154,7 @@ def test_without_takers_the_wrapper_costs_nothing_and_warns_nothing() -> None:
 
 
 def test_a_wrapper_with_some_of_aiters_names_is_recorded_where_it_forwards_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    def planner(seqlens_qo_indptr: Any, kv: Any, last: Any, heads: Any, heads_k: Any, causal: Any, ptrs: Any, info: Any, indptr: Any, r_indptr: Any, r_final: Any, r_partial: Any, **rest: Any) -> Any:
+    def planner(seqlens_qo_indptr: torch.Tensor, kv: Any, last: Any, heads: Any, heads_k: Any, causal: Any, ptrs: Any, info: Any, indptr: Any, r_indptr: Any, r_final: Any, r_partial: Any, **rest: Any) -> Any:
         return ref.get_mla_metadata_v1(seqlens_qo_indptr, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr,
                                        r_final, r_partial, **rest)  # fmt: skip
 

@@ -39,9 +39,9 @@ def _buffers() -> list[torch.Tensor]:
 def kwargs_wrapper(planner: Any) -> Any:
     """aiter's twelve positional names plus ``**kwargs`` (a common pattern)."""
 
-    def get_mla_metadata_v1(seqlens_qo_indptr: Any, seqlens_kv_indptr: Any, kv_last_page_lens: Any, num_heads_per_head_k: Any,
-                            num_heads_k: Any, is_causal: Any, work_metadata_ptrs: Any, work_info_set: Any, work_indptr: Any, reduce_indptr: Any,
-                            reduce_final_map: Any, reduce_partial_map: Any, **kwargs: Any) -> Any:  # fmt: skip
+    def get_mla_metadata_v1(seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, kv_last_page_lens: torch.Tensor, num_heads_per_head_k: int,
+                            num_heads_k: int, is_causal: bool, work_metadata_ptrs: torch.Tensor, work_info_set: torch.Tensor, work_indptr: torch.Tensor, reduce_indptr: torch.Tensor,
+                            reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor, **kwargs: Any) -> Any:  # fmt: skip
         return planner()(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k,
                          is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,
                          reduce_partial_map, **kwargs)  # fmt: skip
@@ -52,9 +52,9 @@ def kwargs_wrapper(planner: Any) -> Any:
 def renaming_wrapper(planner: Any) -> Any:
     """Renamed parameters (``last_page_lens``, ``block_size``, ``q_dtype`` / ``kv_dtype``, ``max_splits``)."""
 
-    def get_mla_metadata_v1(seqlens_qo_indptr: Any, seqlens_kv_indptr: Any, last_page_lens: Any, num_heads_per_head_k: Any, num_heads_k: Any,
-                            is_causal: Any, work_metadata_ptrs: Any, work_info_set: Any, work_indptr: Any, reduce_indptr: Any, reduce_final_map: Any,
-                            reduce_partial_map: Any, block_size: Any = 1, max_seqlen_qo: Any = -1, q_dtype: Any = None, kv_dtype: Any = None,
+    def get_mla_metadata_v1(seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, last_page_lens: Any, num_heads_per_head_k: int, num_heads_k: int,
+                            is_causal: bool, work_metadata_ptrs: torch.Tensor, work_info_set: torch.Tensor, work_indptr: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor,
+                            reduce_partial_map: torch.Tensor, block_size: Any = 1, max_seqlen_qo: int = -1, q_dtype: Any = None, kv_dtype: Any = None,
                             max_splits: Any = -1) -> Any:  # fmt: skip
         return planner()(seqlens_qo_indptr, seqlens_kv_indptr, last_page_lens, num_heads_per_head_k, num_heads_k,
                          is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,
