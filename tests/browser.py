@@ -111,7 +111,8 @@ class Browser:
                 raise BrowserError(f"the browser closed its pipe (exit status {self._process.wait(5)}){self._stderr()}")
             self._buffer += chunk
         message, self._buffer = self._buffer.split(b"\0", 1)
-        return json.loads(message)
+        reply: dict[str, Any] = json.loads(message)
+        return reply
 
     def _stderr(self) -> str:
         try:
@@ -133,7 +134,8 @@ class Browser:
             if reply.get("id") == self._next_id:
                 if "error" in reply:
                     raise BrowserError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
+                result: dict[str, Any] = reply.get("result", {})
+                return result
             if "method" in reply:
                 self._events.append(reply)
 

@@ -119,7 +119,7 @@ class Expected:
     beyond_end: list[list[int]]
 
 
-def expected_outputs(outputs: dict, names: tuple[str, ...] | None = None) -> dict[str, Expected]:
+def expected_outputs(outputs: dict[str, Any], names: tuple[str, ...] | None = None) -> dict[str, Expected]:
     """Decode a record's ``outputs`` object (or ``old.outputs``)."""
     result: dict[str, Expected] = {}
     for name, out in outputs.items():
@@ -146,7 +146,7 @@ def expected_outputs(outputs: dict, names: tuple[str, ...] | None = None) -> dic
 
 
 @cache
-def _load(path: Path) -> tuple[dict, ...]:
+def _load(path: Path) -> tuple[dict[str, Any], ...]:
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as fh:
         return tuple(json.loads(line) for line in fh if line.strip())
@@ -178,18 +178,18 @@ def conformance_files(prefix: str, folder: Path = CONFORMANCE_DIR) -> list[Path]
     return found
 
 
-def records(prefix: str) -> Iterator[dict]:
+def records(prefix: str) -> Iterator[dict[str, Any]]:
     """Every record of every file starting with ``prefix`` (e.g. 'mla_v1-e4048607')."""
     for path in conformance_files(prefix):
         yield from _load(path)
 
 
-def record_params(prefix: str) -> list:
+def record_params(prefix: str) -> list[Any]:
     """pytest params, one per record, id = case_id (missing data raises at collection)."""
     return [pytest.param(rec, id=rec["case_id"]) for rec in records(prefix)]
 
 
-def input_tensors(call: dict) -> dict[str, torch.Tensor]:
+def input_tensors(call: dict[str, Any]) -> dict[str, torch.Tensor]:
     """The record's positional list arguments as int32 CPU tensors."""
     return {
         name: torch.tensor(value, dtype=torch.int32)
@@ -198,7 +198,7 @@ def input_tensors(call: dict) -> dict[str, torch.Tensor]:
     }
 
 
-def alloc_buffers(buffers: dict, fill: int) -> dict[str, torch.Tensor]:
+def alloc_buffers(buffers: dict[str, Any], fill: int) -> dict[str, torch.Tensor]:
     """Output buffers shaped as the record says, every element set to ``fill``."""
     out = {}
     for name, spec in buffers.items():
@@ -208,7 +208,7 @@ def alloc_buffers(buffers: dict, fill: int) -> dict[str, torch.Tensor]:
     return out
 
 
-def record_call(record: dict, side: str = "new") -> Call:
+def record_call(record: dict[str, Any], side: str = "new") -> Call:
     """A record as an :class:`mla_golden.Call` (``side="old"``: a cross_version record's old commit).
 
     Parameters get canonical names (legacy ``dtype_q`` / ``dtype_kv`` fill the
@@ -281,10 +281,10 @@ class VersionCase:
     source: str
     case_id: str
     op: str
-    device: dict
-    env: dict
-    call: dict
-    expected: dict
+    device: dict[str, Any]
+    env: dict[str, Any]
+    call: dict[str, Any]
+    expected: dict[str, Any]
     refusal_ok: bool
 
     @property
@@ -325,7 +325,7 @@ def version_cases() -> tuple[VersionCase, ...]:
     return tuple(cases)
 
 
-def _case(version: str, source: str, rec: dict, kind: str, newest: dict[str, dict]) -> VersionCase:
+def _case(version: str, source: str, rec: dict[str, Any], kind: str, newest: dict[str, dict[str, Any]]) -> VersionCase:
     if kind != "cross_version":
         same_inputs = newest.get(rec["case_id"], {})
         rough = rec.get("producer") == "oracle-host-emulation"
@@ -343,7 +343,7 @@ def _case(version: str, source: str, rec: dict, kind: str, newest: dict[str, dic
     return VersionCase(version, source, rec["case_id"], rec["op"], rec["device"], rec["env"], call, side, False)
 
 
-def version_params(op: str, *, with_internals: bool = False, ok_only: bool = False) -> list:
+def version_params(op: str, *, with_internals: bool = False, ok_only: bool = False) -> list[Any]:
     """pytest params, one per chunk of (version, record) cases of ``op`` from one record file (see :func:`chunks`).
 
     ``with_internals``: only cases that record aiter's host dispatch;
@@ -366,7 +366,7 @@ def version_params(op: str, *, with_internals: bool = False, ok_only: bool = Fal
 CHUNK = 40
 
 
-def chunks(cases: Sequence[_T], group: Callable[[_T], str], size: int = CHUNK) -> list:
+def chunks(cases: Sequence[_T], group: Callable[[_T], str], size: int = CHUNK) -> list[Any]:
     """pytest params, each a list of up to ``size`` cases of one group (a record file), id '<group>[start:end]'.
 
     A new record file gets its own items; chunks keep xdist's workers evenly loaded.
@@ -395,7 +395,7 @@ def check_each(cases: Sequence[_T], check: Callable[[_T], object], name: Callabl
         pytest.fail(f"{len(failures)} of {len(cases)} records fail:\n" + "\n".join(failures), pytrace=False)
 
 
-def call_arguments(call: dict) -> tuple[list, dict]:
+def call_arguments(call: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     """A record's call as Python arguments: lists become int32 tensors, dtype names torch dtypes."""
     tensors = input_tensors(call)
     args = [tensors.get(name, value) for name, value in call["args"].items()]
@@ -427,7 +427,7 @@ def sizing(module: object, case: VersionCase) -> list[tuple[tuple[int, ...], tor
     return [((shape,) if isinstance(shape, int) else tuple(shape), dtype) for shape, dtype in info]
 
 
-def check_buffer(name: str, actual: torch.Tensor, expected: Expected, buffers: dict, skip: torch.Tensor | None = None) -> None:
+def check_buffer(name: str, actual: torch.Tensor, expected: Expected, buffers: dict[str, Any], skip: torch.Tensor | None = None) -> None:
     """Written elements equal aiter's; untouched ones keep the canary (``skip``: elements not compared)."""
     __tracebackhide__ = True
     assert tuple(actual.shape) == expected.shape, name

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mla_golden.errors import GoldenError
 from mla_golden.store import load
@@ -50,19 +51,19 @@ def _append(data: bytes, rng: random.Random) -> bytes:
     return data + bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
 
 
-def _split(data: bytes) -> tuple[dict, bytes]:
+def _split(data: bytes) -> tuple[dict[str, Any], bytes]:
     (n,) = struct.unpack("<Q", data[:8])
     return json.loads(data[8 : 8 + n]), data[8 + n :]
 
 
-def _join(header: dict, body: bytes) -> bytes:
+def _join(header: dict[str, Any], body: bytes) -> bytes:
     raw = json.dumps(header).encode()
     raw += b" " * (-len(raw) % 8)
     return struct.pack("<Q", len(raw)) + raw + body
 
 
 #: Metadata edits a careless or hostile hand might make (each leaves valid JSON and safetensors).
-_METADATA_EDITS: list[Callable[[dict, random.Random], None]] = [
+_METADATA_EDITS: list[Callable[[dict[str, Any], random.Random], None]] = [
     lambda m, r: m.update(key=m["key"] + "x"),
     lambda m, r: m.update(extra="1"),
     lambda m, r: m.update(params=m["params"].replace(": 16", ": 16.0", 1).replace(": 1,", ": 2,", 1)),

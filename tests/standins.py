@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -82,55 +82,55 @@ def _is_fp8(*dtypes: torch.dtype | None) -> bool:
 
 
 def mla_2025_10(
-    seqlens_qo_indptr, seqlens_kv_indptr, num_heads_per_head_k, num_heads_k, is_causal,
-    work_metadata_ptrs, work_indptr, work_info, reduce_indptr, reduce_final_map, reduce_partial_map,
-    kv_granularity=16, max_seqlen_qo=-1, uni_seqlen_qo=-1, fast_mode=True, topk=-1,
-):  # fmt: skip
+    seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: torch.Tensor, work_indptr: torch.Tensor, work_info: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1, fast_mode: bool = True, topk: int = -1,
+) -> None:  # fmt: skip
     """Before 2025-11-17: no max_split_per_batch, no dtypes; indptr before work_info."""
     toy_plan(seqlens_qo_indptr, seqlens_kv_indptr, False, work_metadata_ptrs, work_indptr, work_info,
              reduce_indptr, reduce_final_map, reduce_partial_map)  # fmt: skip
 
 
 def mla_2025_12(
-    seqlens_qo_indptr, seqlens_kv_indptr, num_heads_per_head_k, num_heads_k, is_causal,
-    work_metadata_ptrs, work_indptr, work_info, reduce_indptr, reduce_final_map, reduce_partial_map,
-    kv_granularity=16, max_seqlen_qo=-1, uni_seqlen_qo=-1, fast_mode=True, topk=-1,
-    max_split_per_batch=-1, intra_batch_mode=False, dtype_q=None, dtype_kv=None,
-):  # fmt: skip
+    seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: torch.Tensor, work_indptr: torch.Tensor, work_info: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1, fast_mode: bool = True, topk: int = -1,
+    max_split_per_batch: int = -1, intra_batch_mode: bool = False, dtype_q: torch.dtype | None = None, dtype_kv: torch.dtype | None = None,
+) -> None:  # fmt: skip
     """~2025-12: max_split_per_batch and legacy dtype_q/dtype_kv; still work_info after work_indptr."""
     toy_plan(seqlens_qo_indptr, seqlens_kv_indptr, _is_fp8(dtype_q, dtype_kv), work_metadata_ptrs, work_indptr,
              work_info, reduce_indptr, reduce_final_map, reduce_partial_map)  # fmt: skip
 
 
 def mla_33d168a0(
-    seqlens_qo_indptr, seqlens_kv_indptr, num_heads_per_head_k, num_heads_k, is_causal,
-    work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map, reduce_partial_map,
-    kv_granularity=16, max_seqlen_qo=-1, uni_seqlen_qo=-1, fast_mode=True, topk=-1,
-    max_split_per_batch=-1, intra_batch_mode=False, dtype_q=None, dtype_kv=None,
-):  # fmt: skip
+    seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: torch.Tensor, work_info_set: torch.Tensor, work_indptr: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1, fast_mode: bool = True, topk: int = -1,
+    max_split_per_batch: int = -1, intra_batch_mode: bool = False, dtype_q: torch.dtype | None = None, dtype_kv: torch.dtype | None = None,
+) -> None:  # fmt: skip
     """aiter 33d168a0 (2026-02-02): work_info renamed work_info_set and moved before work_indptr."""
     toy_plan(seqlens_qo_indptr, seqlens_kv_indptr, _is_fp8(dtype_q, dtype_kv), work_metadata_ptrs, work_indptr,
              work_info_set, reduce_indptr, reduce_final_map, reduce_partial_map)  # fmt: skip
 
 
 def mla_739c6317(
-    seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k, is_causal,
-    work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map, reduce_partial_map,
-    page_size=1, kv_granularity=16, max_seqlen_qo=-1, uni_seqlen_qo=-1, fast_mode=True, topk=-1,
-    max_split_per_batch=-1, intra_batch_mode=False, dtype_q=None, dtype_kv=None,
-):  # fmt: skip
+    seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, kv_last_page_lens: torch.Tensor, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: torch.Tensor, work_info_set: torch.Tensor, work_indptr: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    page_size: Any = 1, kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1, fast_mode: bool = True, topk: int = -1,
+    max_split_per_batch: int = -1, intra_batch_mode: bool = False, dtype_q: torch.dtype | None = None, dtype_kv: torch.dtype | None = None,
+) -> None:  # fmt: skip
     """aiter 739c63177e (2026-02-02): kv_last_page_lens (3rd positional) and page_size."""
     toy_plan(seqlens_qo_indptr, seqlens_kv_indptr, _is_fp8(dtype_q, dtype_kv), work_metadata_ptrs, work_indptr,
              work_info_set, reduce_indptr, reduce_final_map, reduce_partial_map)  # fmt: skip
 
 
 def mla_e4048607(
-    seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k, is_causal,
-    work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map, reduce_partial_map,
-    page_size=1, kv_granularity=16, max_seqlen_qo=-1, uni_seqlen_qo=-1, fast_mode=True, topk=-1,
-    max_split_per_batch=-1, intra_batch_mode=False, is_cp_round_robin=False, mla_version=0,
-    dtype_q_nope=None, dtype_q_rope=None, dtype_kv_nope=None, dtype_kv_rope=None, dtype_q=None, dtype_kv=None,
-):  # fmt: skip
+    seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, kv_last_page_lens: torch.Tensor, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: torch.Tensor, work_info_set: torch.Tensor, work_indptr: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    page_size: Any = 1, kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1, fast_mode: bool = True, topk: int = -1,
+    max_split_per_batch: int = -1, intra_batch_mode: bool = False, is_cp_round_robin: Any = False, mla_version: Any = 0,
+    dtype_q_nope: Any = None, dtype_q_rope: Any = None, dtype_kv_nope: Any = None, dtype_kv_rope: Any = None, dtype_q: torch.dtype | None = None, dtype_kv: torch.dtype | None = None,
+) -> None:  # fmt: skip
     """aiter e4048607 (2026-08): nope/rope dtypes, dtype_q/dtype_kv kept as legacy aliases."""
     q = dtype_q_nope if dtype_q_nope is not None else dtype_q
     kv = dtype_kv_nope if dtype_kv_nope is not None else dtype_kv
@@ -171,11 +171,11 @@ def toy_buffers(batch: int, max_kv: int, device: str = "cpu") -> dict[str, torch
     }
 
 
-def fake_aiter(planner=mla_e4048607, name: str = "aiter") -> types.ModuleType:
+def fake_aiter(planner: Any = mla_e4048607, name: str = "aiter") -> types.ModuleType:
     """A module standing in for aiter, exposing ``planner`` as get_mla_metadata_v1."""
     module: Any = types.ModuleType(name)
     module.get_mla_metadata_v1 = planner
-    return module
+    return cast(types.ModuleType, module)
 
 
 def toy_decode(aiter: types.ModuleType, bufs: dict[str, torch.Tensor], heads: int = 16, **kwargs: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,7 +72,7 @@ def test_runs_are_half_open_and_merge_neighbours() -> None:
     assert oracle._runs_of_indices([5, 6, 7, 9]) == [[5, 8], [9, 10]]
 
 
-def _record(values: list[int], written: list[list[int]], indeterminate: list[list[int]] | None = None) -> dict:
+def _record(values: list[int], written: list[list[int]], indeterminate: list[list[int]] | None = None) -> dict[str, Any]:
     out = {"shape": [4], "dtype": "torch.int32", "values": values, "written": written}
     if indeterminate:
         out["indeterminate"] = indeterminate

@@ -11,6 +11,7 @@ import datetime
 import json
 import re
 from importlib import resources
+from typing import Any
 
 import pytest
 
@@ -22,14 +23,14 @@ KEYS = {"tag", "commit", "date", "planner_digest", "same_planner_as"}
 
 
 @pytest.fixture(scope="module")
-def rows() -> list[dict]:
+def rows() -> list[dict[str, Any]]:
     text = resources.files("mla_golden.reference").joinpath("aiter_tags.json").read_text(encoding="utf-8")
     data = json.loads(text)
     assert isinstance(data, list) and data, "aiter_tags.json must be a non-empty JSON list"
     return data
 
 
-def test_every_row_has_exactly_the_schema_keys_and_types(rows: list[dict]) -> None:
+def test_every_row_has_exactly_the_schema_keys_and_types(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         assert isinstance(row, dict), row
         assert set(row) == KEYS, row
@@ -41,14 +42,14 @@ def test_every_row_has_exactly_the_schema_keys_and_types(rows: list[dict]) -> No
         assert row["same_planner_as"] is None or row["same_planner_as"] in SUPPORTED, row
 
 
-def test_tags_are_unique_and_sorted_by_date(rows: list[dict]) -> None:
+def test_tags_are_unique_and_sorted_by_date(rows: list[dict[str, Any]]) -> None:
     tags = [r["tag"] for r in rows]
     assert len(tags) == len(set(tags))
     dates = [r["date"] for r in rows]
     assert dates == sorted(dates)
 
 
-def test_a_supported_version_is_one_digest_and_a_digest_one_version(rows: list[dict]) -> None:
+def test_a_supported_version_is_one_digest_and_a_digest_one_version(rows: list[dict[str, Any]]) -> None:
     digest_of: dict[str, str] = {}
     version_of: dict[str, str | None] = {}
     for row in rows:
@@ -71,12 +72,12 @@ def test_a_supported_version_is_one_digest_and_a_digest_one_version(rows: list[d
         ("v0.1.20.post1", "e4048607"),
     ],
 )
-def test_known_releases_map_to_their_planner(rows: list[dict], tag: str, version: str) -> None:
+def test_known_releases_map_to_their_planner(rows: list[dict[str, Any]], tag: str, version: str) -> None:
     row = next(r for r in rows if r["tag"] == tag)
     assert row["same_planner_as"] == version
 
 
-def test_every_ported_version_has_its_digest_and_its_tags_share_it(rows: list[dict]) -> None:
+def test_every_ported_version_has_its_digest_and_its_tags_share_it(rows: list[dict[str, Any]]) -> None:
     text = resources.files("mla_golden.reference").joinpath("planner_digests.json").read_text(encoding="utf-8")
     data = json.loads(text)
     assert data["normalisation"] == NORMALISATION

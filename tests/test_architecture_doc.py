@@ -21,7 +21,7 @@ def _map_sections() -> dict[str, set[str]]:
     return names
 
 
-def test_the_module_map_names_every_module():
+def test_the_module_map_names_every_module() -> None:
     sections = _map_sections()
     missing = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -34,7 +34,7 @@ def test_the_module_map_names_every_module():
     assert not missing, f"docs/architecture.md's module map does not name: {', '.join(missing)}"
 
 
-def test_every_mapped_module_exists():
+def test_every_mapped_module_exists() -> None:
     for where, names in _map_sections().items():
         for name in names:
             if re.fullmatch(r"[\w]+\.py", name):

@@ -13,7 +13,7 @@ from mla_golden import reference
 from mla_golden.backends import SIZERS, BackendError, parse_spec, resolve
 
 
-def test_reference_plans_for_any_device():
+def test_reference_plans_for_any_device() -> None:
     backend = resolve("reference")
     assert backend.name == "reference" and backend.tensor_device == "cpu" and backend.live_device() is None
     assert backend.planner("get_ps_metadata_v1").__module__.startswith("mla_golden.reference")
@@ -21,7 +21,7 @@ def test_reference_plans_for_any_device():
         assert backend.module.current_device().arch == "gfx950"
 
 
-def test_auto_falls_back_to_the_reference_and_says_why(monkeypatch):
+def test_auto_falls_back_to_the_reference_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "aiter", None)  # import aiter -> ImportError
     backend = resolve("auto")
     assert backend.name == "reference" and "aiter does not import" in backend.reason
@@ -29,7 +29,7 @@ def test_auto_falls_back_to_the_reference_and_says_why(monkeypatch):
         resolve("aiter")
 
 
-def test_an_aiter_without_the_planners_or_a_gpu_is_not_used(monkeypatch):
+def test_an_aiter_without_the_planners_or_a_gpu_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     partial: Any = types.ModuleType("aiter")
     partial.get_mla_metadata_v1 = lambda *a, **k: None
     monkeypatch.setitem(sys.modules, "aiter", partial)
@@ -43,7 +43,7 @@ def test_an_aiter_without_the_planners_or_a_gpu_is_not_used(monkeypatch):
     assert "no ROCm/CUDA device" in resolve("auto").reason
 
 
-def test_unknown_backend():
+def test_unknown_backend() -> None:
     with pytest.raises(BackendError, match="choose one of auto, aiter, reference"):
         resolve("cuda")
 
@@ -53,11 +53,11 @@ def test_unknown_backend():
     [("auto", ("auto", None)), ("reference", ("reference", None)), ("reference@aded0f84", ("reference", "aded0f84")),
      (" reference@v0.1.16.post2 ", ("reference", "v0.1.16.post2")), ("reference@", ("reference", ""))],
 )  # fmt: skip
-def test_backend_specs_parse_in_the_library(spec, parsed):
+def test_backend_specs_parse_in_the_library(spec: str, parsed: Any) -> None:
     assert parse_spec(spec) == parsed
 
 
-def test_a_pinned_reference_plans_as_its_version_and_never_switches():
+def test_a_pinned_reference_plans_as_its_version_and_never_switches() -> None:
     pinned = resolve("reference@2026-08-10")  # a date: the newest version at or before it
     assert (pinned.label, pinned.spec, pinned.pinned) == ("reference@aded0f84", "reference@aded0f84", True)
     assert pinned.module is reference.at("aded0f84") and "aded0f84 (2026-08-05)" in pinned.reason
@@ -66,7 +66,7 @@ def test_a_pinned_reference_plans_as_its_version_and_never_switches():
     assert pinned.for_golden(legacy) == (pinned, None)
 
 
-def test_the_plain_reference_follows_the_version_a_golden_names():
+def test_the_plain_reference_follows_the_version_a_golden_names() -> None:
     plain = resolve("reference")
     assert (plain.label, plain.spec, plain.pinned) == ("reference@e4048607", "reference", False)
     assert plain.module is reference
@@ -81,7 +81,7 @@ def test_the_plain_reference_follows_the_version_a_golden_names():
     assert chosen is plain and note is not None and "(standins) is not a ported reference version" in note
 
 
-def test_a_bad_version_names_the_known_ones():
+def test_a_bad_version_names_the_known_ones() -> None:
     with pytest.raises(BackendError, match=r"unknown aiter planner version 'v9'; known versions .*33d168a0"):
         resolve("reference@v9")
     with pytest.raises(BackendError, match="only the reference has versions"):

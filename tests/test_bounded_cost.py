@@ -10,6 +10,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from forged import forge
@@ -46,7 +47,7 @@ def _peak_rss_mb(args: list[str]) -> tuple[float, subprocess.CompletedProcess[st
     [{"num_heads_per_head_k": 2**30}, {"topk": 2**31}, {"max_split_per_batch": -(2**31) - 1}, {"max_seqlen_qo": 2**31 - 1}],
     ids=["heads-2^30", "topk-2^31", "int32-underflow", "max_seqlen_qo-2^31-1"],
 )
-def test_a_forged_small_golden_is_refused_before_planning_within_the_memory_bound(tmp_path, params):
+def test_a_forged_small_golden_is_refused_before_planning_within_the_memory_bound(tmp_path: Path, params: Any) -> None:
     """2^30 heads folded into 2^26 batches: diff ran 120 s and reached 9.2 GB; topk 2^31 raised OverflowError;
     max_seqlen_qo 2^31-1 reached 3.5 GB (16 heads x that many query rows is past aiter's int32)."""
     forged = forge(FOLDING, tmp_path, params=params)
@@ -63,7 +64,7 @@ def test_a_forged_small_golden_is_refused_before_planning_within_the_memory_boun
     assert peak < BOUND_MB
 
 
-def test_head_counts_aiter_cannot_address_are_refused_even_where_it_does_not_fold(tmp_path):
+def test_head_counts_aiter_cannot_address_are_refused_even_where_it_does_not_fold(tmp_path: Path) -> None:
     """gfx950 bf16 plans any head count natively: 2^30 heads passed check and replayed as 'equal'."""
     native = ROOT / "goldens/decode/dsv3-tp/gfx950-cu256/h32-bf16-q1-b128-jitter8192-p1.safetensors"
     beyond = limits.problems(load(forge(native, tmp_path, params={"num_heads_per_head_k": 2**30})).call)
@@ -73,12 +74,12 @@ def test_head_counts_aiter_cannot_address_are_refused_even_where_it_does_not_fol
     assert beyond and "16 bits" in beyond[0]
 
 
-def test_the_shipped_goldens_are_within_the_limits():
+def test_the_shipped_goldens_are_within_the_limits() -> None:
     for path in sorted((ROOT / "goldens").rglob("*.safetensors")):
         assert limits.problems(load(path).call) == [], path
 
 
-def test_copy_notes_grow_linearly_with_the_number_of_copies():
+def test_copy_notes_grow_linearly_with_the_number_of_copies() -> None:
     """10,000 identical goldens: each note listed every other key (1.3 GB of JSON, 5.35 GB of memory)."""
     sizes = {}
     for copies in (10, 1000):
@@ -90,7 +91,7 @@ def test_copy_notes_grow_linearly_with_the_number_of_copies():
     assert sizes[1000] < 200 * sizes[10]  # linear: 100x the copies, about 100x the text
 
 
-def test_buffers_declared_at_the_element_cap_are_refused_before_they_are_built(tmp_path):
+def test_buffers_declared_at_the_element_cap_are_refused_before_they_are_built(tmp_path: Path) -> None:
     """A 49 KB golden declaring 2^25 elements: show took 673 MB, check 1.56 GB, diff 5.5 GB."""
     from mla_golden.errors import GoldenError
     from mla_golden.safetensors_file import MAX_ELEMENTS

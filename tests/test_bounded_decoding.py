@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import pytest
 from budget import lines_run
@@ -59,7 +60,7 @@ def _sane_lines(source: Path, what: str) -> int:
 
 
 @pytest.mark.parametrize("source, name, index, value", CASES, ids=lambda v: str(v)[-24:])
-def test_a_wild_index_is_a_violation_for_check_and_an_error_for_show(tmp_path, source, name, index, value):
+def test_a_wild_index_is_a_violation_for_check_and_an_error_for_show(tmp_path: Path, source: Any, name: Any, index: Any, value: Any) -> None:
     call = _wild(source, name, index, value)
     assert indptr_problem(call, name) is not None
     path = tmp_path / "wild.safetensors"
@@ -76,7 +77,7 @@ def test_a_wild_index_is_a_violation_for_check_and_an_error_for_show(tmp_path, s
     assert wild <= LINES_FACTOR * _sane_lines(source, "show"), wild
 
 
-def test_bounded_indptr_equals_a_sane_one_and_never_overlaps():
+def test_bounded_indptr_equals_a_sane_one_and_never_overlaps() -> None:
     call = load(PREFILL).call
     assert indptr_problem(call, "work_indptr") is None
     assert bounded_indptr(call, "work_indptr") == call.outputs["work_indptr"].tolist()
@@ -87,16 +88,16 @@ def test_bounded_indptr_equals_a_sane_one_and_never_overlaps():
     assert sum(len(w) for w in works_by_cu(wild)) <= rows  # each row walked at most once
 
 
-def test_show_of_a_sane_golden_still_works():
+def test_show_of_a_sane_golden_still_works() -> None:
     ran = CliRunner().invoke(app, ["show", str(PREFILL), "--cu", "3"])
     assert ran.exit_code == 0 and "work items by CU part" in ran.output
 
 
-def test_store_paths_are_in_goldens():
+def test_store_paths_are_in_goldens() -> None:
     assert PREFILL in set(GoldenStore(SHIPPED).paths()) and DECODE in set(GoldenStore(SHIPPED).paths())
 
 
-def _edited(source: Path, *, inputs: dict | None = None, params: dict | None = None) -> mla_golden.Call:
+def _edited(source: Path, *, inputs: dict[str, Any] | None = None, params: dict[str, Any] | None = None) -> mla_golden.Call:
     call = load(source).call
     new_inputs = dict(call.inputs)
     for name, (index, value) in (inputs or {}).items():
@@ -113,7 +114,7 @@ def _edited(source: Path, *, inputs: dict | None = None, params: dict | None = N
      (DECODE, None, {"uni_seqlen_qo": 2**30})],
     ids=["ps-qo", "ps-heads", "ps-ctx", "mla-qo", "mla-kv", "mla-heads", "mla-uni"],
 )  # fmt: skip
-def test_wild_inputs_or_params_cost_check_nothing(source, inputs, params):
+def test_wild_inputs_or_params_cost_check_nothing(source: Any, inputs: Any, params: Any) -> None:
     """Lengths and head counts drive the checker's loops: a wild one is a violation found at once, not a long walk."""
     call = _edited(source, inputs=inputs, params=params)
     assert not mla_golden.invariants(call).ok

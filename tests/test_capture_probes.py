@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import pytest
 import standins
@@ -16,36 +17,36 @@ QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
 KV = torch.tensor([0, 50, 200, 210], dtype=torch.int32)
 
 
-def _plan(aiter, last: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def _plan(aiter: Any, last: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     bufs = standins.toy_buffers(3, 200)
     last = torch.ones(3, dtype=torch.int32) if last is None else last
     aiter.get_mla_metadata_v1(QO, KV, last, 16, 1, True, *bufs.values(), max_seqlen_qo=1)
     return bufs
 
 
-def _aiter(monkeypatch, body) -> object:
+def _aiter(monkeypatch: pytest.MonkeyPatch, body: Any) -> object:
     aiter = standins.fake_aiter(standins.with_signature(standins.mla_e4048607, body))
     monkeypatch.setitem(sys.modules, "aiter", aiter)
     return aiter
 
 
-def _counted(change):
+def _counted(change: Any) -> Any:
     """A planner that runs the toy plan, then ``change(arguments, run)`` (run 0 is the caller's)."""
     runs = iter(range(100))
 
-    def body(arguments):
+    def body(arguments: Any) -> None:
         standins.mla_e4048607(**arguments)
         change(arguments, next(runs))
 
     return body
 
 
-def _flag_second_probe(arguments, run):
+def _flag_second_probe(arguments: Any, run: Any) -> None:
     if run == 2:
         arguments["work_info_set"][0, 4] += 1
 
 
-def _flag_callers_run(arguments, run):
+def _flag_callers_run(arguments: Any, run: Any) -> None:
     if run == 0:
         arguments["work_info_set"][1, 5] += 1
 
@@ -53,7 +54,7 @@ def _flag_callers_run(arguments, run):
 @pytest.mark.parametrize(
     "change, where", [(_flag_second_probe, (0, 4)), (_flag_callers_run, (1, 5))], ids=["probes-differ", "caller-differs"]
 )
-def test_outputs_that_differ_between_runs_are_written_nondeterministic_and_named(monkeypatch, change, where):
+def test_outputs_that_differ_between_runs_are_written_nondeterministic_and_named(monkeypatch: pytest.MonkeyPatch, change: Any, where: Any) -> None:
     aiter = _aiter(monkeypatch, _counted(change))
     with mla_golden.spy() as spy:
         _plan(aiter)
@@ -69,7 +70,7 @@ def test_outputs_that_differ_between_runs_are_written_nondeterministic_and_named
     assert named in render_text(found)
 
 
-def test_a_deterministic_planner_names_no_element(monkeypatch):
+def test_a_deterministic_planner_names_no_element(monkeypatch: pytest.MonkeyPatch) -> None:
     aiter = _aiter(monkeypatch, _counted(lambda arguments, run: None))
     with mla_golden.spy() as spy:
         _plan(aiter)
@@ -77,11 +78,11 @@ def test_a_deterministic_planner_names_no_element(monkeypatch):
     assert facts["deterministic"] is True and "nondeterministic" not in facts
 
 
-def _bump_last_page_lens(arguments, run):
+def _bump_last_page_lens(arguments: Any, run: Any) -> None:
     arguments["kv_last_page_lens"].add_(1)
 
 
-def test_a_planner_that_changes_its_inputs_is_recorded_so_and_the_program_sees_one_call(monkeypatch):
+def test_a_planner_that_changes_its_inputs_is_recorded_so_and_the_program_sees_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     aiter = _aiter(monkeypatch, _counted(_bump_last_page_lens))
     plain = torch.ones(3, dtype=torch.int32)
     plain_bufs = _plan(aiter, plain)
@@ -98,10 +99,10 @@ def test_a_planner_that_changes_its_inputs_is_recorded_so_and_the_program_sees_o
     assert torch.equal(plain_bufs["work_info_set"][mask], spied_bufs["work_info_set"][mask])
 
 
-def test_the_probes_run_on_copies_of_the_inputs(monkeypatch):
+def test_the_probes_run_on_copies_of_the_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
 
-    def body(arguments):
+    def body(arguments: Any) -> None:
         standins.mla_e4048607(**arguments)
         seen.append(arguments["seqlens_kv_indptr"].data_ptr())
 
@@ -112,7 +113,7 @@ def test_the_probes_run_on_copies_of_the_inputs(monkeypatch):
     assert len(seen) == 3 and seen[0] not in seen[1:]
 
 
-def test_a_replay_runs_the_planner_on_copies_of_the_goldens_inputs(monkeypatch):
+def test_a_replay_runs_the_planner_on_copies_of_the_goldens_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
     aiter = _aiter(monkeypatch, _counted(lambda arguments, run: None))
     with mla_golden.spy() as spy:
         _plan(aiter)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -16,21 +18,21 @@ from mla_golden.sweeper.space import DECODE, PREFILL, Point
 
 
 @pytest.mark.parametrize("device", cases.default_devices())
-def test_default_devices_are_the_full_parts_the_reference_plans_for(device):
+def test_default_devices_are_the_full_parts_the_reference_plans_for(device: Any) -> None:
     arch, cu = cases.parse_device(device)
     with reference.device(arch) as planned:
         assert planned.cu_num == cu
         assert cases.torch_dtype("fp8", arch) == dtypes.fp8, "fp8 is the arch's, as aiter's dtypes module has it"
 
 
-def test_unknown_archs_and_malformed_devices_are_refused():
+def test_unknown_archs_and_malformed_devices_are_refused() -> None:
     with pytest.raises(MatrixError, match="unknown arch 'gfx999'"):
         cases.parse_device("gfx999:10")
     assert "ARCH:CU" in (cases.device_problem("gfx942") or "")
     assert cases.device_problem("gfx950:256") is None
 
 
-def test_jitter_stays_between_an_eighth_of_the_top_and_the_top():
+def test_jitter_stays_between_an_eighth_of_the_top_and_the_top() -> None:
     drawn: list[tuple[int, int]] = []
 
     def top(lo: int, hi: int) -> int:
@@ -63,7 +65,7 @@ seq_lens = [[600, 7, 300]]
 """
 
 
-def test_a_matrix_case_and_a_sweep_point_of_one_shape_make_the_same_call():
+def test_a_matrix_case_and_a_sweep_point_of_one_shape_make_the_same_call() -> None:
     decode, prefill = parse(MATRIX)
     recorded = {case.op: call for case, call in capture([decode, prefill], resolve_backend("reference"))}
     points = {

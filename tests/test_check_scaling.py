@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from planner_calls import many_requests
 
 import mla_golden
 from mla_golden.reference import layout
 
 
-def test_check_copies_each_input_a_bounded_number_of_times_whatever_the_batch_size(monkeypatch):
+def test_check_copies_each_input_a_bounded_number_of_times_whatever_the_batch_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """The layout wraps its inputs to read them as aiter does; wrapping once per batch made check quadratic."""
     copied = [0]
 

@@ -19,6 +19,7 @@ import random
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -56,16 +57,16 @@ ANOMALY_HAZARDS = {
 TRUNCATION = {"work_indptr", "coverage", "reduce_indptr", "reduce.group"}
 
 
-def _anomalies(record: dict) -> set[str]:
+def _anomalies(record: dict[str, Any]) -> set[str]:
     return {text.split(": ", 1)[1] for text in record.get("anomalies", [])}
 
 
 @cache
-def _by_case(prefix: str) -> dict[str, dict]:
+def _by_case(prefix: str) -> dict[str, dict[str, Any]]:
     return {r["case_id"]: r for r in records(prefix)}
 
 
-def _assert_new_record_passes(record: dict) -> CheckResult:
+def _assert_new_record_passes(record: dict[str, Any]) -> CheckResult:
     """An e4048607 record: no violation, except what a write past a helper-sized buffer leaves behind."""
     result = check(record_call(record))
     anomalies = _anomalies(record)
@@ -80,7 +81,7 @@ def _assert_new_record_passes(record: dict) -> CheckResult:
 
 
 @pytest.mark.parametrize("record", record_params("mla_v1-e4048607") + record_params("ps_v1-e4048607"))
-def test_every_e4048607_record_passes(record: dict) -> None:
+def test_every_e4048607_record_passes(record: dict[str, Any]) -> None:
     _assert_new_record_passes(record)
 
 
@@ -92,7 +93,7 @@ ANOMALOUS = [
 
 
 @pytest.mark.parametrize("record", ANOMALOUS)
-def test_anomalies_come_with_their_hazard(record: dict) -> None:
+def test_anomalies_come_with_their_hazard(record: dict[str, Any]) -> None:
     result = check(record_call(record))
     if record["result"] == "error":
         assert "aborts" in result.hazard_names
@@ -121,7 +122,7 @@ def _old_bug(call: Call) -> bool:
 
 
 @pytest.mark.parametrize("record", record_params(OLD_FILE))
-def test_old_commit_folding_bug_is_flagged(record: dict) -> None:
+def test_old_commit_folding_bug_is_flagged(record: dict[str, Any]) -> None:
     new = _by_case("mla_v1-e4048607").get(record["case_id"])
     if new is not None:
         _assert_new_record_passes(new)
@@ -142,7 +143,7 @@ def _clone(call: Call) -> Call:
     return copy.deepcopy(call)
 
 
-def _first_record(prefix: str, wanted: Callable[[dict, Call], bool]) -> Call:
+def _first_record(prefix: str, wanted: Callable[[dict[str, Any], Call], bool]) -> Call:
     for record in records(prefix):
         if record["result"] == "ok" and not record.get("anomalies"):
             call = record_call(record)
@@ -167,7 +168,7 @@ def _rows(call: Call) -> torch.Tensor:
 def _decode_base() -> Call:
     """A dense causal page_size-1 decode call, 2+ query rows per tile, with split and unsplit tiles."""
 
-    def wanted(record: dict, call: Call) -> bool:
+    def wanted(record: dict[str, Any], call: Call) -> bool:
         kw, internals = record["call"]["kwargs"], record["planner_internals"]
         rows = _rows(call)
         return (
@@ -189,7 +190,7 @@ def _decode_base() -> Call:
 def _ps_base() -> Call:
     """A prefill call with several KV heads and batches, split and unsplit tiles."""
 
-    def wanted(record: dict, call: Call) -> bool:
+    def wanted(record: dict[str, Any], call: Call) -> bool:
         rows = _rows(call)
         args = record["call"]["args"]
         return (
@@ -400,7 +401,7 @@ def test_every_shipped_golden_passes(path: Path) -> None:
 _SIZING_ORDER = OUTPUTS  # get_*_info_v1 return order
 
 
-def _specs(sizes: tuple) -> dict[str, dict]:
+def _specs(sizes: tuple[Any, ...]) -> dict[str, dict[str, Any]]:
     return {
         name: {"shape": list(shape) if isinstance(shape, tuple) else [shape], "dtype": str(dtype)}
         for name, (shape, dtype) in zip(_SIZING_ORDER, sizes)

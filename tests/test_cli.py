@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.cli import cli, cli_json
@@ -25,7 +26,7 @@ KEY_16 = "decode/small/gfx942-cu304/h16-fp8-q1-b4-jitter2000-p1"
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> Path:
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A golden tree of the small matrix, recorded on the reference."""
     root = tmp_path_factory.mktemp("recorded")
     (root / "matrix.toml").write_text(MATRIX)
@@ -36,14 +37,14 @@ def recorded(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def tree(recorded, tmp_path) -> Path:
+def tree(recorded: Path, tmp_path: Path) -> Path:
     """A fresh copy of the recorded tree, free to damage."""
     shutil.copytree(recorded / "goldens", tmp_path / "goldens")
     shutil.copy(recorded / "matrix.toml", tmp_path / "matrix.toml")
     return tmp_path / "goldens"
 
 
-def rewrite(root: Path, key: str, change) -> None:
+def rewrite(root: Path, key: str, change: Any) -> None:
     """Load a golden, let ``change`` edit its call, and store it back in place."""
     store = GoldenStore(root)
     golden = store.read(key)
@@ -51,7 +52,7 @@ def rewrite(root: Path, key: str, change) -> None:
     assert store.write(Golden(key, golden.call), update=True).value == "updated"
 
 
-def test_help_is_instant_and_imports_nothing_heavy():
+def test_help_is_instant_and_imports_nothing_heavy() -> None:
     probe = "import sys, mla_golden.cli; print(sorted(m for m in ('torch', 'safetensors', 'deepdiff', 'mla_golden.store') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
@@ -64,7 +65,7 @@ def test_help_is_instant_and_imports_nothing_heavy():
     assert len(imported) < 400, f"--help imports {len(imported)} modules (about 150 today: python, typer, rich)"
 
 
-def test_record_then_unchanged_then_refuses_a_different_golden(tree):
+def test_record_then_unchanged_then_refuses_a_different_golden(tree: Path) -> None:
     matrix = tree.parent / "matrix.toml"
     code, report = cli_json("record", "--matrix", matrix, "--backend", "reference", "--out", tree)
     assert code == 0 and report["summary"] == {"unchanged": 3}
@@ -79,21 +80,21 @@ def test_record_then_unchanged_then_refuses_a_different_golden(tree):
     assert code == 0 and report["summary"] == {"updated": 1, "unchanged": 2}
 
 
-def test_diff_replays_on_the_reference_and_prints_json(tree):
+def test_diff_replays_on_the_reference_and_prints_json(tree: Path) -> None:
     code, report = cli_json("diff", tree, "--backend", "reference")
     assert code == 0
     assert report["mode"] == "replay" and report["backend"]["name"] == "reference"
     assert {r["status"] for r in report["results"]} == {"equal"} and len(report["results"]) == 3
 
 
-def test_jobs_spread_the_work_over_processes_with_the_same_results(tree, tmp_path):
+def test_jobs_spread_the_work_over_processes_with_the_same_results(tree: Path, tmp_path: Path) -> None:
     code, report = cli_json("record", "--matrix", tree.parent / "matrix.toml", "--backend", "reference", "--out", tmp_path / "par", "--jobs", "2")
     assert code == 0 and report["summary"] == {"written": 3}
     code, report = cli_json("diff", tmp_path / "par", "--against", tree, "--jobs", "2")
     assert code == 0 and report["summary"] == {"equal": 3}
 
 
-def test_diff_replay_flags_a_golden_the_backend_disagrees_with(tree):
+def test_diff_replay_flags_a_golden_the_backend_disagrees_with(tree: Path) -> None:
     rewrite(tree, KEY_16, lambda call: call.outputs["work_indptr"].__setitem__(2, 777))
     code, report = cli_json("diff", tree, "--backend", "reference")
     assert code == 1 and report["summary"] == {"equal": 2, "diverged": 1}
@@ -103,13 +104,13 @@ def test_diff_replay_flags_a_golden_the_backend_disagrees_with(tree):
     assert field["first"]["expected"] == 777 and bad["diff"]["params"] == []
 
 
-def test_diff_against_pinpoints_one_value_and_one_params_entry(tree, tmp_path):
+def test_diff_against_pinpoints_one_value_and_one_params_entry(tree: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     info = load(GoldenStore(tree).path_for(KEY_128)).call
     row = int(info.written["work_info_set"].all(dim=1).nonzero()[3])
 
-    def bump_kv_end(call):
+    def bump_kv_end(call: Any) -> None:
         call.outputs["work_info_set"][row, 5] += 1
 
     rewrite(other, KEY_128, bump_kv_end)
@@ -130,7 +131,7 @@ def test_diff_against_pinpoints_one_value_and_one_params_entry(tree, tmp_path):
     assert code == 1 and "kv_granularity: 16 -> 32" in text and "kv_end" in text
 
 
-def test_diff_against_lists_calls_present_on_one_side_only(tree, tmp_path):
+def test_diff_against_lists_calls_present_on_one_side_only(tree: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     GoldenStore(other).path_for(KEY_16).unlink()
@@ -141,7 +142,7 @@ def test_diff_against_lists_calls_present_on_one_side_only(tree, tmp_path):
     assert {r["key"]: r["status"] for r in report["results"]}[KEY_16] == "only-actual"
 
 
-def test_diff_against_pairs_a_renamed_call_by_its_inputs(tree, tmp_path):
+def test_diff_against_pairs_a_renamed_call_by_its_inputs(tree: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     store = GoldenStore(other)
@@ -156,7 +157,7 @@ def test_diff_against_pairs_a_renamed_call_by_its_inputs(tree, tmp_path):
     assert paired["diff"]["params"] == [{"path": "max_split_per_batch", "expected": -1, "actual": 4}]
 
 
-def test_corrupt_golden_exits_2_and_the_others_are_still_checked(tree, tmp_path):
+def test_corrupt_golden_exits_2_and_the_others_are_still_checked(tree: Path, tmp_path: Path) -> None:
     clean = tmp_path / "clean"
     shutil.copytree(tree, clean)
     path = GoldenStore(tree).path_for(KEY_16)
@@ -174,7 +175,7 @@ def test_corrupt_golden_exits_2_and_the_others_are_still_checked(tree, tmp_path)
     assert real.returncode == 2 and "exit 2 (bad input)" in real.stdout, "the real entry point exits with the status"
 
 
-def test_show_and_list(tree):
+def test_show_and_list(tree: Path) -> None:
     path = GoldenStore(tree).path_for(KEY_128)
     code, out = cli("show", path)
     assert code == 0 and KEY_128 in out and "work items by CU part" in out and "reduce groups" in out
@@ -193,7 +194,7 @@ def test_show_and_list(tree):
     assert cli("show", path)[0] == 2
 
 
-def test_head_ranges_read_as_half_open_ranges_in_show_diff_and_check(tree):
+def test_head_ranges_read_as_half_open_ranges_in_show_diff_and_check(tree: Path) -> None:
     """One notation for q_head_range everywhere people read it: [start, end), like every other range."""
     key = next(k for k in (p.relative_to(tree).with_suffix("").as_posix() for p in GoldenStore(tree).paths()) if k.startswith("prefill/"))
     path = GoldenStore(tree).path_for(key)
@@ -203,7 +204,7 @@ def test_head_ranges_read_as_half_open_ranges_in_show_diff_and_check(tree):
     code, out = cli("show", path, "--work", "0")
     assert code == 0 and f"[{start}, {end})" in out and f"{start}..{end}" not in out
 
-    def move_heads(call):
+    def move_heads(call: Any) -> None:
         call.outputs["work_info_set"][0, 7] = ((end + 1) << 16) | start
 
     rewrite(tree, key, move_heads)
@@ -213,7 +214,7 @@ def test_head_ranges_read_as_half_open_ranges_in_show_diff_and_check(tree):
     assert code == 1 and f"[{start}, {end + 1})" in out
 
 
-def test_usage_and_bad_input_exit_2(tree, tmp_path):
+def test_usage_and_bad_input_exit_2(tree: Path, tmp_path: Path) -> None:
     assert cli("diff", tree, "--format", "xml")[0] == 2
     assert cli("diff", tree, tree, "--against", tree)[0] == 2
     assert cli("diff", tmp_path / "nowhere", "--backend", "reference")[0] == 2
@@ -267,7 +268,7 @@ main()
 '''
 
 
-def test_record_command_captures_the_calls_of_a_script_that_imports_aiter_late(tmp_path):
+def test_record_command_captures_the_calls_of_a_script_that_imports_aiter_late(tmp_path: Path) -> None:
     site = tmp_path / "site" / "aiter"
     site.mkdir(parents=True)
     (site / "__init__.py").write_text(STANDIN_AITER)
@@ -296,7 +297,7 @@ def test_record_command_captures_the_calls_of_a_script_that_imports_aiter_late(t
     assert json.loads(run.stdout)["summary"] == {"refused": 2}
 
 
-def test_record_command_that_fails_exits_2(tmp_path):
+def test_record_command_that_fails_exits_2(tmp_path: Path) -> None:
     run = CliRunner().invoke(app, ["record", "--out", str(tmp_path / "o"), "--", sys.executable, "-c", "import sys; sys.exit(3)"])
     assert run.exit_code == 2
     assert "exited with status 3" in run.stdout and "no aiter planner calls" in run.stderr
@@ -304,7 +305,7 @@ def test_record_command_that_fails_exits_2(tmp_path):
     assert missing.exit_code == 2 and "cannot run" in missing.stderr
 
 
-def test_demo_commands_as_the_makefile_runs_them(tmp_path):
+def test_demo_commands_as_the_makefile_runs_them(tmp_path: Path) -> None:
     """`record` into a fresh folder, then `diff NEW --against goldens`: the shipped tree is what the reference records."""
     shipped = TESTS.parent / "goldens"
     assert any(GoldenStore(shipped).paths()), "goldens/ is shipped with the project"
@@ -314,13 +315,13 @@ def test_demo_commands_as_the_makefile_runs_them(tmp_path):
     assert code == 0, [r for r in report["results"] if r["status"] != "equal"][:2]
 
 
-def test_check_passes_recorded_goldens_and_flags_a_broken_one(tree):
+def test_check_passes_recorded_goldens_and_flags_a_broken_one(tree: Path) -> None:
     code, report = cli_json("check", tree)
     assert code == 0 and report["summary"] == {"passed": 3}
     info = load(GoldenStore(tree).path_for(KEY_16)).call
     row = int(info.written["work_info_set"].all(dim=1).nonzero()[0])
 
-    def overlap(call):  # a work's kv range now runs past its batch's end
+    def overlap(call: Any) -> None:  # a work's kv range now runs past its batch's end
         call.outputs["work_info_set"][row, 5] += 10_000
 
     rewrite(tree, KEY_16, overlap)
@@ -330,7 +331,7 @@ def test_check_passes_recorded_goldens_and_flags_a_broken_one(tree):
     assert bad["key"] == KEY_16 and f"work {row}" in bad["message"]
 
 
-def test_html_reports_of_diff_and_show(tree, tmp_path):
+def test_html_reports_of_diff_and_show(tree: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     rewrite(other, KEY_128, lambda call: call.outputs["work_info_set"].__setitem__((0, 5), 1))
@@ -344,7 +345,7 @@ def test_html_reports_of_diff_and_show(tree, tmp_path):
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
-def test_html_reports_are_written_with_the_users_umask(tree, tmp_path, umask):
+def test_html_reports_are_written_with_the_users_umask(tree: Path, tmp_path: Path, umask: int) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     rewrite(other, KEY_128, lambda call: call.outputs["work_info_set"].__setitem__((0, 5), 1))
@@ -359,7 +360,7 @@ def test_html_reports_are_written_with_the_users_umask(tree, tmp_path, umask):
         assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask, name
 
 
-def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cleans_up(tmp_path):
+def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cleans_up(tmp_path: Path) -> None:
     """SIGKILL a real `mla-golden record` mid-run (seeded points); every golden left loads, and a rerun finishes the tree."""
     import random
     import signal
@@ -393,7 +394,7 @@ def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cl
     assert not list(out.rglob("*.tmp")) and len(list(GoldenStore(out).paths())) == 3
 
 
-def test_png_of_show_and_diff(tree, tmp_path):
+def test_png_of_show_and_diff(tree: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     other = tmp_path / "other"
     shutil.copytree(tree, other)
@@ -404,18 +405,18 @@ def test_png_of_show_and_diff(tree, tmp_path):
     assert code == 0 and (tmp_path / "show.png").stat().st_size > 5_000
 
 
-def test_png_without_the_plot_extra_names_it(tree, tmp_path, monkeypatch):
+def test_png_without_the_plot_extra_names_it(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     result = CliRunner().invoke(app, ["show", str(GoldenStore(tree).path_for(KEY_16)), "--png", str(tmp_path / "x.png")])
     assert result.exit_code == 2 and "plot extra" in result.output and not (tmp_path / "x.png").exists()
 
 
-def test_an_unexpected_failure_on_one_golden_is_reported_and_the_rest_still_checked(tree, monkeypatch):
+def test_an_unexpected_failure_on_one_golden_is_reported_and_the_rest_still_checked(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import mla_golden.capture
 
     real = mla_golden.capture.replay
 
-    def flaky_replay(call, fn, **kwargs):
+    def flaky_replay(call: Any, fn: Any, **kwargs: Any) -> Any:
         if call.op == "get_mla_metadata_v1" and call.params.get("num_heads_per_head_k") == 16:
             raise KeyError("boom")
         return real(call, fn, **kwargs)
@@ -427,7 +428,7 @@ def test_an_unexpected_failure_on_one_golden_is_reported_and_the_rest_still_chec
     assert failed["key"] == KEY_16 and "KeyError" in failed["message"]
 
 
-def test_record_command_with_a_missed_call_exits_2_naming_it(tmp_path):
+def test_record_command_with_a_missed_call_exits_2_naming_it(tmp_path: Path) -> None:
     """A call the recorder cannot keep as made (float32 buffer) is reported, never a silent 'no calls'."""
     site = tmp_path / "site" / "aiter"
     site.mkdir(parents=True)
@@ -443,19 +444,19 @@ def test_record_command_with_a_missed_call_exits_2_naming_it(tmp_path):
     assert all("work_info_set is torch.float32" in r["message"] for r in report["results"])
 
 
-def test_record_dashdash_without_a_command_is_a_usage_error(tmp_path):
+def test_record_dashdash_without_a_command_is_a_usage_error(tmp_path: Path) -> None:
     run = CliRunner().invoke(app, ["record", "--out", str(tmp_path / "o"), "--"])
     assert run.exit_code == 2 and "must be followed by a command" in run.output
     assert not (tmp_path / "o").exists()  # the matrix was not recorded
 
 
-def test_the_summary_tables_fit_100_columns_and_a_resized_buffer_reads_as_such(tree, tmp_path):
+def test_the_summary_tables_fit_100_columns_and_a_resized_buffer_reads_as_such(tree: Path, tmp_path: Path) -> None:
     import torch
 
     other = tmp_path / "a-long-folder-name-so-that-keys-and-paths-would-overflow-a-narrow-table" / "other"
     shutil.copytree(tree, other)
 
-    def grow(call):  # only the buffer's size changes: the planner's rows are the same
+    def grow(call: Any) -> None:  # only the buffer's size changes: the planner's rows are the same
         for table in (call.outputs, call.written):
             old = table["work_info_set"]
             table["work_info_set"] = torch.cat([old, torch.zeros(5, old.shape[1], dtype=old.dtype)])
@@ -471,7 +472,7 @@ def test_the_summary_tables_fit_100_columns_and_a_resized_buffer_reads_as_such(t
     assert f"work_info_set buffer [{rows}, 8] -> [{rows + 5}, 8]; written contents equal" in text
 
 
-def test_diff_replays_on_a_plug_in_planner(tree):
+def test_diff_replays_on_a_plug_in_planner(tree: Path) -> None:
     import planted_planners
 
     code, report = cli_json("diff", tree, "--backend", "python:planted_planners:clean")
@@ -499,7 +500,7 @@ def test_diff_replays_on_a_plug_in_planner(tree):
         ("python:", "expected python:MODULE[:ATTR]"),
     ],
 )
-def test_a_bad_plug_in_planner_exits_2_saying_what_is_missing(tree, spec, problem):
+def test_a_bad_plug_in_planner_exits_2_saying_what_is_missing(tree: Path, spec: str, problem: str) -> None:
     result = CliRunner().invoke(app, ["diff", str(tree), "--backend", spec])
     assert result.exit_code == 2 and result.exception is None or isinstance(result.exception, SystemExit)
     assert problem in result.output, result.output

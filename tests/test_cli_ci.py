@@ -16,7 +16,7 @@ SHIPPED = Path(__file__).resolve().parent.parent / "goldens" / "decode" / "dsv3-
 
 
 @pytest.fixture
-def trees(tmp_path) -> tuple[Path, Path, list[str]]:
+def trees(tmp_path: Path) -> tuple[Path, Path, list[str]]:
     """(actual, expected, keys changed in actual): four shipped goldens, two of them changed on the actual side."""
     expected = tmp_path / "expected"
     for path in sorted(SHIPPED.glob("h1*-fp8-*.safetensors"))[:4]:
@@ -42,7 +42,7 @@ def _parse_annotation(line: str) -> tuple[dict[str, str], str]:
     return {k: unescape(v) for k, v in props.items()}, unescape(message)
 
 
-def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summary(trees, tmp_path, monkeypatch):
+def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summary(trees: tuple[Path, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     actual, expected, changed = trees
     summary = tmp_path / "step-summary.md"
     summary.write_text("earlier step\n")
@@ -82,7 +82,7 @@ def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summ
             assert failure.get("type") == "diverged" and "divergent work items" in (failure.text or "")
 
 
-def test_check_annotates_a_violated_golden_and_writes_junit(trees, tmp_path, monkeypatch):
+def test_check_annotates_a_violated_golden_and_writes_junit(trees: tuple[Path, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, expected, _ = trees
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     store = GoldenStore(expected)
@@ -101,7 +101,7 @@ def test_check_annotates_a_violated_golden_and_writes_junit(trees, tmp_path, mon
     assert all(case.find("failure") is None for name, case in cases.items() if name != key)
 
 
-def test_a_junit_path_that_cannot_be_written_is_refused_before_any_work(trees, tmp_path):
+def test_a_junit_path_that_cannot_be_written_is_refused_before_any_work(trees: tuple[Path, Path, list[str]], tmp_path: Path) -> None:
     actual, expected, _ = trees
     ran = CliRunner().invoke(app, ["diff", str(actual), "--against", str(expected), "--junit-xml", str(tmp_path)])
     assert ran.exit_code == 2 and "--junit-xml" in ran.output and "is a folder" in ran.output

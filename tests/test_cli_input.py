@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.cli import run
@@ -17,7 +18,7 @@ TESTS = Path(__file__).resolve().parent
 SHIPPED = TESTS.parent / "goldens"
 
 
-def test_an_unknown_arch_in_device_is_refused_naming_the_known_ones(tmp_path):
+def test_an_unknown_arch_in_device_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
     ran = run("record", "--backend", "reference", "--device", "gfx999:10", "--out", tmp_path / "out")
     assert ran.code == 2 and "unknown arch 'gfx999' (known: gfx942, gfx950)" in ran.output
     assert not (tmp_path / "out").exists()
@@ -33,7 +34,7 @@ def _record(tmp_path: Path, *args: str, script: str) -> subprocess.CompletedProc
     return subprocess.run([*cmd, "--", sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
 
 
-def test_a_command_that_captures_no_call_is_exit_2_unless_allowed(tmp_path):
+def test_a_command_that_captures_no_call_is_exit_2_unless_allowed(tmp_path: Path) -> None:
     recorded = _record(tmp_path, script="print('no planner here')")
     assert recorded.returncode == 2, recorded.stderr
     assert "made no aiter planner calls" in recorded.stderr and "--allow-empty" in recorded.stderr
@@ -58,7 +59,7 @@ for seq_lens in ([[700, 90]], [[700, 90], [300, 20]]):  # two stand-ins, one aft
 """
 
 
-def test_calls_made_through_as_aiter_are_recorded_once_each(tmp_path):
+def test_calls_made_through_as_aiter_are_recorded_once_each(tmp_path: Path) -> None:
     recorded = _record(tmp_path, script=AS_AITER)
     assert recorded.returncode == 0, recorded.stderr
     assert "3 planner call(s) captured, 2 distinct" in recorded.stderr  # the first stand-in's spy left with it
@@ -74,7 +75,7 @@ def test_calls_made_through_as_aiter_are_recorded_once_each(tmp_path):
     ids=lambda c: " ".join(map(str, c)),
 )
 @pytest.mark.parametrize("kind", ["missing", "empty"])
-def test_a_missing_or_empty_path_is_exit_2_with_one_wording_in_every_command(tmp_path, command, kind):
+def test_a_missing_or_empty_path_is_exit_2_with_one_wording_in_every_command(tmp_path: Path, command: Any, kind: str) -> None:
     path = tmp_path / "goldens"
     if kind == "empty":
         (path / "sub").mkdir(parents=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -19,21 +20,21 @@ def _temps(folder: Path) -> list[Path]:
 
 @pytest.mark.parametrize("option", ["--html", "--png"])
 @pytest.mark.parametrize("command", ["show", "diff"])
-def test_an_output_onto_a_folder_is_refused_before_any_work(tmp_path, command, option):
+def test_an_output_onto_a_folder_is_refused_before_any_work(tmp_path: Path, command: str, option: str) -> None:
     args = [command, str(GOLDEN)] + (["--backend", "reference"] if command == "diff" else [])
     ran = CliRunner().invoke(app, [*args, option, str(tmp_path)])
     assert ran.exit_code == 2 and "is a folder" in ran.output and "Traceback" not in ran.output
     assert _temps(tmp_path) == []
 
 
-def test_an_output_under_a_file_is_refused(tmp_path):
+def test_an_output_under_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     ran = CliRunner().invoke(app, ["show", str(GOLDEN), "--html", str(tmp_path / "afile" / "x.html")])
     assert ran.exit_code == 2 and "is not a folder" in ran.output
 
 
-def test_a_write_that_fails_is_exit_2_and_leaves_no_temp_file(tmp_path, monkeypatch):
-    def denied(src, dst):
+def test_a_write_that_fails_is_exit_2_and_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def denied(src: Any, dst: Any) -> None:
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(os, "replace", denied)  # files.atomic_write's rename into place fails, as on a read-only target
@@ -43,7 +44,7 @@ def test_a_write_that_fails_is_exit_2_and_leaves_no_temp_file(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
-def test_reports_get_the_users_umask(tmp_path, umask):
+def test_reports_get_the_users_umask(tmp_path: Path, umask: int) -> None:
     before = os.umask(umask)
     try:
         ran = CliRunner().invoke(app, ["show", str(GOLDEN), "--html", str(tmp_path / "x.html")])

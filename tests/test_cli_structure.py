@@ -13,7 +13,7 @@ CLI = Path(__file__).resolve().parent.parent / "mla_golden" / "cli"
 MAX_LINES = 400
 
 
-def test_no_cli_module_is_over_400_lines():
+def test_no_cli_module_is_over_400_lines() -> None:
     long = {p.name: n for p in sorted(CLI.glob("*.py")) if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, f"CLI modules over {MAX_LINES} lines: {long}"
 
@@ -28,7 +28,7 @@ def _options() -> dict[str, dict[str, Any]]:
     }
 
 
-def test_shared_options_read_the_same_in_every_command_that_takes_them():
+def test_shared_options_read_the_same_in_every_command_that_takes_them() -> None:
     commands = _options()
     shared = {"--aiter-repo": {"record", "diff"}, "--max-items": {"record", "diff"}, "--junit-xml": {"diff", "check"},
               "--jobs": {"record", "diff", "check"}, "--quiet": {"record", "diff", "check"}}  # fmt: skip

@@ -6,6 +6,7 @@ import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import corruption
 import pytest
@@ -17,7 +18,7 @@ SHIPPED = sorted(GoldenStore(Path(__file__).resolve().parent.parent / "goldens")
 MEMORY_BOUND_MB = 512
 
 
-def test_1200_corruptions_are_all_refused_naming_the_file(tmp_path):
+def test_1200_corruptions_are_all_refused_naming_the_file(tmp_path: Path) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = corruption.run(SHIPPED, count=1200, seed=20261201, workdir=tmp_path)
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
@@ -31,7 +32,7 @@ def test_1200_corruptions_are_all_refused_naming_the_file(tmp_path):
     assert grown_mb < MEMORY_BOUND_MB
 
 
-def test_a_sample_through_the_real_cli(tmp_path):
+def test_a_sample_through_the_real_cli(tmp_path: Path) -> None:
     """One corrupted file of each kind in a tree with a good one: check and diff exit 2, name each file, no traceback."""
     tree = tmp_path / "tree"
     good = SHIPPED[0]
@@ -59,7 +60,7 @@ FORGE_CHUNKS, FORGE_PER_CHUNK = 6, 50
 
 
 @pytest.mark.parametrize("chunk", range(FORGE_CHUNKS))
-def test_forged_content_costs_check_diff_and_pictures_no_more_than_the_file(chunk):
+def test_forged_content_costs_check_diff_and_pictures_no_more_than_the_file(chunk: Any) -> None:
     """Goldens edited with a valid digest (wild lengths, indices, head counts): no traceback, each bounded in CPU time."""
     result = corruption.forge_run(
         SHIPPED, count=FORGE_PER_CHUNK, seed=20261201 + chunk, cpu_bound_s=5.0, start=chunk * FORGE_PER_CHUNK

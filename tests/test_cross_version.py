@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import standins
@@ -93,10 +93,10 @@ mla_e4048607 = standins.with_signature(standins.mla_e4048607, _emit_named)
 
 
 def ps_v1(
-    seqlens_qo_indptr, pages_kv_indptr, context_lens, gqa_ratio, num_heads_k,
-    work_metadata_ptrs, work_indptr, work_info, reduce_indptr, reduce_final_map, reduce_partial_map,
-    qhead_granularity=1, qlen_granularity=256, kvlen_granularity=16, block_size=16, is_causal=True,
-):  # fmt: skip
+    seqlens_qo_indptr: torch.Tensor, pages_kv_indptr: Any, context_lens: Any, gqa_ratio: Any, num_heads_k: int,
+    work_metadata_ptrs: torch.Tensor, work_indptr: torch.Tensor, work_info: Any, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor,
+    qhead_granularity: Any = 1, qlen_granularity: Any = 256, kvlen_granularity: Any = 16, block_size: Any = 16, is_causal: bool = True,
+) -> None:  # fmt: skip
     _emit(dict(work_metadata_ptrs=work_metadata_ptrs, work_indptr=work_indptr, work_info_set=work_info,
                reduce_indptr=reduce_indptr, reduce_final_map=reduce_final_map, reduce_partial_map=reduce_partial_map))  # fmt: skip
 
@@ -105,7 +105,7 @@ def _module(name: str, mla: Any) -> types.ModuleType:
     module: Any = types.ModuleType(name)
     module.get_mla_metadata_v1 = mla
     module.get_ps_metadata_v1 = ps_v1
-    return module
+    return cast(types.ModuleType, module)
 
 
 #: The e4048607 record of every case_id.
@@ -116,7 +116,7 @@ def _flat(runs: list[list[int]]) -> set[int]:
     return {i for start, end in runs for i in range(start, end)}
 
 
-def _call_args(call: dict) -> tuple[list[Any], dict[str, Any]]:
+def _call_args(call: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     """Positional and keyword arguments as the record's caller passed them (dtype names -> torch dtypes)."""
     tensors = input_tensors(call)
     args = [tensors[name] if name in tensors else value for name, value in call["args"].items()]
@@ -125,7 +125,7 @@ def _call_args(call: dict) -> tuple[list[Any], dict[str, Any]]:
 
 
 def _record_side(
-    spied: types.ModuleType, rec: dict, call: dict, buffers: dict, outputs: dict | None, error: str | None
+    spied: types.ModuleType, rec: dict[str, Any], call: dict[str, Any], buffers: dict[str, Any], outputs: dict[str, Any] | None, error: str | None
 ) -> None:
     """One call of the stand-in through the spy, as ``call`` describes it, planning ``outputs``."""
     _PLAN.update(outputs=expected_outputs(outputs) if outputs else {}, error=error)
@@ -145,7 +145,7 @@ def _record_side(
             assert error is not None
 
 
-def _trees(filename: str, tmp_path: Path) -> tuple[Path, Path, list[dict]]:
+def _trees(filename: str, tmp_path: Path) -> tuple[Path, Path, list[dict[str, Any]]]:
     """Record both sides of every record of ``filename`` into OLD and NEW golden trees."""
     recs = [rec for rec in records(filename) if rec["case_id"] in _NEW]
     old_root, new_root = tmp_path / "old", tmp_path / "new"
@@ -171,7 +171,7 @@ CROSS_FILES = [file_stem(path) for path in conformance_files("cross_version-")]
 
 
 @pytest.mark.parametrize("filename", CROSS_FILES)
-def test_diff_against_flags_exactly_the_records_that_differ(filename, tmp_path):
+def test_diff_against_flags_exactly_the_records_that_differ(filename: Any, tmp_path: Path) -> None:
     old_root, new_root, recs = _trees(filename, tmp_path)
     run = CliRunner().invoke(app, ["diff", str(old_root), "--against", str(new_root), "--format", "json", "--max-items", "8"])
     report = json.loads(run.stdout)

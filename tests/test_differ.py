@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 import pytest
 import standins
@@ -13,7 +14,7 @@ import mla_golden
 from mla_golden.differ import Cause, PlannerChange
 
 
-def _capture(kv=(0, 50, 200, 210), dtype=torch.float8_e4m3fn, garbage_seed=None):
+def _capture(kv: Any = (0, 50, 200, 210), dtype: Any = torch.float8_e4m3fn, garbage_seed: Any = None) -> Any:
     aiter = standins.fake_aiter()
     bufs = standins.toy_buffers(3, 200)
     if garbage_seed is not None:
@@ -29,7 +30,7 @@ def _capture(kv=(0, 50, 200, 210), dtype=torch.float8_e4m3fn, garbage_seed=None)
     return spy.calls.one()
 
 
-def _with_garbage(call, seed):
+def _with_garbage(call: Any, seed: Any) -> Any:
     """The same call with random values outside the written region."""
     garbled = copy.deepcopy(call)
     gen = torch.Generator().manual_seed(seed)
@@ -41,14 +42,14 @@ def _with_garbage(call, seed):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_garbage_outside_the_written_region_never_differs(seed):
+def test_garbage_outside_the_written_region_never_differs(seed: Any) -> None:
     expected = _capture(garbage_seed=None)
     actual = _with_garbage(_capture(garbage_seed=seed), seed + 100)
     result = mla_golden.diff(expected, actual)
     assert result.equal, mla_golden.render_text(result)
 
 
-def test_one_flipped_value_is_pinpointed_to_field_index_and_work_item():
+def test_one_flipped_value_is_pinpointed_to_field_index_and_work_item() -> None:
     expected = _capture()
     actual = copy.deepcopy(expected)
     actual.outputs["work_info_set"][2, 5] += 1  # kv_end of work 2
@@ -66,7 +67,7 @@ def test_one_flipped_value_is_pinpointed_to_field_index_and_work_item():
     assert "work_info_set: 1 of" in text and "first at [2, 5]" in text and "*" in text
 
 
-def test_written_mask_change_counts_even_with_equal_values():
+def test_written_mask_change_counts_even_with_equal_values() -> None:
     expected = _capture()
     actual = copy.deepcopy(expected)
     actual.written["reduce_partial_map"][10] = True  # the planner now also writes element 10 (as 0)
@@ -76,14 +77,14 @@ def test_written_mask_change_counts_even_with_equal_values():
     assert field.written_only_actual == 1 and field.first.flat == 10
 
 
-def test_dtype_change_reads_as_params_and_geometry():
+def test_dtype_change_reads_as_params_and_geometry() -> None:
     result = mla_golden.diff(_capture(dtype=torch.float8_e4m3fn), _capture(dtype=None))
     changed = {c.path: (c.expected, c.actual) for c in result.params}
     assert changed["dtype_kv_nope"] == ("torch.float8_e4m3fn", None)
     assert result.work_items and result.reduce_groups and result.cu_parts
 
 
-def test_reduce_groups_are_decoded():
+def test_reduce_groups_are_decoded() -> None:
     expected = _capture()
     actual = copy.deepcopy(expected)
     actual.outputs["reduce_partial_map"][1] = 7
@@ -94,7 +95,7 @@ def test_reduce_groups_are_decoded():
     assert group.expected.qo_range == [1, 2]
 
 
-def test_error_status_change_and_input_change():
+def test_error_status_change_and_input_change() -> None:
     expected = _capture()
     failed = copy.deepcopy(expected)
     failed.error, failed.outputs, failed.written = "boom", {}, {}
@@ -106,7 +107,7 @@ def test_error_status_change_and_input_change():
     assert inp.name == "input.seqlens_kv_indptr" and inp.first.flat == 2
 
 
-def test_pointer_values_are_never_compared_but_pointer_facts_are():
+def test_pointer_values_are_never_compared_but_pointer_facts_are() -> None:
     expected = _capture()
     actual = copy.deepcopy(expected)
     actual.outputs["work_metadata_ptrs"] = torch.tensor([1, 2], dtype=torch.uint64)
@@ -116,7 +117,7 @@ def test_pointer_values_are_never_compared_but_pointer_facts_are():
     assert not result.equal and "work_metadata_ptrs" in result.hazards[0]
 
 
-def test_json_report_is_stable_and_parses():
+def test_json_report_is_stable_and_parses() -> None:
     expected = _capture()
     actual = copy.deepcopy(expected)
     actual.outputs["work_indptr"][3] += 1
@@ -129,14 +130,14 @@ def test_json_report_is_stable_and_parses():
     assert data["cu_parts"][0]["cu_part"] == 2
 
 
-def _grown(call, name: str, rows: int, fill: int | None) -> None:
+def _grown(call: Any, name: str, rows: int, fill: int | None) -> None:
     """Give ``call``'s buffer ``name`` ``rows`` more rows, written with ``fill`` (None: unwritten)."""
     for table, value in ((call.outputs, fill or 0), (call.written, fill is not None)):
         old = table[name]
         table[name] = torch.cat([old, torch.full((rows, *old.shape[1:]), value, dtype=old.dtype)])
 
 
-def test_a_buffer_size_only_change_says_so_in_the_headline():
+def test_a_buffer_size_only_change_says_so_in_the_headline() -> None:
     expected = _capture()
     actual = copy.deepcopy(expected)
     _grown(actual, "reduce_partial_map", 1, None)
@@ -154,7 +155,7 @@ def test_a_buffer_size_only_change_says_so_in_the_headline():
     assert "divergent work items" not in text and "schedule geometry" not in text
 
 
-def test_a_larger_buffer_holding_real_values_is_a_shape_change_compared_by_flat_index():
+def test_a_larger_buffer_holding_real_values_is_a_shape_change_compared_by_flat_index() -> None:
     expected = _capture()
     actual = copy.deepcopy(expected)
     _grown(actual, "reduce_partial_map", 2, 7)
@@ -165,13 +166,13 @@ def test_a_larger_buffer_holding_real_values_is_a_shape_change_compared_by_flat_
     assert "written contents equal" not in result.cause
 
 
-def test_cause_leads_with_what_the_caller_changed():
+def test_cause_leads_with_what_the_caller_changed() -> None:
     result = mla_golden.diff(_capture(dtype=torch.float8_e4m3fn), _capture(dtype=None))
     assert result.cause == "params changed" and "dtype_kv_nope: 'torch.float8_e4m3fn' -> None" in result.cause_detail
     assert mla_golden.render_text(result).splitlines()[1].startswith("  likely cause: params changed")
 
 
-def test_cause_separates_geometry_changes_from_moved_values():
+def test_cause_separates_geometry_changes_from_moved_values() -> None:
     expected = _capture()
     moved = copy.deepcopy(expected)
     moved.outputs["work_info_set"][1, 5] += 1
@@ -184,7 +185,7 @@ def test_cause_separates_geometry_changes_from_moved_values():
     assert result.geometry["expected"].reduce_groups == 1 and result.geometry["expected"].partial_tiles == 3
 
 
-def test_cause_names_a_planner_change_when_params_are_equal():
+def test_cause_names_a_planner_change_when_params_are_equal() -> None:
     expected = _capture()
     other = copy.deepcopy(expected)
     other.outputs["work_indptr"][4] += 1
@@ -199,7 +200,7 @@ def test_cause_names_a_planner_change_when_params_are_equal():
     assert mla_golden.render_text(result).splitlines()[1] == f"  likely cause: {result.cause_label} ({result.cause_detail})"
 
 
-def test_a_planner_that_rejects_what_the_other_accepted_is_a_planner_change_too():
+def test_a_planner_that_rejects_what_the_other_accepted_is_a_planner_change_too() -> None:
     expected = _capture()
     other = copy.deepcopy(expected)
     other.error, other.outputs, other.written = "[AITER] planner says no", {}, {}
@@ -210,7 +211,7 @@ def test_a_planner_that_rejects_what_the_other_accepted_is_a_planner_change_too(
     assert mla_golden.diff(expected, other).cause is Cause.ERROR
 
 
-def test_planner_change_is_found_from_provenance_not_from_the_wording_of_a_note():
+def test_planner_change_is_found_from_provenance_not_from_the_wording_of_a_note() -> None:
     """The cause comes from structured provenance changes; notes are free text for people."""
     from mla_golden.differ import Cause
 
@@ -227,7 +228,7 @@ def test_planner_change_is_found_from_provenance_not_from_the_wording_of_a_note(
     assert mla_golden.diff(expected, unchanged_planner).cause is Cause.VALUES
 
 
-def test_padding_reduce_groups_are_not_listed():
+def test_padding_reduce_groups_are_not_listed() -> None:
     """Issue 11: a larger buffer's padding groups (merging nothing into nothing) made 20 empty report lines."""
     import importlib
     import sys

@@ -27,14 +27,14 @@ def anchors(page: Path) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
-def test_github_anchors_are_derived_as_github_does():
+def test_github_anchors_are_derived_as_github_does() -> None:
     page = ROOT / "docs" / "cli.md"
     assert "what-changes-if-we-bump-aiter-upgrade-preview" in anchors(page)
     assert "mla-golden-sweep" in anchors(page)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_relative_links_land_on_a_file_and_heading(page: Path):
+def test_relative_links_land_on_a_file_and_heading(page: Path) -> None:
     broken = []
     for target in LINK.findall(_prose(page.read_text(encoding="utf-8"))):
         if re.match(r"[a-z]+:", target):

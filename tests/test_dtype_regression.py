@@ -10,6 +10,9 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -21,7 +24,7 @@ SEQ_LENS = [700, 1900, 100, 3000]
 
 
 @pytest.fixture
-def builder(monkeypatch):
+def builder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     with reference.as_aiter(), reference.device("gfx942", 304):
         monkeypatch.delitem(sys.modules, "decode_builder", raising=False)
         module = importlib.import_module("decode_builder")
@@ -40,7 +43,7 @@ def _first_divergent_row(expected: mla_golden.Call, actual: mla_golden.Call) -> 
     raise AssertionError("no divergent row")
 
 
-def test_dropped_dtypes_fail_naming_the_params_and_the_first_divergent_work_item(builder, tmp_path):
+def test_dropped_dtypes_fail_naming_the_params_and_the_first_divergent_work_item(builder: Any, tmp_path: Path) -> None:
     with mla_golden.spy() as spy:
         builder.build(SEQ_LENS)
     good = spy.calls.one("get_mla_metadata_v1")
@@ -62,7 +65,7 @@ def test_dropped_dtypes_fail_naming_the_params_and_the_first_divergent_work_item
     assert re.search(rf"^\s*{row} │\s+expected", message, re.MULTILINE)
 
 
-def test_without_a_name_the_missing_golden_points_at_the_same_inputs(builder, tmp_path):
+def test_without_a_name_the_missing_golden_points_at_the_same_inputs(builder: Any, tmp_path: Path) -> None:
     with mla_golden.spy() as spy:
         builder.build(SEQ_LENS)
     mla_golden.assert_matches_golden(spy.calls.one(), tmp_path, update=True)

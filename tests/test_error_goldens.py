@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -14,11 +16,11 @@ from mla_golden.store import GoldenStore
 FP8 = torch.float8_e4m3fn
 
 
-def i32(values):
+def i32(values: Any) -> Any:
     return torch.tensor(values, dtype=torch.int32)
 
 
-def _plan(qo, kv, last, **kwargs) -> mla_golden.Call:
+def _plan(qo: Any, kv: Any, last: Any, **kwargs: Any) -> mla_golden.Call:
     """Size, allocate and plan with the reference under a spy; the planner's error is re-raised and captured."""
     batch = max(len(qo) - 1, 1)
     shapes = reference.get_mla_metadata_info_v1(batch, 1, 16, FP8, FP8, False)
@@ -37,7 +39,7 @@ def _plan(qo, kv, last, **kwargs) -> mla_golden.Call:
     ],
     ids=["qo-int64", "kv-int64"],
 )
-def test_wrong_dtype_is_rejected_recorded_and_replays_as_rejected(tmp_path, qo, kv, message):
+def test_wrong_dtype_is_rejected_recorded_and_replays_as_rejected(tmp_path: Path, qo: Any, kv: Any, message: str) -> None:
     call = _plan(qo, kv, i32([1]))
     assert call.error is not None and message in call.error and call.outputs == {}
     store = GoldenStore(tmp_path)
@@ -48,19 +50,19 @@ def test_wrong_dtype_is_rejected_recorded_and_replays_as_rejected(tmp_path, qo, 
     assert mla_golden.diff(golden.call, replayed).equal
 
 
-def test_non_contiguous_input_is_rejected_like_aiter():
+def test_non_contiguous_input_is_rejected_like_aiter() -> None:
     call = _plan(i32([0, 1, 1, 2])[::2], i32([0, 5]), i32([1]))
     assert "seqlens_qo_indptr should be continuous!" in call.error
 
 
 @pytest.mark.parametrize("qo, kv, last", [([0], [0], []), ([0, 1], [0, 0], [1])], ids=["batch-0", "kv-len-0"])
-def test_degenerate_batches_are_planned_and_replay_equal(qo, kv, last):
+def test_degenerate_batches_are_planned_and_replay_equal(qo: Any, kv: Any, last: Any) -> None:
     call = _plan(i32(qo), i32(kv), i32(last))
     assert call.error is None and call.written["work_indptr"].any()
     assert mla_golden.diff(call, mla_golden.replay(call, reference.get_mla_metadata_v1)).equal
 
 
-def test_a_change_in_error_status_is_flagged():
+def test_a_change_in_error_status_is_flagged() -> None:
     good = _plan(i32([0, 1]), i32([0, 5]), i32([1]))
     bad = _plan(i32([0, 1]), i32([0, 5]), i32([1]), page_size=0)  # aiter would divide by it: a precondition
     result = mla_golden.diff(good, bad)

@@ -11,7 +11,7 @@ import mla_golden.errors as errors
 from mla_golden.reference import AiterCheckError, BufferTooSmallError, UndefinedResultError
 
 
-def test_every_error_class_derives_from_the_base_and_is_exported():
+def test_every_error_class_derives_from_the_base_and_is_exported() -> None:
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
     assert len(classes) == 23  # Interrupted and AiterSourceError are the newest
     for cls in classes:
@@ -19,7 +19,7 @@ def test_every_error_class_derives_from_the_base_and_is_exported():
         assert getattr(mla_golden, cls.__name__) is cls
 
 
-def test_old_import_places_give_the_same_classes():
+def test_old_import_places_give_the_same_classes() -> None:
     from mla_golden.backends import BackendError
     from mla_golden.call import CallNotFound
     from mla_golden.matrix import MatrixError
@@ -33,7 +33,7 @@ def test_old_import_places_give_the_same_classes():
     assert BufferTooSmallError is errors.BufferTooSmallError and UndefinedResultError is errors.UndefinedResultError
 
 
-def test_builtin_bases_are_kept_for_callers_that_catch_them():
+def test_builtin_bases_are_kept_for_callers_that_catch_them() -> None:
     assert issubclass(errors.AiterCheckError, RuntimeError)
     assert issubclass(errors.BufferTooSmallError, ValueError)
     assert issubclass(errors.UnknownVersionError, ValueError)
@@ -44,7 +44,7 @@ def test_builtin_bases_are_kept_for_callers_that_catch_them():
     assert issubclass(errors.GoldenMismatch, AssertionError) and issubclass(errors.InvariantsViolated, AssertionError)
 
 
-def test_library_failures_are_caught_by_the_base():
+def test_library_failures_are_caught_by_the_base() -> None:
     from mla_golden.backends import resolve
     from mla_golden.matrix import parse
 
@@ -65,7 +65,7 @@ def _sample_arguments(cls: type[BaseException]) -> list[object]:
     return [samples.get(p.name, f"the {p.name}") for p in parameters]
 
 
-def test_every_error_class_survives_pickling_as_a_process_pool_sends_it():
+def test_every_error_class_survives_pickling_as_a_process_pool_sends_it() -> None:
     """A worker's exception reaches the parent through pickle; one that does not hangs or breaks the pool."""
     import pickle
 

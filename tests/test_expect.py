@@ -11,6 +11,9 @@ import importlib
 import sys
 import textwrap
 import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,21 +25,21 @@ DECODES = ([3000] * 8, [1] * 8)  # eight long decodes: enough for the dtype-less
 
 
 @pytest.fixture
-def vllm_builder(monkeypatch):
+def vllm_builder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     with reference.as_aiter(), reference.device("gfx942"):
         monkeypatch.delitem(sys.modules, "vllm_builder", raising=False)
         yield importlib.import_module("vllm_builder")
 
 
 @pytest.fixture
-def goldens(vllm_builder, tmp_path):
+def goldens(vllm_builder: Any, tmp_path: Path) -> Path:
     with mla_golden.expect("aiter", tmp_path, name="step", update=True) as spy:
         vllm_builder.MlaMetadataBuilder(num_heads=64).build(*DECODES)
     assert len(spy.calls) == 1 and spy.calls.one().error is None
     return tmp_path
 
 
-def test_a_raising_planner_is_re_raised_with_the_golden_diff_naming_the_dtypes_as_its_cause(vllm_builder, goldens):
+def test_a_raising_planner_is_re_raised_with_the_golden_diff_naming_the_dtypes_as_its_cause(vllm_builder: Any, goldens: Path) -> None:
     builder = vllm_builder.MlaMetadataBuilder(num_heads=64, pass_dtypes=False)
     with pytest.raises(BufferTooSmallError) as info:
         with mla_golden.expect("aiter", goldens, name="step"):
@@ -53,15 +56,15 @@ def test_a_raising_planner_is_re_raised_with_the_golden_diff_naming_the_dtypes_a
     assert shown.index("dtype_kv_nope") < shown.index("The above exception was the direct cause") < shown.index("BufferTooSmallError: output buffer")
 
 
-def test_a_mismatch_without_an_exception_raises_the_report(vllm_builder, goldens):
+def test_a_mismatch_without_an_exception_raises_the_report(vllm_builder: Any, goldens: Path) -> None:
     with pytest.raises(mla_golden.GoldenMismatch) as info:
         with mla_golden.expect("aiter", goldens, name="step"):
             vllm_builder.MlaMetadataBuilder(num_heads=64, pass_dtypes=False).build([3000] * 4, [1] * 4)
     assert "params changed" in str(info.value) and "work_info_set" in str(info.value)  # the fields are reported too
 
 
-def test_an_error_the_golden_recorded_too_passes_through_unchanged(vllm_builder, tmp_path):
-    def bad_build():
+def test_an_error_the_golden_recorded_too_passes_through_unchanged(vllm_builder: Any, tmp_path: Path) -> None:
+    def bad_build() -> None:
         vllm_builder.MlaMetadataBuilder(num_heads=64, pass_dtypes=False).build(*DECODES)
 
     with pytest.raises(BufferTooSmallError):
@@ -73,7 +76,7 @@ def test_an_error_the_golden_recorded_too_passes_through_unchanged(vllm_builder,
     assert info.value.__cause__ is None
 
 
-def test_a_block_that_raised_before_its_planner_call_names_the_golden_left_unchecked(vllm_builder, goldens):
+def test_a_block_that_raised_before_its_planner_call_names_the_golden_left_unchecked(vllm_builder: Any, goldens: Path) -> None:
     class BuilderBug(Exception):
         pass
 
@@ -83,7 +86,7 @@ def test_a_block_that_raised_before_its_planner_call_names_the_golden_left_unche
     assert "expects call 0 of the block, which made only 0 call(s)" in str(info.value.__cause__)
 
 
-def test_an_existing_cause_stays_in_the_chain(vllm_builder, goldens):
+def test_an_existing_cause_stays_in_the_chain(vllm_builder: Any, goldens: Path) -> None:
     builder = vllm_builder.MlaMetadataBuilder(num_heads=64, pass_dtypes=False)
     with pytest.raises(RuntimeError) as info:
         with mla_golden.expect("aiter", goldens, name="step"):
@@ -95,7 +98,7 @@ def test_an_existing_cause_stays_in_the_chain(vllm_builder, goldens):
     assert isinstance(report, mla_golden.GoldenMismatch) and isinstance(report.__cause__, BufferTooSmallError)
 
 
-def test_a_corrupt_golden_does_not_stop_the_next_call_from_being_compared(vllm_builder, tmp_path):
+def test_a_corrupt_golden_does_not_stop_the_next_call_from_being_compared(vllm_builder: Any, tmp_path: Path) -> None:
     with mla_golden.expect("aiter", tmp_path, name="step", update=True):
         vllm_builder.MlaMetadataBuilder(num_heads=16).build([700, 1900, 300], [1, 1, 300])
     (tmp_path / "step.safetensors").write_bytes(b"not a golden")
@@ -107,7 +110,7 @@ def test_a_corrupt_golden_does_not_stop_the_next_call_from_being_compared(vllm_b
     assert "call 1 of the block: DIVERGED get_ps_metadata_v1" in text
 
 
-def test_without_a_name_a_missing_golden_points_at_the_one_with_the_same_inputs(vllm_builder, tmp_path):
+def test_without_a_name_a_missing_golden_points_at_the_one_with_the_same_inputs(vllm_builder: Any, tmp_path: Path) -> None:
     with mla_golden.expect("aiter", tmp_path, update=True):
         vllm_builder.MlaMetadataBuilder(num_heads=64).build(*DECODES)
     with pytest.raises(BufferTooSmallError) as info:
@@ -117,7 +120,7 @@ def test_without_a_name_a_missing_golden_points_at_the_one_with_the_same_inputs(
     assert "no golden for key" in text and "dtype_kv_nope: 'torch.float8_e4m3fnuz' -> None" in text
 
 
-def test_the_fixture_form_reports_the_dtypes_for_a_raising_planner(pytester, monkeypatch):
+def test_the_fixture_form_reports_the_dtypes_for_a_raising_planner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.syspathinsert(str(__import__("pathlib").Path(__file__).parent))
     pytester.makepyfile(
         test_vllm=textwrap.dedent(

@@ -6,6 +6,8 @@ import multiprocessing
 import os
 import random
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 import standins
@@ -25,14 +27,14 @@ def _toy_call(seed: int = 0) -> mla_golden.Call:
     return spy.calls.one()
 
 
-def _writer(root: str, worker: int, barrier, results) -> None:
+def _writer(root: str, worker: int, barrier: Any, results: Any) -> None:
     store = GoldenStore(root)
     shared, own = Golden("shared/one", _toy_call(0)), Golden(f"own/{worker}", _toy_call(worker + 1))
     barrier.wait()
     results.put([store.write(shared).value, store.write(own).value])
 
 
-def test_eight_processes_writing_same_and_different_keys(tmp_path):
+def test_eight_processes_writing_same_and_different_keys(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     barrier, results = ctx.Barrier(8), ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(str(tmp_path), i, barrier, results)) for i in range(8)]
@@ -50,7 +52,7 @@ def test_eight_processes_writing_same_and_different_keys(tmp_path):
     assert mla_golden.diff(_toy_call(0), store.read("shared/one").call).equal
 
 
-def _rewrite_forever(root: str, source: str, start: int, ready) -> None:
+def _rewrite_forever(root: str, source: str, start: int, ready: Any) -> None:
     """Rewrite goldens in a loop: the test kills this process somewhere in the middle."""
     golden = mla_golden.load(source)
     store = GoldenStore(root)
@@ -62,7 +64,7 @@ def _rewrite_forever(root: str, source: str, start: int, ready) -> None:
         i += 1
 
 
-def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path):
+def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path: Path) -> None:
     source = tmp_path / "source.safetensors"
     source.write_bytes(to_bytes(Golden("k/0", _toy_call(3))))
     root = tmp_path / "tree"
@@ -84,7 +86,7 @@ def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path):
     assert 1 <= len(list(GoldenStore(root).paths())) <= 16
 
 
-def test_a_dead_local_writers_temp_file_is_stale_at_once(tmp_path):
+def test_a_dead_local_writers_temp_file_is_stale_at_once(tmp_path: Path) -> None:
     from mla_golden.files import HOST as _HOST
 
     store = GoldenStore(tmp_path)
@@ -105,7 +107,7 @@ def test_a_dead_local_writers_temp_file_is_stale_at_once(tmp_path):
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])
-def test_goldens_and_reports_get_the_users_umask_not_0600(tmp_path, umask):
+def test_goldens_and_reports_get_the_users_umask_not_0600(tmp_path: Path, umask: int) -> None:
     from mla_golden.files import atomic_write
 
     store = GoldenStore(tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ V1_FILES = sorted((Path(__file__).parent / "data" / "v1").glob("*.safetensors"))
 
 
 @pytest.mark.parametrize("path", V1_FILES, ids=lambda p: p.name)
-def test_v1_files_load_with_a_note(path):
+def test_v1_files_load_with_a_note(path: Any) -> None:
     assert b'"format":"mla-golden/1"' in path.read_bytes()[:20000]  # really the old format
     golden = load(path)
     assert golden.format == FORMAT_V1 and golden.notes == [V1_NOTE]
@@ -27,7 +28,7 @@ def test_v1_files_load_with_a_note(path):
 
 
 @pytest.mark.parametrize("path", V1_FILES, ids=lambda p: p.name)
-def test_update_rewrites_v1_as_v2_with_the_same_content_and_provenance(tmp_path, path):
+def test_update_rewrites_v1_as_v2_with_the_same_content_and_provenance(tmp_path: Path, path: Any) -> None:
     old = load(path)
     target = tmp_path / path.name
     shutil.copy(path, target)
@@ -45,7 +46,7 @@ def test_update_rewrites_v1_as_v2_with_the_same_content_and_provenance(tmp_path,
     assert target.stat().st_size < path.stat().st_size
 
 
-def test_v2_stores_only_written_values(tmp_path):
+def test_v2_stores_only_written_values(tmp_path: Path) -> None:
     """A buffer 100x bigger than what was written costs (almost) nothing more."""
     old = load(V1_FILES[0]).call
     big = {n: {**spec, "shape": [spec["shape"][0] * 100, *spec["shape"][1:]]} if n == "work_info_set" else spec
@@ -66,7 +67,7 @@ def test_v2_stores_only_written_values(tmp_path):
     assert torch.equal(back.outputs["work_info_set"], grown) and torch.equal(back.written["work_info_set"], mask)
 
 
-def test_unwritten_zero_and_written_zero_stay_apart(tmp_path):
+def test_unwritten_zero_and_written_zero_stay_apart(tmp_path: Path) -> None:
     """A written 0 and an unwritten element both read 0; the written mask tells them apart after a roundtrip."""
     old = load(V1_FILES[0]).call
     outputs, written = dict(old.outputs), dict(old.written)
@@ -83,7 +84,7 @@ def test_unwritten_zero_and_written_zero_stay_apart(tmp_path):
     assert torch.equal(back.written["reduce_partial_map"], mask)
 
 
-def test_shipped_goldens_are_v2_and_in_their_place():
+def test_shipped_goldens_are_v2_and_in_their_place() -> None:
     store = GoldenStore(Path(__file__).parent.parent / "goldens")
     paths = list(store.paths())
     assert len(paths) >= 100
@@ -91,7 +92,7 @@ def test_shipped_goldens_are_v2_and_in_their_place():
         assert load_placed(path).format == FORMAT, path
 
 
-def test_the_cli_names_a_v1_files_missing_digest():
+def test_the_cli_names_a_v1_files_missing_digest() -> None:
     ran = CliRunner().invoke(app, ["check", str(V1_FILES[0]), "--format", "json"])
     result = json.loads(ran.stdout)["results"][0]
     assert ran.exit_code == 0 and result["status"] == "passed" and result["notes"] == [V1_NOTE]
@@ -99,7 +100,7 @@ def test_the_cli_names_a_v1_files_missing_digest():
     assert shown.exit_code == 0 and "no content digest" in shown.output
 
 
-def test_record_update_rewrites_a_shipped_v1_golden_as_v2(tmp_path):
+def test_record_update_rewrites_a_shipped_v1_golden_as_v2(tmp_path: Path) -> None:
     """`mla-golden record --update` over a tree holding a v1 golden of a matrix case leaves it v2, same content."""
     source = next(p for p in V1_FILES if p.name.startswith("h16-b4"))
     old = load(source)

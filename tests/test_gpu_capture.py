@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import standins
 import torch
@@ -27,7 +29,7 @@ def _plan(device: str) -> tuple[mla_golden.Call, dict[str, torch.Tensor]]:
     return spy.calls.one(), bufs
 
 
-def test_capture_on_gpu_matches_cpu_and_checks_device_pointers():
+def test_capture_on_gpu_matches_cpu_and_checks_device_pointers() -> None:
     gpu, bufs = _plan("cuda")
     cpu, _ = _plan("cpu")
     assert all(t.device.type == "cpu" for t in [*gpu.inputs.values(), *gpu.outputs.values(), *gpu.written.values()])
@@ -42,7 +44,7 @@ def test_capture_on_gpu_matches_cpu_and_checks_device_pointers():
     assert torch.equal(gpu.outputs["work_info_set"][:5], bufs["work_info_set"][:5].cpu())
 
 
-def test_replay_onto_the_gpu(tmp_path):
+def test_replay_onto_the_gpu(tmp_path: Path) -> None:
     cpu, _ = _plan("cpu")
     replayed = mla_golden.replay(cpu, standins.mla_e4048607, on="cuda")
     assert replayed.facts["ptrs_ok"] is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from html.parser import HTMLParser
+from typing import Any
 
 import torch
 
@@ -21,7 +22,7 @@ class _Rects(HTMLParser):
         self.works: dict[tuple[str, int], str] = {}
         self.external: list[str] = []
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag: Any, attrs: Any) -> None:
         a = dict(attrs)
         if tag == "rect" and "data-work" in a:
             self.works[(a["data-side"], int(a["data-work"]))] = a["class"]
@@ -30,7 +31,7 @@ class _Rects(HTMLParser):
                 self.external.append(a[key])
 
 
-def _decode_call(heads=16, kv=(0, 700, 1900, 2000, 9000)):
+def _decode_call(heads: Any = 16, kv: Any = (0, 700, 1900, 2000, 9000)) -> Any:
     fp8 = torch.float8_e4m3fn
     batch = len(kv) - 1
     with reference.device("gfx950", 256):
@@ -45,7 +46,7 @@ def _decode_call(heads=16, kv=(0, 700, 1900, 2000, 9000)):
     return spy.calls.one()
 
 
-def _truth(expected, actual) -> set[int]:
+def _truth(expected: Any, actual: Any) -> set[int]:
     """work_info_set rows that differ in value or written state, row by row (the slow obvious way)."""
     rows = set()
     we, wa = expected.written["work_info_set"], actual.written["work_info_set"]
@@ -55,7 +56,7 @@ def _truth(expected, actual) -> set[int]:
     return rows
 
 
-def test_every_divergent_work_is_drawn_and_marked():
+def test_every_divergent_work_is_drawn_and_marked() -> None:
     expected = _decode_call()
     actual = _decode_call(kv=(0, 700, 1900, 2100, 9000))  # batch 2 grew: later splits move
     page = render_diff_page([Entry("decode", "diverged", "", mla_golden.diff(expected, actual), expected, actual)])
@@ -73,7 +74,7 @@ def test_every_divergent_work_is_drawn_and_marked():
     assert len({row for side, row in parser.works if side == "expected"}) == int(expected.written["work_info_set"].all(1).sum())
 
 
-def test_marks_say_what_changed_in_each_work():
+def test_marks_say_what_changed_in_each_work() -> None:
     expected = _decode_call()
     actual = copy.deepcopy(expected)
     actual.outputs["work_info_set"][2, 5] += 7  # kv_end
@@ -88,7 +89,7 @@ def test_marks_say_what_changed_in_each_work():
     assert diff_marks(expected, copy.deepcopy(expected)) == {}
 
 
-def test_a_work_info_set_of_another_shape_marks_nothing_and_still_renders():
+def test_a_work_info_set_of_another_shape_marks_nothing_and_still_renders() -> None:
     expected = _decode_call()
     actual = copy.deepcopy(expected)
     actual.outputs["work_info_set"] = actual.outputs["work_info_set"].reshape(-1)
@@ -98,13 +99,13 @@ def test_a_work_info_set_of_another_shape_marks_nothing_and_still_renders():
     assert "work_info_set" in page and "shape" in page
 
 
-def test_focus_takes_the_first_marked_parts_with_neighbours_inside_the_schedule():
+def test_focus_takes_the_first_marked_parts_with_neighbours_inside_the_schedule() -> None:
     assert focus([100, 0, 255], 256, context=2, limit=6) == ([0, 1, 2, 98, 99, 100, 101, 102, 253, 254, 255], 0)
     assert focus(range(0, 100, 10), 256, context=1, limit=3) == ([0, 1, 9, 10, 11, 19, 20, 21], 7)
     assert focus([-1, 300], 256) == ([], 0)
 
 
-def test_equal_calls_are_a_count_and_problems_are_listed():
+def test_equal_calls_are_a_count_and_problems_are_listed() -> None:
     page = render_diff_page([Entry("same", "equal"), Entry("broken", "bad", "x.safetensors: truncated")])
     parser = _Rects()
     parser.feed(page)
@@ -112,7 +113,7 @@ def test_equal_calls_are_a_count_and_problems_are_listed():
     assert "x.safetensors: truncated" in page and "1 equal call(s)" in page and "1 not usable" in page
 
 
-def test_a_corrupt_work_indptr_cannot_make_more_works_than_rows():
+def test_a_corrupt_work_indptr_cannot_make_more_works_than_rows() -> None:
     call = _decode_call()
     rows = call.outputs["work_info_set"].shape[0]
     indptr = call.outputs["work_indptr"]
@@ -126,7 +127,7 @@ def test_a_corrupt_work_indptr_cannot_make_more_works_than_rows():
     assert len(parser.works) <= rows
 
 
-def test_show_page_marks_the_chosen_work_only():
+def test_show_page_marks_the_chosen_work_only() -> None:
     call = _decode_call()
     work = works_by_cu(call)[5][0].index
     parser = _Rects()
@@ -134,7 +135,7 @@ def test_show_page_marks_the_chosen_work_only():
     assert {row for (_, row), cls in parser.works.items() if "marked" in cls} == {work}
 
 
-def test_check_page_marks_the_works_a_violation_names_and_groups_by_invariant():
+def test_check_page_marks_the_works_a_violation_names_and_groups_by_invariant() -> None:
     call = _decode_call()
     work = works_by_cu(call)[3][0].index
     violation = Violation("coverage", f"work {work} (CU part 3)", "kv range overlaps work 0", works=(work,))
@@ -154,7 +155,7 @@ def test_check_page_marks_the_works_a_violation_names_and_groups_by_invariant():
     assert "1 passed call(s)" in page and "coverage: kv range overlaps work 0" in page
 
 
-def test_divergent_calls_not_drawn_still_count_under_their_cause():
+def test_divergent_calls_not_drawn_still_count_under_their_cause() -> None:
     call = _decode_call()
     actual = copy.deepcopy(call)
     actual.outputs["work_info_set"][1, 5] += 1

@@ -12,8 +12,9 @@ import os
 import re
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from browser import ARTIFACTS, Browser, find_browser
@@ -44,7 +45,7 @@ def _require_browser() -> str:
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser() -> Iterator[Browser]:
     with Browser(_require_browser()) as b:
         yield b
 
@@ -57,30 +58,30 @@ def _copy_tree(dest: Path, keys: list[str]) -> Path:
     return dest
 
 
-def _rewrite(root: Path, key: str, change) -> None:
+def _rewrite(root: Path, key: str, change: Any) -> None:
     store = GoldenStore(root)
     golden = store.read(key)
     change(golden.call)
     assert store.write(Golden(key, golden.call), update=True).value == "updated"
 
 
-def _box(b: Browser, selector: str) -> dict:
+def _box(b: Browser, selector: str) -> dict[str, Any]:
     """The bounding box of the first element matching ``selector`` (page coordinates, at scroll 0)."""
     box = b.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
                      "return e && JSON.parse(JSON.stringify(e.getBoundingClientRect())); })()")  # fmt: skip
     assert box is not None, f"nothing matches {selector}"
-    return box
+    return cast(dict[str, Any], box)
 
 
-def _boxes(b: Browser, selector: str) -> list[dict]:
-    return b.evaluate(f"Array.from(document.querySelectorAll({json.dumps(selector)})).map(e => "
+def _boxes(b: Browser, selector: str) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], b.evaluate(f"Array.from(document.querySelectorAll({json.dumps(selector)})).map(e => "
                       "Object.assign(JSON.parse(JSON.stringify(e.getBoundingClientRect())), "
-                      "{work: e.getAttribute('data-work'), cu: e.getAttribute('data-cu'), text: e.textContent}))")  # fmt: skip
+                      "{work: e.getAttribute('data-work'), cu: e.getAttribute('data-cu'), text: e.textContent}))"))  # fmt: skip
 
 
-def _visible(box: dict) -> bool:
-    return box["width"] > 0 and box["height"] > 0 and box["left"] >= 0 and box["top"] >= 0 and \
-        box["right"] <= SCREEN[0] and box["bottom"] <= SCREEN[1]  # fmt: skip
+def _visible(box: dict[str, Any]) -> bool:
+    return bool(box["width"] > 0 and box["height"] > 0 and box["left"] >= 0 and box["top"] >= 0 and \
+        box["right"] <= SCREEN[0] and box["bottom"] <= SCREEN[1])  # fmt: skip
 
 
 def _open(b: Browser, page: Path, shot: str) -> None:
@@ -90,7 +91,7 @@ def _open(b: Browser, page: Path, shot: str) -> None:
 
 
 @pytest.fixture
-def flipped(tmp_path) -> tuple[Path, Path, int, int]:
+def flipped(tmp_path: Path) -> tuple[Path, Path, int, int]:
     """Trees A (expected) and B (actual): one kv_end in CU part 127 of a 256-CU golden made longer; returns (A, B, work, cu)."""
     expected = _copy_tree(tmp_path / "A", [KEY, *OTHERS])
     actual = _copy_tree(tmp_path / "B", [KEY, *OTHERS])
@@ -99,14 +100,14 @@ def flipped(tmp_path) -> tuple[Path, Path, int, int]:
     assert len(per_cu) == 256
     work = per_cu[127][0].index
 
-    def longer(c) -> None:
+    def longer(c: Any) -> None:
         c.outputs["work_info_set"][work, KV_END] += 400
 
     _rewrite(actual, KEY, longer)
     return expected, actual, work, 127
 
 
-def test_one_element_change_is_answered_in_the_first_screen(browser, flipped, tmp_path):
+def test_one_element_change_is_answered_in_the_first_screen(browser: Browser, flipped: tuple[Path, Path, int, int], tmp_path: Path) -> None:
     expected, actual, work, cu = flipped
     page = tmp_path / "report.html"
     assert run("diff", actual, "--against", expected, "--html", page).code == 1
@@ -140,18 +141,18 @@ def test_one_element_change_is_answered_in_the_first_screen(browser, flipped, tm
     assert _box(browser, "details.full")["top"] > left["bottom"]
 
 
-def test_tree_diff_opens_with_divergences_grouped_by_cause(browser, flipped, tmp_path):
+def test_tree_diff_opens_with_divergences_grouped_by_cause(browser: Browser, flipped: tuple[Path, Path, int, int], tmp_path: Path) -> None:
     expected, actual, work, _ = flipped
     h32, h64, bf16, _ = OTHERS
 
-    def params(c) -> None:
+    def params(c: Any) -> None:
         c.params["num_heads_per_head_k"] = 99
 
-    def unwritten(c) -> None:  # geometry: a work no longer written
+    def unwritten(c: Any) -> None:  # geometry: a work no longer written
         c.written["work_info_set"][3] = False
         c.outputs["work_info_set"][3] = 0
 
-    def other_planner(c) -> None:  # same params, another planner, other values
+    def other_planner(c: Any) -> None:  # same params, another planner, other values
         c.provenance["backend"] = "aiter"
         c.outputs["work_info_set"][0, KV_END] += 1
 
@@ -183,7 +184,7 @@ def test_tree_diff_opens_with_divergences_grouped_by_cause(browser, flipped, tmp
     assert _visible(summary) and summary["bottom"] <= _box(browser, "section.call")["top"]
 
 
-def test_show_page_draws_every_cu_part_with_its_index_and_a_title_on_every_work(browser, tmp_path):
+def test_show_page_draws_every_cu_part_with_its_index_and_a_title_on_every_work(browser: Browser, tmp_path: Path) -> None:
     tree = _copy_tree(tmp_path / "A", [KEY])
     call = GoldenStore(tree).read(KEY).call
     work = works_by_cu(call)[200][0].index
@@ -206,7 +207,7 @@ def test_show_page_draws_every_cu_part_with_its_index_and_a_title_on_every_work(
     assert all(b - a >= h * 0.9 for a, b, h in zip(tops, tops[1:], heights))
 
 
-def test_check_page_shows_the_work_that_breaks_an_invariant_on_the_first_screen(browser, flipped, tmp_path):
+def test_check_page_shows_the_work_that_breaks_an_invariant_on_the_first_screen(browser: Browser, flipped: tuple[Path, Path, int, int], tmp_path: Path) -> None:
     _, actual, work, cu = flipped  # the longer kv range runs past its batch's end
     page = tmp_path / "check.html"
     assert run("check", actual, "--html", page).code == 1
@@ -226,7 +227,7 @@ def test_check_page_shows_the_work_that_breaks_an_invariant_on_the_first_screen(
 
 
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
-def test_without_a_browser_the_tests_say_so(monkeypatch, ci, outcome):
+def test_without_a_browser_the_tests_say_so(monkeypatch: pytest.MonkeyPatch, ci: str, outcome: Any) -> None:
     """No browser: a failure under CI=true, a skip naming the reason elsewhere; never a silent pass."""
     monkeypatch.setenv("MLA_GOLDEN_BROWSER", "/nonexistent/chromium")
     monkeypatch.setenv("CI", ci)
@@ -234,7 +235,7 @@ def test_without_a_browser_the_tests_say_so(monkeypatch, ci, outcome):
         _require_browser()
 
 
-def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(browser, tmp_path):
+def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(browser: Browser, tmp_path: Path) -> None:
     import sys
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -264,7 +265,7 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
     assert len(rows) == 2 and min(rows) <= 8, rows
 
 
-def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_screen(browser, tmp_path):
+def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_screen(browser: Browser, tmp_path: Path) -> None:
     # 120 goldens replayed on the oldest port: 45 divergent calls, most of them drawn.
     page = tmp_path / "preview.html"
     assert run("diff", ROOT / "goldens", "--backend", "reference@33d168a0", "--html", page, "-q").code == 1
@@ -290,7 +291,7 @@ def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_scree
     assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0]
 
 
-def test_the_drawing_cap_is_spent_on_behaviour_changes_before_resize_only_calls():
+def test_the_drawing_cap_is_spent_on_behaviour_changes_before_resize_only_calls() -> None:
     from types import SimpleNamespace
 
     from mla_golden.cli.diff import drawn

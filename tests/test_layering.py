@@ -21,7 +21,7 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-def test_the_sweeper_does_not_import_the_matrix():
+def test_the_sweeper_does_not_import_the_matrix() -> None:
     offenders = [
         str(path.relative_to(PACKAGE.parent))
         for path in sorted((PACKAGE / "sweeper").rglob("*.py"))
@@ -30,12 +30,12 @@ def test_the_sweeper_does_not_import_the_matrix():
     assert not offenders, f"the sweeper imports the case matrix: {offenders}"
 
 
-def test_matrix_and_sweep_space_share_the_case_module():
+def test_matrix_and_sweep_space_share_the_case_module() -> None:
     for module in ("matrix.py", "sweeper/space.py", "sweeper/evaluate.py"):
         assert "mla_golden.cases" in _imports(PACKAGE / module), f"{module} does not use mla_golden.cases"
 
 
-def test_the_library_never_imports_the_cli():
+def test_the_library_never_imports_the_cli() -> None:
     offenders = [
         str(path.relative_to(PACKAGE.parent))
         for path in sorted(PACKAGE.rglob("*.py"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +37,7 @@ seq_lens = [[300, 7]]
 """
 
 
-def test_shipped_matrix_covers_the_real_deployments():
+def test_shipped_matrix_covers_the_real_deployments() -> None:
     cases = load()
     decode = [c for c in cases if c.op == "get_mla_metadata_v1"]
     prefill = [c for c in cases if c.op == "get_ps_metadata_v1"]
@@ -56,7 +58,7 @@ def test_shipped_matrix_covers_the_real_deployments():
     assert len({c.name for c in cases}) == len(cases)
 
 
-def test_max_split_per_batch_is_what_vllm_computes():
+def test_max_split_per_batch_is_what_vllm_computes() -> None:
     assert vllm_max_split_per_batch(128, 1, 304) == 32  # capped at vLLM's 32 kv splits
     assert vllm_max_split_per_batch(128, 64, 304) == 5  # ceil(304 / 64)
     assert vllm_max_split_per_batch(128, 512, 256) == 1
@@ -64,7 +66,7 @@ def test_max_split_per_batch_is_what_vllm_computes():
     assert vllm_max_split_per_batch(8, 8, 304) == -1
 
 
-def test_cases_expand_every_combination_and_run_like_vllm():
+def test_cases_expand_every_combination_and_run_like_vllm() -> None:
     cases = parse(GOOD, "good.toml")
     assert len(cases) == 2 * 2 * 2 + 1
     case = next(c for c in cases if c.name == "decode/tiny/gfx942-cu304/h8-fp8-q2-b3-jitter300-p1")
@@ -84,7 +86,7 @@ def test_cases_expand_every_combination_and_run_like_vllm():
     assert prefill.inputs["seqlens_qo_indptr"].tolist() == prefill.inputs["pages_kv_indptr"].tolist() == [0, 300, 307]
 
 
-def test_devices_option_replans_every_case():
+def test_devices_option_replans_every_case() -> None:
     cases = parse(GOOD, "good.toml", devices=["gfx950:256", "gfx942:80"])
     assert {(c.arch, c.cu_num) for c in cases} == {("gfx950", 256), ("gfx942", 80)}
     with pytest.raises(MatrixError, match="ARCH:CU"):
@@ -107,7 +109,7 @@ def test_devices_option_replans_every_case():
         (("format = \"mla-golden-matrix/1\"", "format = \"mla-golden-matrix/9\""), 1, "format"),
     ],
 )
-def test_bad_matrix_errors_name_file_line_and_key(edit, line, key):
+def test_bad_matrix_errors_name_file_line_and_key(edit: Any, line: int, key: str) -> None:
     old, new = edit
     assert old in GOOD
     with pytest.raises(MatrixError) as err:
@@ -117,18 +119,18 @@ def test_bad_matrix_errors_name_file_line_and_key(edit, line, key):
     assert f"key {key!r}" in message, message
 
 
-def test_missing_key_names_the_table_and_key():
+def test_missing_key_names_the_table_and_key() -> None:
     text = GOOD.replace('batch = 3\n', '')
     with pytest.raises(MatrixError, match=r"bad.toml:4: \[\[decode\]\] #1 \('tiny'\): key 'batch': missing"):
         parse(text, "bad.toml")
 
 
-def test_toml_syntax_error_names_the_line():
+def test_toml_syntax_error_names_the_line() -> None:
     with pytest.raises(MatrixError, match=r"bad.toml: not valid TOML: .*line 3"):
         parse("format = 'mla-golden-matrix/1'\n\n[[decode]\nname = 'x'\n", "bad.toml")
 
 
-def test_duplicate_case_names_are_refused():
+def test_duplicate_case_names_are_refused() -> None:
     text = GOOD + textwrap.dedent(
         """
         [[prefill]]
@@ -141,6 +143,6 @@ def test_duplicate_case_names_are_refused():
         parse(text, "dup.toml")
 
 
-def test_unreadable_matrix_file(tmp_path):
+def test_unreadable_matrix_file(tmp_path: Path) -> None:
     with pytest.raises(MatrixError, match="cannot read"):
         load(tmp_path / "missing.toml")

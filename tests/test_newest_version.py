@@ -12,6 +12,7 @@ import dataclasses
 import importlib
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -48,7 +49,7 @@ def fake_newest(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     reload()
 
 
-def _incident(planner) -> tuple[mla_golden.Call, list[torch.Tensor]]:
+def _incident(planner: Any) -> tuple[mla_golden.Call, list[torch.Tensor]]:
     """gfx950, fp8 q and kv, 32 heads, single-token decode: v0.1.16.post2's dispatch folds it to 16 x 2."""
     with planner.device("gfx950", cu_num=256):
         shapes = planner.get_mla_metadata_info_v1(BATCH, 1, 32, FP8, FP8, False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from conformance import ps_outputs
@@ -13,7 +15,7 @@ from mla_golden.reference import PreconditionError
 I32 = torch.int32
 
 
-def _mla(qo=(0, 1, 2, 3), kv=(0, 50, 200, 210), last=(1, 1, 1), heads=16, heads_k=1, arch="gfx942", buffers=None, **kw):
+def _mla(qo: Any = (0, 1, 2, 3), kv: Any = (0, 50, 200, 210), last: Any = (1, 1, 1), heads: Any = 16, heads_k: Any = 1, arch: Any = "gfx942", buffers: Any = None, **kw: Any) -> None:
     with ref.device(arch if arch in ("gfx942", "gfx950") else "gfx942", 304):
         info = ref.get_mla_metadata_info_v1(3, 1, 16, torch.bfloat16, torch.bfloat16, False)
     bufs = buffers or [torch.empty(s, dtype=d) for s, d in info]
@@ -23,7 +25,7 @@ def _mla(qo=(0, 1, 2, 3), kv=(0, 50, 200, 210), last=(1, 1, 1), heads=16, heads_
                                 uni_seqlen_qo=1, max_seqlen_qo=1, **kw)  # fmt: skip
 
 
-def _ps(qo=(0, 600, 607, 907), ctx=(600, 7, 300), gqa=1, heads_k=16, arch="gfx950"):
+def _ps(qo: Any = (0, 600, 607, 907), ctx: Any = (600, 7, 300), gqa: Any = 1, heads_k: Any = 16, arch: Any = "gfx950") -> None:
     with ref.device("gfx950", 256):
         bufs = [torch.empty(s, dtype=d) for s, d in ref.get_ps_metadata_info_v1(3, 16, 600)]
     qo_t = torch.tensor(qo, dtype=I32)
@@ -47,14 +49,14 @@ MLA_CASES = [
 
 
 @pytest.mark.parametrize("kwargs, argument, match", MLA_CASES, ids=[f"{a}-{m[:12]}" for _, a, m in MLA_CASES])
-def test_decode_preconditions_name_the_argument(kwargs, argument, match):
+def test_decode_preconditions_name_the_argument(kwargs: Any, argument: Any, match: Any) -> None:
     with pytest.raises(PreconditionError, match=match) as info:
         _mla(**kwargs)
     assert info.value.argument == argument and str(info.value).startswith(f"{argument}: ")
 
 
 @pytest.mark.parametrize("dtype, device", [(torch.float32, "cpu"), (torch.int64, "cpu"), (torch.int32, "meta")])
-def test_decode_output_buffers_of_the_wrong_dtype_or_device(dtype, device):
+def test_decode_output_buffers_of_the_wrong_dtype_or_device(dtype: torch.dtype, device: str) -> None:
     with ref.device("gfx942", 304):
         info = ref.get_mla_metadata_info_v1(3, 1, 16, torch.bfloat16, torch.bfloat16, False)
     bufs = [torch.empty(s, dtype=d if d == torch.uint64 else dtype, device=device) for s, d in info]
@@ -68,13 +70,13 @@ def test_decode_output_buffers_of_the_wrong_dtype_or_device(dtype, device):
      (dict(qo=(0, -600, 607, 907)), "seqlens_qo_indptr"), (dict(qo=(0, 600, 500, 907)), "seqlens_qo_indptr"),
      (dict(ctx=(600, -7, 300)), "context_lens"), (dict(arch="gfx000"), "arch")],
 )  # fmt: skip
-def test_prefill_preconditions_name_the_argument(kwargs, argument):
+def test_prefill_preconditions_name_the_argument(kwargs: Any, argument: str) -> None:
     with pytest.raises(PreconditionError) as info:
         _ps(**kwargs)
     assert info.value.argument == argument
 
 
-def test_aiters_own_checks_keep_their_verdict():
+def test_aiters_own_checks_keep_their_verdict() -> None:
     """What aiter checks itself (element type, contiguity) still fails with aiter's message."""
     with ref.device("gfx942", 304):
         info = ref.get_mla_metadata_info_v1(3, 1, 16, torch.bfloat16, torch.bfloat16, False)
@@ -84,7 +86,7 @@ def test_aiters_own_checks_keep_their_verdict():
                                     torch.ones(3, dtype=I32), 16, 1, True, b[0], b[2], b[1], b[3], b[4], b[5])  # fmt: skip
 
 
-def test_check_flags_the_same_in_a_golden():
+def test_check_flags_the_same_in_a_golden() -> None:
     with ref.device("gfx942", 304), mla_golden.spy(ref) as spy:
         _mla()
     good = spy.calls.one()

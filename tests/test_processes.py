@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.matrices import SMALL_MATRIX
@@ -30,7 +31,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
-def test_workers_die_with_their_parent_and_write_nothing_after(tmp_path, sig):
+def test_workers_die_with_their_parent_and_write_nothing_after(tmp_path: Path, sig: Any) -> None:
     out = tmp_path / "goldens"
     parent = subprocess.Popen(
         [CLI, "record", "--backend", "reference", "--out", str(out), "--jobs", "2", "--quiet"],
@@ -61,14 +62,14 @@ def test_workers_die_with_their_parent_and_write_nothing_after(tmp_path, sig):
                 pass
 
 
-def test_jobs_are_capped_at_the_cpu_count():
+def test_jobs_are_capped_at_the_cpu_count() -> None:
     cpus = usable_cpus()
     assert cap_jobs(cpus) == (cpus, None)
     jobs, note = cap_jobs(1000)
     assert jobs == cpus and note is not None and f"capped at {cpus}" in note
 
 
-def test_record_says_it_capped_jobs(tmp_path):
+def test_record_says_it_capped_jobs(tmp_path: Path) -> None:
     run = subprocess.run(
         [CLI, "record", "--backend", "reference", "--out", str(tmp_path / "g"), "--jobs", "1000", "--device", "gfx942:304"],
         capture_output=True, text=True, timeout=600,
@@ -84,7 +85,7 @@ def _goldens(out: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
-def test_an_interrupted_record_stops_writing_reports_what_it_wrote_and_exits_128_plus_the_signal(tmp_path, sig):
+def test_an_interrupted_record_stops_writing_reports_what_it_wrote_and_exits_128_plus_the_signal(tmp_path: Path, sig: Any) -> None:
     """Ctrl-C / SIGTERM: the pool used to run every queued case before exiting (22 -> 320 goldens), silently."""
     import json
 
@@ -121,7 +122,7 @@ def test_an_interrupted_record_stops_writing_reports_what_it_wrote_and_exits_128
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_case_refused_mid_run_is_that_cases_failure_and_the_others_are_written(tmp_path, jobs):
+def test_a_case_refused_mid_run_is_that_cases_failure_and_the_others_are_written(tmp_path: Path, jobs: str) -> None:
     """Its folder a symlink leading out of --out: once a traceback (with --jobs 2 a TypeError and BrokenProcessPool)."""
     import json
 
@@ -137,7 +138,7 @@ def test_a_case_refused_mid_run_is_that_cases_failure_and_the_others_are_written
     )  # fmt: skip
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
     document = json.loads(run.stdout)
-    by_status: dict[str, list[dict]] = {}
+    by_status: dict[str, list[dict[str, Any]]] = {}
     for r in document["results"]:
         by_status.setdefault(r["status"], []).append(r)
     assert sorted(r["key"] for r in by_status["failed"]) == [
@@ -150,7 +151,7 @@ def test_a_case_refused_mid_run_is_that_cases_failure_and_the_others_are_written
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
-def test_a_signal_to_record_command_reaches_the_programs_group_and_leaves_nothing_behind(tmp_path, sig):
+def test_a_signal_to_record_command_reaches_the_programs_group_and_leaves_nothing_behind(tmp_path: Path, sig: Any) -> None:
     """Once the program was re-parented to init and kept recording, and the hook folder stayed."""
     facts = tmp_path / "facts"
     program = (

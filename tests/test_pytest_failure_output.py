@@ -6,6 +6,8 @@ import re
 import textwrap
 from pathlib import Path
 
+import pytest
+
 # pytester's in-process runs drop modules imported during them; torch cannot be imported twice in one
 # process, so it must already be loaded before the first inner run.
 import torch  # noqa: F401, I001
@@ -53,7 +55,7 @@ def _failures(stdout: str) -> dict[str, list[str]]:
     return sections
 
 
-def test_raising_planners_fail_with_the_golden_report_and_none_of_mla_goldens_frames(pytester, monkeypatch):
+def test_raising_planners_fail_with_the_golden_report_and_none_of_mla_goldens_frames(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.syspathinsert(str(Path(__file__).parent))
     pytester.makepyfile(test_builder=BUILDER_TESTS)
     pytester.runpytest("--mla-golden-update").assert_outcomes(passed=5)
@@ -91,7 +93,7 @@ MISMATCH_TEST = textwrap.dedent(
 )
 
 
-def test_a_mismatch_raises_golden_mismatch_decoding_a_screenful_of_work_items(pytester, monkeypatch):
+def test_a_mismatch_raises_golden_mismatch_decoding_a_screenful_of_work_items(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(standins=Path(__file__).with_name("standins.py").read_text(), test_mismatch=MISMATCH_TEST)
     pytester.runpytest("--mla-golden-update").assert_outcomes(passed=1)
     monkeypatch.setenv("DROP", "1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,12 +40,12 @@ TEST_FILE = textwrap.dedent(
 
 
 @pytest.fixture
-def project(pytester):
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makepyfile(standins=STANDINS, test_builder=TEST_FILE)
     return pytester
 
 
-def test_update_writes_goldens_named_after_the_test_then_check_passes(project):
+def test_update_writes_goldens_named_after_the_test_then_check_passes(project: pytest.Pytester) -> None:
     result = project.runpytest("--mla-golden-update")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*mla-golden: goldens 2 written*"])
@@ -54,7 +55,7 @@ def test_update_writes_goldens_named_after_the_test_then_check_passes(project):
     project.runpytest().assert_outcomes(passed=1)
 
 
-def test_a_builder_that_drops_dtypes_fails_naming_them(project, monkeypatch):
+def test_a_builder_that_drops_dtypes_fails_naming_them(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
     monkeypatch.setenv("BUILDER_DTYPE", "none")
     result = project.runpytest()
@@ -64,13 +65,13 @@ def test_a_builder_that_drops_dtypes_fails_naming_them(project, monkeypatch):
     assert "assertions.py" not in result.stdout.str()
 
 
-def test_missing_golden_says_how_to_create_it(project):
+def test_missing_golden_says_how_to_create_it(project: pytest.Pytester) -> None:
     result = project.runpytest("--mla-golden-dir", "elsewhere")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*no golden for key*", "*--mla-golden-update*"])
 
 
-def test_concurrent_xdist_workers_writing_the_same_goldens_end_with_valid_files(project):
+def test_concurrent_xdist_workers_writing_the_same_goldens_end_with_valid_files(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     project.makepyfile(
         test_many=textwrap.dedent(
@@ -97,14 +98,14 @@ def test_concurrent_xdist_workers_writing_the_same_goldens_end_with_valid_files(
     assert not list((project.path / "goldens").rglob("*.tmp"))
 
 
-def test_update_summary_is_printed_under_xdist(project):
+def test_update_summary_is_printed_under_xdist(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     result = project.runpytest("-n", "2", "--mla-golden-update")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*mla-golden: goldens 2 written*"])
 
 
-def test_a_call_the_spy_could_not_record_fails_the_test(pytester):
+def test_a_call_the_spy_could_not_record_fails_the_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         standins=STANDINS,
         test_missed=textwrap.dedent(
@@ -152,7 +153,7 @@ NESTED_TEST = textwrap.dedent(
 )
 
 
-def test_golden_paths_mirror_the_test_file_and_keep_parametrize_ids(pytester):
+def test_golden_paths_mirror_the_test_file_and_keep_parametrize_ids(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(standins=STANDINS)
     (pytester.path / "tests" / "kernels").mkdir(parents=True)
     (pytester.path / "tests" / "kernels" / "test_mla.py").write_text(NESTED_TEST)
@@ -175,7 +176,7 @@ def test_golden_paths_mirror_the_test_file_and_keep_parametrize_ids(pytester):
 # --- the old name of assert_matches keeps working, with a warning -------------------------------
 
 
-def test_the_fixtures_old_check_still_works_and_warns(project):
+def test_the_fixtures_old_check_still_works_and_warns(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_old=textwrap.dedent(
             """
@@ -198,7 +199,7 @@ def test_the_fixtures_old_check_still_works_and_warns(project):
 # --- obtained files ------------------------------------------------------------------------------
 
 
-def test_a_failure_writes_the_obtained_call_next_to_the_golden_and_a_pass_removes_it(project, monkeypatch):
+def test_a_failure_writes_the_obtained_call_next_to_the_golden_and_a_pass_removes_it(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     import mla_golden
 
     project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
@@ -232,7 +233,7 @@ def test_a_failure_writes_the_obtained_call_next_to_the_golden_and_a_pass_remove
 # --- unused goldens ----------------------------------------------------------------------------
 
 
-def _add_unused(project) -> list:
+def _add_unused(project: pytest.Pytester) -> list[Any]:
     folder = project.path / "goldens" / "test_builder.py" / "test_decode_metadata"
     stale = [
         folder / "gone.safetensors",
@@ -245,7 +246,7 @@ def _add_unused(project) -> list:
     return stale
 
 
-def test_a_full_run_lists_unused_goldens_and_a_full_update_run_deletes_them(project):
+def test_a_full_run_lists_unused_goldens_and_a_full_update_run_deletes_them(project: pytest.Pytester) -> None:
     project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
     stale = _add_unused(project)
     elsewhere = project.path / "goldens" / "written_by_other_means.safetensors"
@@ -284,7 +285,7 @@ def test_a_full_run_lists_unused_goldens_and_a_full_update_run_deletes_them(proj
     assert "golden(s) under" not in after.stdout.str() and after.ret == pytest.ExitCode.OK
 
 
-def test_goldens_of_a_failed_or_skipped_test_are_never_called_unused(project, monkeypatch):
+def test_goldens_of_a_failed_or_skipped_test_are_never_called_unused(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
     in_failing_test, removed_test, deleted_file = _add_unused(project)
     monkeypatch.setenv("BUILDER_DTYPE", "none")
@@ -313,7 +314,7 @@ def test_goldens_of_a_failed_or_skipped_test_are_never_called_unused(project, mo
     assert kept.exists() and not in_failing_test.exists() and not removed_test.exists() and not deleted_file.exists()
 
 
-def test_unused_goldens_under_xdist(project):
+def test_unused_goldens_under_xdist(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
     stale = _add_unused(project)
@@ -325,7 +326,7 @@ def test_unused_goldens_under_xdist(project):
     assert not any(p.exists() for p in stale)
 
 
-def test_an_obtained_file_opens_with_the_cli(project, monkeypatch):
+def test_an_obtained_file_opens_with_the_cli(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
     from mla_golden.cli import app
@@ -342,7 +343,7 @@ def test_an_obtained_file_opens_with_the_cli(project, monkeypatch):
     assert page.is_file() and "dtype_kv_nope" in page.read_text()
 
 
-def test_a_crashed_xdist_worker_keeps_every_golden_and_is_named(project):
+def test_a_crashed_xdist_worker_keeps_every_golden_and_is_named(project: pytest.Pytester) -> None:
     """A worker that dies never reports what its passing tests read: deleting "unused" goldens then loses valid ones."""
     pytest.importorskip("xdist")
     project.runpytest("--mla-golden-update").assert_outcomes(passed=1)

@@ -7,7 +7,9 @@ import re
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 from readme_blocks import BLOCKS, RUNNERS, block
 
@@ -42,7 +44,7 @@ BUILDER = textwrap.dedent(
 )
 
 
-def test_the_pytest_snippet(pytester, monkeypatch):
+def test_the_pytest_snippet(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "aiter", reference)  # the snippet's `import aiter`
     pytester.makepyfile(
         builder_fixture=BUILDER,
@@ -53,10 +55,10 @@ def test_the_pytest_snippet(pytester, monkeypatch):
     pytester.runpytest().assert_outcomes(passed=1)
 
 
-def test_the_library_snippet(tmp_path, monkeypatch, capsys):
+def test_the_library_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(sys.modules, "aiter", reference)
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {}
+    namespace: dict[str, Any] = {}
     exec(compile(BUILDER, "builder", "exec"), namespace)
 
     def build() -> None:
@@ -69,15 +71,15 @@ def test_the_library_snippet(tmp_path, monkeypatch, capsys):
     assert re.search(r'"equal":\s*true', capsys.readouterr().out)
 
 
-def test_the_reference_snippet(capsys):
-    namespace: dict = {}
+def test_the_reference_snippet(capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, Any] = {}
     exec(compile(block("reference.get_mla_metadata_v1(qo_indptr"), "README.md", "exec"), namespace)
     indptr, info = namespace["indptr"], namespace["info"]
     assert indptr.dtype == torch.int32 and int(indptr[0]) == 0 and info.shape[1] == 8
     assert "tensor(" in capsys.readouterr().out
 
 
-def test_the_expect_snippet(pytester, monkeypatch):
+def test_the_expect_snippet(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "aiter", reference)  # expect()'s default module, "aiter"
     pytester.makepyfile(
         builder_fixture=BUILDER,
@@ -89,8 +91,8 @@ def test_the_expect_snippet(pytester, monkeypatch):
     pytester.runpytest().assert_outcomes(passed=1)
 
 
-def test_the_versions_snippet(capsys):
-    namespace: dict = {}
+def test_the_versions_snippet(capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, Any] = {}
     exec(compile(block('reference.at("v0.1.16.post2")'), "README.md", "exec"), namespace)
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "62028796 2026-06-25"  # what the snippet's comments promise
@@ -100,7 +102,7 @@ def test_the_versions_snippet(capsys):
     assert int(namespace["info"][0][0]) == 0  # work item 0 serves batch 0
 
 
-def test_every_block_has_exactly_one_runner():
+def test_every_block_has_exactly_one_runner() -> None:
     """A new ```python block in README.md fails here until a test runs it and RUNNERS names that test."""
     for index, text in enumerate(BLOCKS):
         claims = [marker for marker in RUNNERS if marker in text]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 
+import pytest
 from readme_blocks import README, block
 
 import mla_golden
@@ -15,7 +16,7 @@ def _recipe_blocks() -> list[str]:
     return [block("def build_decode(seq_lens"), block('@pytest.mark.parametrize("arch"')]
 
 
-def test_the_library_form_prints_the_dtype_diff_of_the_raising_planner():
+def test_the_library_form_prints_the_dtype_diff_of_the_raising_planner() -> None:
     library, _ = _recipe_blocks()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -26,7 +27,7 @@ def test_the_library_form_prints_the_dtype_diff_of_the_raising_planner():
     assert "error status changed: None -> " in printed
 
 
-def test_the_fixture_form_writes_then_matches_goldens_with_each_archs_fp8(pytester):
+def test_the_fixture_form_writes_then_matches_goldens_with_each_archs_fp8(pytester: pytest.Pytester) -> None:
     library, tests = _recipe_blocks()
     pytester.makepyfile(test_recipe=library + "\n\n" + tests)
     # a real pytest process, as vLLM's suite would run it

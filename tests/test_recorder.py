@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
 KV = torch.tensor([0, 50, 200, 210], dtype=torch.int32)
 
 
-def builder(fn, dtype=torch.float8_e4m3fn, bufs=None):
+def builder(fn: Any, dtype: Any = torch.float8_e4m3fn, bufs: Any = None) -> Any:
     """Size, allocate and plan like a real builder (torch.empty garbage included)."""
     bufs = bufs or standins.toy_buffers(3, 200)
     fn(QO, KV, torch.ones(3, dtype=torch.int32), 16, 1, True,
@@ -31,7 +32,7 @@ def builder(fn, dtype=torch.float8_e4m3fn, bufs=None):
 
 
 @pytest.fixture
-def fake_aiter(monkeypatch):
+def fake_aiter(monkeypatch: pytest.MonkeyPatch) -> Any:
     """A stand-in aiter module, plus a builder module that bound the planner at import time."""
     aiter = standins.fake_aiter()
     monkeypatch.setitem(sys.modules, "aiter", aiter)
@@ -41,7 +42,7 @@ def fake_aiter(monkeypatch):
     return aiter, user
 
 
-def test_spy_intercepts_the_module_and_every_alias_then_restores(fake_aiter):
+def test_spy_intercepts_the_module_and_every_alias_then_restores(fake_aiter: Any) -> None:
     aiter, user = fake_aiter
     original = aiter.get_mla_metadata_v1
     with mla_golden.spy() as spy:
@@ -53,7 +54,7 @@ def test_spy_intercepts_the_module_and_every_alias_then_restores(fake_aiter):
     assert len(spy.calls.all("get_mla_metadata_v1")) == 2
 
 
-def test_spy_restores_on_exception(fake_aiter):
+def test_spy_restores_on_exception(fake_aiter: Any) -> None:
     aiter, user = fake_aiter
     original = aiter.get_mla_metadata_v1
     with pytest.raises(KeyError):
@@ -62,7 +63,7 @@ def test_spy_restores_on_exception(fake_aiter):
     assert aiter.get_mla_metadata_v1 is original and user.get_mla_metadata_v1 is original
 
 
-def test_alias_made_while_spying_is_restored_too(fake_aiter):
+def test_alias_made_while_spying_is_restored_too(fake_aiter: Any) -> None:
     aiter, _ = fake_aiter
     original = aiter.get_mla_metadata_v1
     late: Any = types.ModuleType("late_importer")
@@ -75,7 +76,7 @@ def test_alias_made_while_spying_is_restored_too(fake_aiter):
         del sys.modules["late_importer"]
 
 
-def test_nested_spies_both_see_calls_and_unwind(fake_aiter):
+def test_nested_spies_both_see_calls_and_unwind(fake_aiter: Any) -> None:
     aiter, _ = fake_aiter
     original = aiter.get_mla_metadata_v1
     with mla_golden.spy() as outer:
@@ -88,19 +89,19 @@ def test_nested_spies_both_see_calls_and_unwind(fake_aiter):
     assert (len(outer.calls), len(inner.calls)) == (3, 1)
 
 
-def test_spy_as_decorator(fake_aiter):
+def test_spy_as_decorator(fake_aiter: Any) -> None:
     aiter, _ = fake_aiter
     spy = mla_golden.spy()
 
     @spy
-    def run():
+    def run() -> None:
         builder(aiter.get_mla_metadata_v1)
 
     run()
     assert len(spy.calls) == 1 and aiter.get_mla_metadata_v1 is standins.mla_e4048607
 
 
-def test_concurrent_calls_are_all_captured(fake_aiter):
+def test_concurrent_calls_are_all_captured(fake_aiter: Any) -> None:
     aiter, _ = fake_aiter
     with mla_golden.spy() as spy:
         threads = [threading.Thread(target=builder, args=(aiter.get_mla_metadata_v1,)) for _ in range(8)]
@@ -111,7 +112,7 @@ def test_concurrent_calls_are_all_captured(fake_aiter):
     assert len(spy.calls) == 8
 
 
-def test_calls_one_names_what_it_found(fake_aiter):
+def test_calls_one_names_what_it_found(fake_aiter: Any) -> None:
     aiter, _ = fake_aiter
     with mla_golden.spy() as spy:
         with pytest.raises(CallNotFound, match="captured 0"):
@@ -123,7 +124,7 @@ def test_calls_one_names_what_it_found(fake_aiter):
     assert spy.calls.all("get_ps_metadata_v1") == []
 
 
-def test_captured_call_holds_inputs_masks_and_facts(fake_aiter):
+def test_captured_call_holds_inputs_masks_and_facts(fake_aiter: Any) -> None:
     aiter, _ = fake_aiter
     with mla_golden.spy() as spy:
         bufs = builder(aiter.get_mla_metadata_v1)
@@ -141,11 +142,11 @@ def test_captured_call_holds_inputs_masks_and_facts(fake_aiter):
     assert call.buffers["work_info_set"] == {"shape": list(bufs["work_info_set"].shape), "dtype": "torch.int32"}
 
 
-def test_planner_error_is_captured_and_reraised_unchanged(fake_aiter, monkeypatch):
+def test_planner_error_is_captured_and_reraised_unchanged(fake_aiter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     aiter, _ = fake_aiter
     boom = RuntimeError("get_mla_metadata_v1_2_device: only supports #heads in [16, 64, 128]")
 
-    def failing(arguments):
+    def failing(arguments: Any) -> None:
         raise boom
 
     monkeypatch.setattr(aiter, "get_mla_metadata_v1", standins.with_signature(standins.mla_e4048607, failing))
@@ -156,10 +157,10 @@ def test_planner_error_is_captured_and_reraised_unchanged(fake_aiter, monkeypatc
     assert spy.calls.one().error == str(boom) and spy.calls.one().outputs == {}
 
 
-def test_pointers_aimed_elsewhere_are_a_recorded_fact(fake_aiter, monkeypatch):
+def test_pointers_aimed_elsewhere_are_a_recorded_fact(fake_aiter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     aiter, _ = fake_aiter
 
-    def stray(arguments):
+    def stray(arguments: Any) -> None:
         standins.mla_e4048607(**arguments)
         arguments["work_metadata_ptrs"][0] = 12345  # no longer at work_indptr
 
@@ -169,11 +170,11 @@ def test_pointers_aimed_elsewhere_are_a_recorded_fact(fake_aiter, monkeypatch):
     assert spy.calls.one().facts["ptrs_ok"] is False
 
 
-def test_nondeterministic_planner_is_flagged(fake_aiter, monkeypatch):
+def test_nondeterministic_planner_is_flagged(fake_aiter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     aiter, _ = fake_aiter
     runs = iter(range(100))
 
-    def flaky(arguments):
+    def flaky(arguments: Any) -> None:
         standins.mla_e4048607(**arguments)
         if next(runs) == 0:  # the caller's run differs from the probe runs
             arguments["work_info_set"][0, 4] += 1
@@ -184,7 +185,7 @@ def test_nondeterministic_planner_is_flagged(fake_aiter, monkeypatch):
     assert spy.calls.one().facts["deterministic"] is False
 
 
-def test_reentering_one_spy_unwinds_fully_and_records_each_call_once(fake_aiter):
+def test_reentering_one_spy_unwinds_fully_and_records_each_call_once(fake_aiter: Any) -> None:
     aiter, _ = fake_aiter
     original = aiter.get_mla_metadata_v1
     spy = mla_golden.spy()
@@ -197,12 +198,12 @@ def test_reentering_one_spy_unwinds_fully_and_records_each_call_once(fake_aiter)
     assert len(spy.calls) == 2 and spy.calls[0] is not spy.calls[1]
 
 
-def test_decorated_recursive_function_records_every_call_once(fake_aiter):
+def test_decorated_recursive_function_records_every_call_once(fake_aiter: Any) -> None:
     aiter, _ = fake_aiter
     spy = mla_golden.spy()
 
     @spy
-    def plan(depth):
+    def plan(depth: Any) -> None:
         builder(aiter.get_mla_metadata_v1)
         if depth:
             plan(depth - 1)
@@ -212,7 +213,7 @@ def test_decorated_recursive_function_records_every_call_once(fake_aiter):
     assert aiter.get_mla_metadata_v1 is standins.mla_e4048607
 
 
-def test_numpy_and_tensor_scalars_are_recorded_as_plain_values(fake_aiter):
+def test_numpy_and_tensor_scalars_are_recorded_as_plain_values(fake_aiter: Any) -> None:
     aiter, _ = fake_aiter
     np = pytest.importorskip("numpy")
     bufs = standins.toy_buffers(3, 200)
@@ -224,7 +225,7 @@ def test_numpy_and_tensor_scalars_are_recorded_as_plain_values(fake_aiter):
     assert type(params["max_seqlen_qo"]) is int
 
 
-def test_a_call_that_cannot_be_recorded_is_warned_about_not_dropped_silently(fake_aiter):
+def test_a_call_that_cannot_be_recorded_is_warned_about_not_dropped_silently(fake_aiter: Any) -> None:
     aiter, _ = fake_aiter
     bufs = standins.toy_buffers(3, 200)
     with mla_golden.spy() as spy, pytest.warns(UserWarning, match="not recorded"):
@@ -232,7 +233,7 @@ def test_a_call_that_cannot_be_recorded_is_warned_about_not_dropped_silently(fak
     assert len(spy.calls) == 0 and spy.missed == [spy.missed[0]] and "expected a scalar argument" in spy.missed[0]
 
 
-def test_an_alias_kept_outside_modules_stops_capturing_after_the_spy(fake_aiter, monkeypatch):
+def test_an_alias_kept_outside_modules_stops_capturing_after_the_spy(fake_aiter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     aiter, _ = fake_aiter
     holder = {}
     with mla_golden.spy():
@@ -243,7 +244,7 @@ def test_an_alias_kept_outside_modules_stops_capturing_after_the_spy(fake_aiter,
     assert probes == []
 
 
-def test_nothing_to_intercept_is_an_error_not_a_silent_pass(monkeypatch):
+def test_nothing_to_intercept_is_an_error_not_a_silent_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "aiter", None)  # import aiter -> ImportError
     with pytest.raises(mla_golden.errors.NothingToIntercept, match="is aiter importable"):
         with mla_golden.spy():
@@ -253,7 +254,7 @@ def test_nothing_to_intercept_is_an_error_not_a_silent_pass(monkeypatch):
             pass
 
 
-def test_lazily_loaded_modules_are_not_imported_by_a_spy(fake_aiter, tmp_path, monkeypatch):
+def test_lazily_loaded_modules_are_not_imported_by_a_spy(fake_aiter: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
     (tmp_path / "lazy_probe.py").write_text("import sys\nsys.modules['lazy_probe_ran'] = True\n")
@@ -272,7 +273,7 @@ def test_lazily_loaded_modules_are_not_imported_by_a_spy(fake_aiter, tmp_path, m
 # --- the alias index: unchanged modules are not rescanned, changed ones always are -------------
 
 
-def test_the_alias_index_uses_the_dict_version_tag_here():
+def test_the_alias_index_uses_the_dict_version_tag_here() -> None:
     """CI runs CPython: the fast path must be the one tested (else every spy scans every module)."""
     from mla_golden.aliases import INDEX
 
@@ -280,7 +281,7 @@ def test_the_alias_index_uses_the_dict_version_tag_here():
 
 
 @pytest.mark.parametrize("cached", [True, False], ids=["version-tag", "full-scan"])
-def test_an_alias_assigned_later_over_an_existing_global_is_found(fake_aiter, monkeypatch, cached):
+def test_an_alias_assigned_later_over_an_existing_global_is_found(fake_aiter: Any, monkeypatch: pytest.MonkeyPatch, cached: bool) -> None:
     """Same dict size, one value replaced: only a version tag (or a full scan) notices."""
     from mla_golden import aliases
 
@@ -301,7 +302,7 @@ def test_an_alias_assigned_later_over_an_existing_global_is_found(fake_aiter, mo
     assert len(spy.calls) == 1 and lazy.plan is original
 
 
-def test_a_module_imported_between_spies_is_scanned(fake_aiter, monkeypatch):
+def test_a_module_imported_between_spies_is_scanned(fake_aiter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     aiter, _ = fake_aiter
     with mla_golden.spy():
         pass

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 import types
 import warnings
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import torch
@@ -32,13 +33,13 @@ def _buffers(override: torch.dtype | None = None, device: str = "cpu", ptrs: int
     return out
 
 
-def _plan(fn, qo=QO, kv=KV, bufs=None, **kw):
+def _plan(fn: Any, qo: Any = QO, kv: Any = KV, bufs: Any = None, **kw: Any) -> Any:
     wm, wi, wis, ri, rfm, rpm = bufs if bufs is not None else _buffers()
     return fn(qo, kv, LAST, 16, 1, True, wm, wis, wi, ri, rfm, rpm, uni_seqlen_qo=1, max_seqlen_qo=1,
               dtype_q=torch.bfloat16, dtype_kv=torch.bfloat16, **kw)  # fmt: skip
 
 
-def _outcome(thunk):
+def _outcome(thunk: Any) -> Any:
     try:
         return ("returned", thunk())
     except Exception as exc:  # noqa: BLE001 - comparing what the program sees
@@ -51,7 +52,7 @@ def _outcome(thunk):
      (lambda: _buffers(torch.int64), "is torch.int64")],
     ids=["float32", "meta", "int64"],
 )  # fmt: skip
-def test_an_unrecordable_call_behaves_as_without_the_recorder_and_is_listed(bufs, reason):
+def test_an_unrecordable_call_behaves_as_without_the_recorder_and_is_listed(bufs: Any, reason: str) -> None:
     with ref.device("gfx942", 304):
         without = _outcome(lambda: _plan(ref.get_mla_metadata_v1, bufs=bufs()))
         with mla_golden.spy(ref) as spy, pytest.warns(UserWarning, match="not recorded"):
@@ -62,7 +63,7 @@ def test_an_unrecordable_call_behaves_as_without_the_recorder_and_is_listed(bufs
         spy.calls.one()
 
 
-def test_a_recordable_call_is_unchanged_by_the_recorder():
+def test_a_recordable_call_is_unchanged_by_the_recorder() -> None:
     with ref.device("gfx942", 304):
         plain = _buffers()
         _plan(ref.get_mla_metadata_v1, bufs=plain)
@@ -77,7 +78,7 @@ def test_a_recordable_call_is_unchanged_by_the_recorder():
         assert bool(mask.any()) and torch.equal(a[mask], b[mask]), name
 
 
-def test_a_non_contiguous_input_is_recorded_as_made_and_replays_to_aiters_verdict(tmp_path):
+def test_a_non_contiguous_input_is_recorded_as_made_and_replays_to_aiters_verdict(tmp_path: Path) -> None:
     strided = torch.tensor([0, 9, 50, 9, 200, 9, 210, 9], dtype=torch.int32)[::2]
     with ref.device("gfx942", 304):
         with mla_golden.spy(ref) as spy, pytest.raises(mla_golden.reference.AiterCheckError, match="should be continuous!"):
@@ -93,7 +94,7 @@ def test_a_non_contiguous_input_is_recorded_as_made_and_replays_to_aiters_verdic
     assert mla_golden.diff(back, again).equal
 
 
-def test_a_longer_pointer_buffer_is_no_pointer_hazard():
+def test_a_longer_pointer_buffer_is_no_pointer_hazard() -> None:
     with ref.device("gfx942", 304), mla_golden.spy(ref) as spy:
         _plan(ref.get_mla_metadata_v1, bufs=_buffers(ptrs=4))
     call = spy.calls.one()
@@ -101,14 +102,14 @@ def test_a_longer_pointer_buffer_is_no_pointer_hazard():
     assert not any("work_metadata_ptrs" in h for h in mla_golden.diff(call, call).hazards)
 
 
-def _planner_module(fn) -> types.ModuleType:
+def _planner_module(fn: Any) -> types.ModuleType:
     module: Any = types.ModuleType("my_planners")
     module.get_mla_metadata_v1 = fn
-    return module
+    return cast(types.ModuleType, module)
 
 
-def test_a_wrapper_with_other_parameter_names_is_recorded_where_it_forwards(monkeypatch):
-    def planner(qo, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr, r_final, r_partial, **rest):
+def test_a_wrapper_with_other_parameter_names_is_recorded_where_it_forwards(monkeypatch: pytest.MonkeyPatch) -> None:
+    def planner(qo: Any, kv: Any, last: Any, heads: Any, heads_k: Any, causal: Any, ptrs: Any, info: Any, indptr: Any, r_indptr: Any, r_final: Any, r_partial: Any, **rest: Any) -> Any:
         return ref.get_mla_metadata_v1(qo, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr, r_final,
                                        r_partial, **rest)  # fmt: skip
 
@@ -123,10 +124,10 @@ def test_a_wrapper_with_other_parameter_names_is_recorded_where_it_forwards(monk
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["forwards-visibly", "forwards-to-a-hidden-planner"])
-def test_a_wrapper_whose_arity_does_not_fit_is_recorded_where_it_forwards_or_missed_loudly(monkeypatch, hidden):
+def test_a_wrapper_whose_arity_does_not_fit_is_recorded_where_it_forwards_or_missed_loudly(monkeypatch: pytest.MonkeyPatch, hidden: bool) -> None:
     held = ref.get_mla_metadata_v1  # in a closure: no spy can replace it
 
-    def planner(qo, kv, last, heads, buffers, **rest):
+    def planner(qo: Any, kv: Any, last: Any, heads: Any, buffers: Any, **rest: Any) -> Any:
         target = held if hidden else ref.get_mla_metadata_v1
         return target(qo, kv, last, heads, 1, True, *buffers, **rest)
 
@@ -145,15 +146,15 @@ def test_a_wrapper_whose_arity_does_not_fit_is_recorded_where_it_forwards_or_mis
         assert spy.missed == [] and spy.calls.one().params["max_seqlen_qo"] == 1
 
 
-def test_without_takers_the_wrapper_costs_nothing_and_warns_nothing():
+def test_without_takers_the_wrapper_costs_nothing_and_warns_nothing() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with ref.device("gfx942", 304):
             _plan(ref.get_mla_metadata_v1)
 
 
-def test_a_wrapper_with_some_of_aiters_names_is_recorded_where_it_forwards_too(monkeypatch):
-    def planner(seqlens_qo_indptr, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr, r_final, r_partial, **rest):
+def test_a_wrapper_with_some_of_aiters_names_is_recorded_where_it_forwards_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    def planner(seqlens_qo_indptr: torch.Tensor, kv: Any, last: Any, heads: Any, heads_k: Any, causal: Any, ptrs: Any, info: Any, indptr: Any, r_indptr: Any, r_final: Any, r_partial: Any, **rest: Any) -> Any:
         return ref.get_mla_metadata_v1(seqlens_qo_indptr, kv, last, heads, heads_k, causal, ptrs, info, indptr, r_indptr,
                                        r_final, r_partial, **rest)  # fmt: skip
 
@@ -164,7 +165,7 @@ def test_a_wrapper_with_some_of_aiters_names_is_recorded_where_it_forwards_too(m
     assert spy.missed == [] and spy.calls.one().inputs["seqlens_kv_indptr"].tolist() == KV.tolist()
 
 
-def test_a_call_that_does_not_fit_the_planner_is_its_own_error_not_a_miss():
+def test_a_call_that_does_not_fit_the_planner_is_its_own_error_not_a_miss() -> None:
     with ref.device("gfx942", 304), mla_golden.spy(ref) as spy, pytest.raises(TypeError):
         ref.get_mla_metadata_v1(QO, KV)
     assert spy.missed == [] and len(spy.calls) == 0

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import standins
@@ -35,12 +36,12 @@ def _buffers() -> list[torch.Tensor]:
     return [ptrs, info_set, indptr, *reduce]
 
 
-def kwargs_wrapper(planner):
+def kwargs_wrapper(planner: Any) -> Any:
     """aiter's twelve positional names plus ``**kwargs`` (a common pattern)."""
 
-    def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k,
-                            num_heads_k, is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr,
-                            reduce_final_map, reduce_partial_map, **kwargs):  # fmt: skip
+    def get_mla_metadata_v1(seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, kv_last_page_lens: torch.Tensor, num_heads_per_head_k: int,
+                            num_heads_k: int, is_causal: bool, work_metadata_ptrs: torch.Tensor, work_info_set: torch.Tensor, work_indptr: torch.Tensor, reduce_indptr: torch.Tensor,
+                            reduce_final_map: torch.Tensor, reduce_partial_map: torch.Tensor, **kwargs: Any) -> Any:  # fmt: skip
         return planner()(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k,
                          is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,
                          reduce_partial_map, **kwargs)  # fmt: skip
@@ -48,13 +49,13 @@ def kwargs_wrapper(planner):
     return get_mla_metadata_v1
 
 
-def renaming_wrapper(planner):
+def renaming_wrapper(planner: Any) -> Any:
     """Renamed parameters (``last_page_lens``, ``block_size``, ``q_dtype`` / ``kv_dtype``, ``max_splits``)."""
 
-    def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, last_page_lens, num_heads_per_head_k, num_heads_k,
-                            is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,
-                            reduce_partial_map, block_size=1, max_seqlen_qo=-1, q_dtype=None, kv_dtype=None,
-                            max_splits=-1):  # fmt: skip
+    def get_mla_metadata_v1(seqlens_qo_indptr: torch.Tensor, seqlens_kv_indptr: torch.Tensor, last_page_lens: Any, num_heads_per_head_k: int, num_heads_k: int,
+                            is_causal: bool, work_metadata_ptrs: torch.Tensor, work_info_set: torch.Tensor, work_indptr: torch.Tensor, reduce_indptr: torch.Tensor, reduce_final_map: torch.Tensor,
+                            reduce_partial_map: torch.Tensor, block_size: Any = 1, max_seqlen_qo: int = -1, q_dtype: Any = None, kv_dtype: Any = None,
+                            max_splits: Any = -1) -> Any:  # fmt: skip
         return planner()(seqlens_qo_indptr, seqlens_kv_indptr, last_page_lens, num_heads_per_head_k, num_heads_k,
                          is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,
                          reduce_partial_map, page_size=block_size, max_seqlen_qo=max_seqlen_qo, dtype_q=q_dtype,
@@ -63,7 +64,7 @@ def renaming_wrapper(planner):
     return get_mla_metadata_v1
 
 
-def _call(fn, bufs, renamed: bool) -> None:
+def _call(fn: Any, bufs: Any, renamed: bool) -> None:
     passed = dict(PASSED)
     if renamed:
         passed = {"block_size": 16, "max_seqlen_qo": 1, "q_dtype": FP8, "kv_dtype": FP8}
@@ -71,7 +72,7 @@ def _call(fn, bufs, renamed: bool) -> None:
 
 
 @pytest.fixture
-def truth():
+def truth() -> Any:
     """The call made straight to the planner, and the buffers it filled."""
     with ref.device("gfx950", 256), mla_golden.spy(ref) as spy:
         bufs = _buffers()
@@ -79,14 +80,14 @@ def truth():
     return spy.calls.one(), bufs
 
 
-def _module(fn) -> types.ModuleType:
+def _module(fn: Any) -> types.ModuleType:
     module: Any = types.ModuleType("my_wrappers")
     module.get_mla_metadata_v1 = fn
-    return module
+    return cast(types.ModuleType, module)
 
 
 @pytest.mark.parametrize("make", [kwargs_wrapper, renaming_wrapper], ids=["kwargs", "renamed"])
-def test_a_wrapper_call_is_recorded_with_what_the_planner_received(make, truth, monkeypatch):
+def test_a_wrapper_call_is_recorded_with_what_the_planner_received(make: Any, truth: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     direct, _ = truth
     assert direct.params["page_size"] == 16 and direct.params["dtype_q_nope"] == str(FP8)
     module = _module(make(lambda: ref.get_mla_metadata_v1))  # looked up at call time, as a module's code does
@@ -102,7 +103,7 @@ def test_a_wrapper_call_is_recorded_with_what_the_planner_received(make, truth, 
 
 
 @pytest.mark.parametrize("make", [kwargs_wrapper, renaming_wrapper], ids=["kwargs", "renamed"])
-def test_a_wrapper_whose_forwarded_call_cannot_be_seen_is_missed_loudly(make, truth, monkeypatch):
+def test_a_wrapper_whose_forwarded_call_cannot_be_seen_is_missed_loudly(make: Any, truth: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     _, want = truth
     hidden = ref.get_mla_metadata_v1  # held in a closure: no spy can replace it
     module = _module(make(lambda: hidden))
@@ -118,7 +119,7 @@ def test_a_wrapper_whose_forwarded_call_cannot_be_seen_is_missed_loudly(make, tr
     assert torch.equal(bufs[2], want[2])
 
 
-def test_a_direct_call_through_aiters_signature_notes_only_parameters_it_lacks():
+def test_a_direct_call_through_aiters_signature_notes_only_parameters_it_lacks() -> None:
     """An older planner signature (no page_size) cannot be passed page_size: its note says what aiter assumed."""
     with ref.device("gfx950", 256), mla_golden.spy(ref) as spy:
         ref.get_mla_metadata_v1(QO, KV_PAGES, LAST, 16, 1, True, *_buffers(), **PASSED)
@@ -154,7 +155,7 @@ aiter.get_mla_metadata_v1(torch.tensor([0, 1, 2], dtype=torch.int32), torch.tens
 '''
 
 
-def test_record_command_exits_non_zero_when_it_cannot_tell_what_the_planner_received(tmp_path):
+def test_record_command_exits_non_zero_when_it_cannot_tell_what_the_planner_received(tmp_path: Path) -> None:
     import json
     import os
     import subprocess
@@ -177,10 +178,10 @@ def test_record_command_exits_non_zero_when_it_cannot_tell_what_the_planner_rece
     assert not out.exists() or not any(out.rglob("*.safetensors"))  # no golden with defaults the program never used
 
 
-def test_aiters_compiled_op_behind_an_opaque_signature_is_bound_on_aiters_signature(monkeypatch):
+def test_aiters_compiled_op_behind_an_opaque_signature_is_bound_on_aiters_signature(monkeypatch: pytest.MonkeyPatch) -> None:
     """compile_ops hands out a (*args, **kwargs) function without __wrapped__: aiter's own planner, aiter's names."""
 
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         kwargs.pop("future_flag", None)  # a parameter of a newer aiter than mla-golden knows
         return standins.mla_e4048607(*args, **kwargs)
 
@@ -198,11 +199,11 @@ def test_aiters_compiled_op_behind_an_opaque_signature_is_bound_on_aiters_signat
     assert len(spy.calls) == 0 and "does not fit aiter's get_mla_metadata_v1" in spy.missed[0]
 
 
-def test_a_wrapper_with_aiters_signature_is_recorded_once_where_it_reaches_the_planner(monkeypatch):
+def test_a_wrapper_with_aiters_signature_is_recorded_once_where_it_reaches_the_planner(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its call and the planner's are both intercepted: one call recorded (the planner's), the planner run three times."""
     runs = []
 
-    def forward(arguments):
+    def forward(arguments: Any) -> Any:
         runs.append(1)
         return ref.get_mla_metadata_v1(**arguments)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mla_golden.reference import UndefinedResultError
@@ -23,6 +25,6 @@ def test_integer_divide_ceil_is_c_of_x_plus_y_minus_1_over_y(x: int, y: int, cei
 
 
 @pytest.mark.parametrize("helper", [c_div, c_mod, integer_divide_ceil])
-def test_division_by_zero_is_undefined_not_a_crash(helper) -> None:
+def test_division_by_zero_is_undefined_not_a_crash(helper: Any) -> None:
     with pytest.raises(UndefinedResultError, match="divides by zero"):
         helper(5, 0)

@@ -19,6 +19,7 @@ records differ in nothing else).
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 import torch
@@ -47,7 +48,7 @@ from mla_golden.reference import (
 )
 from mla_golden.schema import OUTPUTS
 
-Plan = tuple
+Plan = tuple[Any, ...]
 #: The plan of a call whose every output depends on memory aiter reads before writing it.
 WHOLLY_UNDEFINED = ("undefined",)
 

@@ -65,7 +65,8 @@ def _good_and_bad(version: str) -> tuple[mla_golden.Call, mla_golden.Call]:
 def _batches(call: mla_golden.Call) -> list[int]:
     """batch_idx of every work the call wrote."""
     rows = call.outputs["work_info_set"][call.written["work_info_set"].all(dim=1)]
-    return rows[:, 0].tolist()
+    batches: list[int] = rows[:, 0].tolist()
+    return batches
 
 
 def test_dropped_dtypes_change_work_info_set_at_v0_1_16_post2() -> None:

@@ -7,6 +7,8 @@ planners not ported, and the wrapper's resolution of the legacy dtype aliases.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from conformance import CANARY, MLA_BUFFER_NAMES, canary_buffers
@@ -21,7 +23,7 @@ SIZING_ORDER = OUTPUTS  # get_mla_metadata_info_v1 return order
 
 def _decode_args(
     dtype: torch.dtype = torch.bfloat16, seqlen_qo: int = 1, **overrides: object
-) -> tuple[list, dict]:
+) -> tuple[list[Any], dict[str, Any]]:
     """A valid 2-batch, 16-head decode call, buffers from the sizing helper, canary-filled."""
     inputs = {
         "seqlens_qo_indptr": torch.tensor([0, seqlen_qo, 2 * seqlen_qo], dtype=torch.int32),
@@ -64,7 +66,7 @@ def _decode_args(
         ),
     ],
 )
-def test_input_checks(overrides: dict, source: str, message: str) -> None:
+def test_input_checks(overrides: dict[str, Any], source: str, message: str) -> None:
     """metadata.cu's checks of the op's arguments, which no record trips."""
     args, kwargs = _decode_args(**overrides)
     with pytest.raises(AiterCheckError) as info:

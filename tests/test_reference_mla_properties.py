@@ -14,6 +14,7 @@ import os
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import torch
@@ -131,7 +132,7 @@ def _env_context(env: dict[str, str | None]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _call_kwargs(case: Decode) -> dict:
+def _call_kwargs(case: Decode) -> dict[str, Any]:
     dtype = FP8[case.arch] if case.fp8 else torch.bfloat16
     return dict(
         page_size=case.page_size,

@@ -101,7 +101,7 @@ def test_valid_call_fills_whole_buffers() -> None:
     ],
     ids=["qo_int64", "kv_int64", "qo_strided", "kv_strided"],
 )
-def test_aiter_checks(edit: Callable[[dict], None], line: int, message: str) -> None:
+def test_aiter_checks(edit: Callable[[dict[str, Any]], None], line: int, message: str) -> None:
     inputs, buffers = _call_args()
     edit(inputs)
     snapshot = {name: buf.clone() for name, buf in buffers.items()}
@@ -139,7 +139,7 @@ def test_kvlen_granularity_power_of_two() -> None:
         "qo_indptr_empty",
     ],
 )
-def test_inputs_aiter_would_misread(edit: Callable[[dict], None]) -> None:
+def test_inputs_aiter_would_misread(edit: Callable[[dict[str, Any]], None]) -> None:
     """aiter copies these unchecked: the reference refuses instead of guessing."""
     inputs, buffers = _call_args()
     edit(inputs)
@@ -155,7 +155,7 @@ def test_inputs_aiter_would_misread(edit: Callable[[dict], None]) -> None:
         ({"qlen_granularity": 0}, "never end"),
     ],
 )
-def test_arguments_that_crash_or_hang_aiter(kwargs: dict, match: str) -> None:
+def test_arguments_that_crash_or_hang_aiter(kwargs: dict[str, Any], match: str) -> None:
     inputs, buffers = _call_args()
     with pytest.raises(UndefinedResultError, match=match):
         _plan(inputs, buffers, **kwargs)

@@ -12,6 +12,7 @@ import inspect
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -103,7 +104,7 @@ def test_unknown_version_lists_the_known_ones(spec: str) -> None:
         ("e4048607", NEW_PARAMS, True),
     ],
 )
-def test_each_version_has_its_aiter_signature(spec: str, params: tuple, has_mla_version: bool) -> None:
+def test_each_version_has_its_aiter_signature(spec: str, params: tuple[Any, ...], has_mla_version: bool) -> None:
     module = at(spec)
     assert tuple(inspect.signature(module.get_mla_metadata_v1).parameters) == params
     sizing = tuple(inspect.signature(module.get_mla_metadata_info_v1).parameters)
@@ -144,7 +145,7 @@ def tags_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     reload()
 
 
-def _entry(tag: str, commit: str, same_planner_as: str | None) -> dict:
+def _entry(tag: str, commit: str, same_planner_as: str | None) -> dict[str, Any]:
     return {"tag": tag, "commit": commit, "date": "2026-08-04", "planner_digest": "0" * 64, "same_planner_as": same_planner_as}
 
 
@@ -174,7 +175,7 @@ def test_a_date_resolves_through_the_release_tags_of_the_tag_map(tags_file: Path
     assert at("2026-08-04").version.name == "aded0f84"
 
 
-def _call(version: str, heads: int = 16, **overrides: object) -> tuple[list, dict]:
+def _call(version: str, heads: int = 16, **overrides: object) -> tuple[list[Any], dict[str, Any]]:
     """A small valid decode call in ``version``'s signature (2 batches, bf16), canary buffers."""
     module = at(version)
     params = inspect.signature(module.get_mla_metadata_v1).parameters
@@ -212,7 +213,7 @@ HEAD_CHECK = (
 
 
 @pytest.mark.parametrize(("version", "overrides", "source", "message"), CHECKS)
-def test_argument_checks_cite_their_version_source(version: str, overrides: dict, source: str, message: str) -> None:
+def test_argument_checks_cite_their_version_source(version: str, overrides: dict[str, Any], source: str, message: str) -> None:
     args, kwargs = _call(version, **overrides)
     with pytest.raises(AiterCheckError) as info:
         at(version).get_mla_metadata_v1(*args, **kwargs)

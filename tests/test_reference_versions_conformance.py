@@ -15,6 +15,8 @@ buffers, and the host dispatch aiter's ``planner_internals`` where recorded.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from conformance import (
@@ -125,7 +127,7 @@ def test_undefined_elements_are_exactly_aiters(case: VersionCase) -> None:
         )
 
 
-def _dtype_ids(call: dict) -> dict[str, int | None]:
+def _dtype_ids(call: dict[str, Any]) -> dict[str, int | None]:
     """The four dtype ids the op gets once the wrapper has resolved the legacy aliases."""
     kwargs = call["kwargs"]
     ids: dict[str, int | None] = {}

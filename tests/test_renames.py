@@ -32,13 +32,13 @@ def broken_call(good_call: mla_golden.Call) -> mla_golden.Call:
     return call
 
 
-def test_invariants_returns_the_result_and_never_raises(good_call, broken_call):
+def test_invariants_returns_the_result_and_never_raises(good_call: mla_golden.Call, broken_call: mla_golden.Call) -> None:
     assert mla_golden.invariants(good_call).ok
     result = mla_golden.invariants(broken_call)
     assert not result.ok and result.violations
 
 
-def test_assert_invariants_raises_with_the_report(good_call, broken_call):
+def test_assert_invariants_raises_with_the_report(good_call: mla_golden.Call, broken_call: mla_golden.Call) -> None:
     assert mla_golden.assert_invariants(good_call).ok
     with pytest.raises(mla_golden.InvariantsViolated) as info:
         mla_golden.assert_invariants(broken_call)
@@ -46,7 +46,7 @@ def test_assert_invariants_raises_with_the_report(good_call, broken_call):
     assert isinstance(info.value, AssertionError)  # a failed assertion to pytest
 
 
-def test_the_old_module_check_still_works_and_warns(good_call, broken_call):
+def test_the_old_module_check_still_works_and_warns(good_call: mla_golden.Call, broken_call: mla_golden.Call) -> None:
     with pytest.warns(DeprecationWarning, match="mla_golden.invariants"):
         old = mla_golden.check
     assert old(good_call).ok and not old(broken_call).ok
@@ -55,7 +55,7 @@ def test_the_old_module_check_still_works_and_warns(good_call, broken_call):
     assert "check" not in vars(mla_golden)
 
 
-def test_the_public_functions_are_not_shadowed_by_their_modules():
+def test_the_public_functions_are_not_shadowed_by_their_modules() -> None:
     """Importing a submodule sets it on the package: no export may share its module's name."""
     import mla_golden.expectations
     import mla_golden.invariant_checks

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
+from typing import Any
 
 import pytest
 import test_cli
-from test_cli import KEY_16, KEY_128, cli, cli_json, rewrite
+from helpers.cli import cli, cli_json
+from test_cli import KEY_16, KEY_128, rewrite
 
 import mla_golden
 from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK, Result, Status, diff_trees, exit_code
@@ -17,7 +20,7 @@ from mla_golden.store import GoldenStore, load
 recorded, tree = test_cli.recorded, test_cli.tree
 
 
-def test_exit_policy_is_the_worst_status():
+def test_exit_policy_is_the_worst_status() -> None:
     assert exit_code([]) == EXIT_OK
     assert exit_code([Result("a", Status.EQUAL), Result("b", Status.SKIPPED)]) == EXIT_OK
     assert exit_code([Result("a", Status.EQUAL), Result("b", Status.ONLY_ACTUAL)]) == EXIT_DIVERGED
@@ -26,7 +29,7 @@ def test_exit_policy_is_the_worst_status():
     assert exit_code([Result("a", Status.NOT_COMPARABLE), Result("b", Status.RESIZED)]) == EXIT_DIVERGED
 
 
-def test_diff_trees_is_public_and_pairs_by_key(tree, tmp_path):
+def test_diff_trees_is_public_and_pairs_by_key(tree: Any, tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     rewrite(other, KEY_16, lambda call: call.params.__setitem__("kv_granularity", 32))
@@ -42,12 +45,12 @@ def test_diff_trees_is_public_and_pairs_by_key(tree, tmp_path):
     assert "kv_granularity: 16 -> 32" in (kept.report or "") and "found" not in kept.to_dict()
 
 
-def test_diff_against_refuses_backend(tree, tmp_path):
+def test_diff_against_refuses_backend(tree: Any, tmp_path: Path) -> None:
     code, _ = cli("diff", tree, "--against", tree, "--backend", "reference")
     assert code == 2
 
 
-def test_tree_diff_html_and_png_come_from_the_diffs_already_computed(tree, tmp_path, monkeypatch):
+def test_tree_diff_html_and_png_come_from_the_diffs_already_computed(tree: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     rewrite(other, KEY_16, lambda call: call.params.__setitem__("kv_granularity", 32))
@@ -56,7 +59,7 @@ def test_tree_diff_html_and_png_come_from_the_diffs_already_computed(tree, tmp_p
     loads: list[str] = []
     real_load = mla_golden.store.load
 
-    def counting_load(path):
+    def counting_load(path: Any) -> Any:
         loads.append(str(path))
         return real_load(path)
 
@@ -67,7 +70,7 @@ def test_tree_diff_html_and_png_come_from_the_diffs_already_computed(tree, tmp_p
     assert len(loads) == 2 * 3  # each golden of each tree once: none loaded again for the report
 
 
-def test_list_takes_the_shape_from_the_golden(tree):
+def test_list_takes_the_shape_from_the_golden(tree: Any) -> None:
     code, listing = cli_json("list", tree)
     by_key = {g["key"]: g for g in listing["goldens"]}
     assert by_key[KEY_128]["shape"] == mla_golden.store.shape_label(load(GoldenStore(tree).path_for(KEY_128)).call)
@@ -75,5 +78,5 @@ def test_list_takes_the_shape_from_the_golden(tree):
 
 
 @pytest.mark.parametrize("status", list(Status))
-def test_every_status_has_an_exit_code(status):
+def test_every_status_has_an_exit_code(status: Any) -> None:
     assert status.exit_code in (EXIT_OK, EXIT_DIVERGED, EXIT_BAD)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import standins
 import torch
@@ -19,7 +21,7 @@ QO = torch.tensor([0, 1, 3], dtype=torch.int32)
 KV = torch.tensor([0, 40, 100], dtype=torch.int32)
 
 
-def _call_through(fn, dtype):
+def _call_through(fn: Any, dtype: Any) -> Any:
     """Call ``fn`` the way a builder of its era would: positionally, by its own parameter order."""
     bufs = standins.toy_buffers(2, 100)
     names = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
@@ -41,7 +43,7 @@ def _call_through(fn, dtype):
 
 
 @pytest.mark.parametrize("fn", standins.HISTORY, ids=lambda f: f.__name__)
-def test_every_historical_signature_binds_to_the_same_canonical_call(fn):
+def test_every_historical_signature_binds_to_the_same_canonical_call(fn: Any) -> None:
     bound, bufs = _call_through(fn, None)
     reference, _ = _call_through(standins.mla_e4048607, None)
     assert bound.params == reference.params
@@ -55,13 +57,13 @@ def test_every_historical_signature_binds_to_the_same_canonical_call(fn):
 
 
 @pytest.mark.parametrize("fn", standins.HISTORY[1:], ids=lambda f: f.__name__)
-def test_legacy_dtype_aliases_fill_nope_and_rope(fn):
+def test_legacy_dtype_aliases_fill_nope_and_rope(fn: Any) -> None:
     bound, _ = _call_through(fn, torch.bfloat16)
     for name in ("dtype_q_nope", "dtype_q_rope", "dtype_kv_nope", "dtype_kv_rope"):
         assert bound.params[name] == "torch.bfloat16"
 
 
-def test_explicit_nope_dtype_wins_over_the_legacy_alias():
+def test_explicit_nope_dtype_wins_over_the_legacy_alias() -> None:
     bufs = standins.toy_buffers(2, 100)
     bound = bind(
         MLA_OP,
@@ -73,14 +75,14 @@ def test_explicit_nope_dtype_wins_over_the_legacy_alias():
     assert bound.params["dtype_q_rope"] == "torch.bfloat16"
 
 
-def test_old_signature_notes_what_it_implied():
+def test_old_signature_notes_what_it_implied() -> None:
     bound, _ = _call_through(standins.mla_33d168a0, None)
     assert any("kv_last_page_lens" in n for n in bound.notes)
     assert any(n.startswith("page_size") for n in bound.notes)
     assert torch.equal(bound.inputs["kv_last_page_lens"], torch.ones(2, dtype=torch.int32))
 
 
-def test_build_arguments_replays_on_an_older_signature_and_says_so():
+def test_build_arguments_replays_on_an_older_signature_and_says_so() -> None:
     bound, bufs = _call_through(standins.mla_e4048607, torch.bfloat16)
     kwargs, notes = build_arguments(MLA_OP, standins.mla_33d168a0, bound.params, bound.inputs, bufs)
     assert "kv_last_page_lens" not in kwargs and "page_size" not in kwargs
@@ -89,7 +91,7 @@ def test_build_arguments_replays_on_an_older_signature_and_says_so():
     assert any("legacy dtype_q" in n for n in notes)
 
 
-def test_build_arguments_refuses_what_an_older_signature_cannot_express():
+def test_build_arguments_refuses_what_an_older_signature_cannot_express() -> None:
     bound, bufs = _call_through(standins.mla_e4048607, None)
     paged = dict(bound.params, page_size=64)
     with pytest.raises(AdaptationError, match="page_size=64"):
@@ -102,12 +104,12 @@ def test_build_arguments_refuses_what_an_older_signature_cannot_express():
         build_arguments(MLA_OP, standins.mla_2025_10, fp8, bound.inputs, bufs)
 
 
-def test_ps_work_info_is_the_canonical_work_info_set():
+def test_ps_work_info_is_the_canonical_work_info_set() -> None:
     assert schema_for(PS_OP).canonical("work_info") == "work_info_set"
     assert schema_for(PS_OP).work_columns[7] == "q_head_range"
     assert schema_for(MLA_OP).work_columns[6] == "kv_offset"
 
 
-def test_unknown_op_is_named():
+def test_unknown_op_is_named() -> None:
     with pytest.raises(ValueError, match="unknown op 'nope'"):
         schema_for("nope")

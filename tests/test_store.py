@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+from pathlib import Path
+from typing import Any
 
 import pytest
 import standins
@@ -28,7 +30,7 @@ from mla_golden.store import (
 
 
 @pytest.fixture(scope="module")
-def call():
+def call() -> mla_golden.Call:
     aiter = standins.fake_aiter()
     bufs = standins.toy_buffers(3, 200)
     with mla_golden.spy(aiter) as spy:
@@ -41,11 +43,11 @@ def call():
 
 
 @pytest.fixture(scope="module")
-def golden_bytes(call):
+def golden_bytes(call: mla_golden.Call) -> bytes:
     return to_bytes(Golden("case/one", call))
 
 
-def test_file_holds_exactly_the_documented_format(tmp_path, call):
+def test_file_holds_exactly_the_documented_format(tmp_path: Path, call: mla_golden.Call) -> None:
     path = tmp_path / "g.safetensors"
     assert write(path, Golden("case/one", call)) is WriteOutcome.WRITTEN
     from safetensors import safe_open
@@ -66,7 +68,7 @@ def test_file_holds_exactly_the_documented_format(tmp_path, call):
     assert "error" not in meta
 
 
-def test_roundtrip_is_lossless(tmp_path, call):
+def test_roundtrip_is_lossless(tmp_path: Path, call: mla_golden.Call) -> None:
     path = tmp_path / "g.safetensors"
     write(path, Golden("k", call))
     back = load(path)
@@ -76,7 +78,7 @@ def test_roundtrip_is_lossless(tmp_path, call):
         assert back.call.outputs[name].dtype == tensor.dtype and torch.equal(back.call.outputs[name], tensor)
 
 
-def test_error_golden_roundtrips_without_outputs(tmp_path, call):
+def test_error_golden_roundtrips_without_outputs(tmp_path: Path, call: mla_golden.Call) -> None:
     failed = mla_golden.Call(op=call.op, params=call.params, inputs=call.inputs, buffers=call.buffers,
                              device=call.device, env=call.env, provenance={}, error="boom")  # fmt: skip
     write(tmp_path / "e.safetensors", Golden("e", failed))
@@ -84,7 +86,7 @@ def test_error_golden_roundtrips_without_outputs(tmp_path, call):
     assert back.error == "boom" and back.outputs == {}
 
 
-def test_identical_write_is_unchanged_different_is_refused_unless_update(tmp_path, call):
+def test_identical_write_is_unchanged_different_is_refused_unless_update(tmp_path: Path, call: mla_golden.Call) -> None:
     store = GoldenStore(tmp_path)
     assert store.write(Golden("k", call)) is WriteOutcome.WRITTEN
     before = store.path_for("k").read_bytes()
@@ -97,19 +99,19 @@ def test_identical_write_is_unchanged_different_is_refused_unless_update(tmp_pat
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_corrupt_existing_golden_is_never_silently_replaced(tmp_path, call):
+def test_corrupt_existing_golden_is_never_silently_replaced(tmp_path: Path, call: mla_golden.Call) -> None:
     path = tmp_path / "k.safetensors"
     path.write_bytes(b"garbage")
     assert write(path, Golden("k", call)) is WriteOutcome.REFUSED
     assert path.read_bytes() == b"garbage"
 
 
-def test_failed_write_leaves_existing_golden_and_no_temp(tmp_path, call, monkeypatch):
+def test_failed_write_leaves_existing_golden_and_no_temp(tmp_path: Path, call: mla_golden.Call, monkeypatch: pytest.MonkeyPatch) -> None:
     store = GoldenStore(tmp_path)
     store.write(Golden("k", call))
     before = store.path_for("k").read_bytes()
 
-    def disk_full(fd):
+    def disk_full(fd: Any) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", disk_full)
@@ -120,10 +122,10 @@ def test_failed_write_leaves_existing_golden_and_no_temp(tmp_path, call, monkeyp
     assert [p.name for p in tmp_path.iterdir()] == ["k.safetensors"]
 
 
-def test_unwritable_folder_is_a_clear_error(tmp_path, call, monkeypatch):
+def test_unwritable_folder_is_a_clear_error(tmp_path: Path, call: mla_golden.Call, monkeypatch: pytest.MonkeyPatch) -> None:
     import mla_golden.files
 
-    def denied(*args, **kwargs):
+    def denied(*args: Any, **kwargs: Any) -> None:
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(mla_golden.files, "temp_name", denied)  # a read-only folder, even for root
@@ -132,17 +134,17 @@ def test_unwritable_folder_is_a_clear_error(tmp_path, call, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_folder_that_cannot_be_created_is_a_clear_error(tmp_path, call):
+def test_folder_that_cannot_be_created_is_a_clear_error(tmp_path: Path, call: mla_golden.Call) -> None:
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(mla_golden.GoldenError, match="cannot create folder"):
         write(tmp_path / "file" / "sub" / "k.safetensors", Golden("k", call))
 
 
-def test_missing_folders_are_created(tmp_path, call):
+def test_missing_folders_are_created(tmp_path: Path, call: mla_golden.Call) -> None:
     assert write(tmp_path / "a" / "b" / "k.safetensors", Golden("k", call)) is WriteOutcome.WRITTEN
 
 
-def test_keys_never_escape_the_root(tmp_path):
+def test_keys_never_escape_the_root(tmp_path: Path) -> None:
     for key in ("tests/test_x.py::test_y[a-b]", "a b/c", "_x", "x" * 150):
         path = key_path(tmp_path, key).resolve()
         assert tmp_path.resolve() in path.parents, key
@@ -155,13 +157,13 @@ def test_keys_never_escape_the_root(tmp_path):
      ("", "non-empty"), ("a\x00b", "NUL"), ("a/" * 600, "characters"), ("x" * 201, "longer than"), ("a//b", "empty")],
     ids=["dotdot", "absolute", "dot", "bare-dotdot", "empty", "nul", "too-long", "long-part", "empty-part"],
 )  # fmt: skip
-def test_bad_names_are_golden_errors(tmp_path, call, key, match):
+def test_bad_names_are_golden_errors(tmp_path: Path, call: mla_golden.Call, key: Any, match: str) -> None:
     with pytest.raises(mla_golden.GoldenError, match=match):
         GoldenStore(tmp_path).write(Golden(key, call))
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_write_never_leaves_the_golden_folder_through_a_symlink(tmp_path, call):
+def test_a_write_never_leaves_the_golden_folder_through_a_symlink(tmp_path: Path, call: mla_golden.Call) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     root = tmp_path / "goldens"
@@ -172,7 +174,7 @@ def test_a_write_never_leaves_the_golden_folder_through_a_symlink(tmp_path, call
     assert list(outside.iterdir()) == []
 
 
-def test_derived_key_is_stable_and_separates_calls(call):
+def test_derived_key_is_stable_and_separates_calls(call: mla_golden.Call) -> None:
     key = derived_key(call)
     assert key.startswith("get_mla_metadata_v1/gfx942-cu304/b3-h16-")
     assert derived_key(call) == key
@@ -183,7 +185,7 @@ def test_derived_key_is_stable_and_separates_calls(call):
 # ---------------------------------------------------------------- every corruption -> GoldenError
 
 
-def _expect_golden_error(tmp_path, data: bytes, match: str | None = None):
+def _expect_golden_error(tmp_path: Path, data: bytes, match: str | None = None) -> None:
     path = tmp_path / "bad.safetensors"
     path.write_bytes(data)
     with pytest.raises(mla_golden.GoldenError) as info:
@@ -193,26 +195,26 @@ def _expect_golden_error(tmp_path, data: bytes, match: str | None = None):
         assert match in str(info.value)
 
 
-def test_truncated_at_every_offset(tmp_path, golden_bytes):
+def test_truncated_at_every_offset(tmp_path: Path, golden_bytes: bytes) -> None:
     step = max(1, len(golden_bytes) // 97)
     for cut in range(0, len(golden_bytes), step):
         _expect_golden_error(tmp_path, golden_bytes[:cut])
 
 
-def test_not_a_safetensors_file(tmp_path):
+def test_not_a_safetensors_file(tmp_path: Path) -> None:
     _expect_golden_error(tmp_path, b"PK\x03\x04 this is a zip file", "header")
 
 
-def test_huge_header_claim_is_refused_without_reading(tmp_path):
+def test_huge_header_claim_is_refused_without_reading(tmp_path: Path) -> None:
     _expect_golden_error(tmp_path, struct.pack("<Q", 100 * 1024 * 1024) + b"{}", "header size")
 
 
-def test_foreign_safetensors_file(tmp_path):
+def test_foreign_safetensors_file(tmp_path: Path) -> None:
     _expect_golden_error(tmp_path, save({"weight": torch.zeros(3)}), "not a golden")
     _expect_golden_error(tmp_path, save({"x": torch.zeros(3, dtype=torch.int32)}, metadata={"a": "b"}), "format")
 
 
-def _rewrite(golden_bytes: bytes, edit, *, redigest: bool = True) -> bytes:
+def _rewrite(golden_bytes: bytes, edit: Any, *, redigest: bool = True) -> bytes:
     """Re-encode a golden after ``edit(tensors, metadata)``; with ``redigest`` a forger who also fixed the digest."""
     from safetensors.torch import load as st_load
 
@@ -230,7 +232,7 @@ def _rewrite(golden_bytes: bytes, edit, *, redigest: bool = True) -> bytes:
     return save(tensors, metadata=metadata)
 
 
-def test_any_edit_without_a_new_digest_is_a_digest_mismatch(tmp_path, golden_bytes):
+def test_any_edit_without_a_new_digest_is_a_digest_mismatch(tmp_path: Path, golden_bytes: bytes) -> None:
     edits = [
         lambda t, m: m.update(key="case/two"),
         lambda t, m: m.update(provenance=m["provenance"].replace("standins", "standinz")),
@@ -241,7 +243,7 @@ def test_any_edit_without_a_new_digest_is_a_digest_mismatch(tmp_path, golden_byt
         _expect_golden_error(tmp_path, _rewrite(golden_bytes, edit, redigest=False), "content digest mismatch")
 
 
-def _drop_data(t, m, name):
+def _drop_data(t: Any, m: Any, name: Any) -> None:
     t[f"data.{name}"] = t[f"data.{name}"][:0]
     t[f"values.{name}"] = t[f"values.{name}"][:0]
 
@@ -278,7 +280,7 @@ def _drop_data(t, m, name):
          "wrong-dtype", "input-rank", "input-int64", "runs-dtype", "runs-unsorted", "runs-out-of-range",
          "data-outside-written", "pointer-values", "absurd-buffers", "int64-buffer", "buffers-total", "renamed-key"],  # fmt: skip
 )
-def test_bad_content_is_named(tmp_path, golden_bytes, edit, match):
+def test_bad_content_is_named(tmp_path: Path, golden_bytes: bytes, edit: Any, match: str | None) -> None:
     if match is None:
         path = tmp_path / "k.safetensors"
         path.write_bytes(_rewrite(golden_bytes, edit))
@@ -287,7 +289,7 @@ def test_bad_content_is_named(tmp_path, golden_bytes, edit, match):
     _expect_golden_error(tmp_path, _rewrite(golden_bytes, edit), match)
 
 
-def test_safetensors_layout_rules(tmp_path, golden_bytes):
+def test_safetensors_layout_rules(tmp_path: Path, golden_bytes: bytes) -> None:
     _expect_golden_error(tmp_path, golden_bytes + b"\x00", "trailing bytes")
     n = struct.unpack("<Q", golden_bytes[:8])[0]
     header = json.loads(golden_bytes[8 : 8 + n])
@@ -303,7 +305,7 @@ def test_safetensors_layout_rules(tmp_path, golden_bytes):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_random_byte_flips_only_ever_raise_golden_error(tmp_path, golden_bytes, data):
+def test_random_byte_flips_only_ever_raise_golden_error(tmp_path: Path, golden_bytes: bytes, data: Any) -> None:
     raw = bytearray(golden_bytes)
     for _ in range(data.draw(st.integers(1, 8))):
         raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
@@ -323,15 +325,15 @@ def test_random_byte_flips_only_ever_raise_golden_error(tmp_path, golden_bytes, 
     ],
     ids=["deep-nesting", "huge-number"],
 )
-def test_hostile_headers_are_golden_errors(tmp_path, header, match):
+def test_hostile_headers_are_golden_errors(tmp_path: Path, header: Any, match: str) -> None:
     _expect_golden_error(tmp_path, struct.pack("<Q", len(header)) + header, match)
 
 
-def _params(m, **changes):
+def _params(m: Any, **changes: Any) -> None:
     m["params"] = json.dumps({**json.loads(m["params"]), **changes})
 
 
-def _device(m, **changes):
+def _device(m: Any, **changes: Any) -> None:
     m["device"] = json.dumps({**json.loads(m["device"]), **changes})
 
 
@@ -359,11 +361,11 @@ def _device(m, **changes):
     ids=["bad-dtype", "unknown-param", "list-param", "float-heads", "int-bool", "missing-param", "no-cu-num",
          "arch-type", "arch-zero", "arch-product-name", "name-unprintable", "warp-size", "lds-bytes", "cu-num-range", "env-type", "env-unknown"],  # fmt: skip
 )
-def test_loadable_but_unusable_context_is_named(tmp_path, golden_bytes, edit, match):
+def test_loadable_but_unusable_context_is_named(tmp_path: Path, golden_bytes: bytes, edit: Any, match: str) -> None:
     _expect_golden_error(tmp_path, _rewrite(golden_bytes, edit), match)
 
 
-def test_a_capture_on_a_cuda_device_is_a_valid_golden(tmp_path, call):
+def test_a_capture_on_a_cuda_device_is_a_valid_golden(tmp_path: Path, call: mla_golden.Call) -> None:
     """What the recorder records for a tensor on an NVIDIA GPU (the recorder's GPU path is tested on one)."""
     device = {"arch": "sm_90", "cu_num": 132, "name": "NVIDIA H200", "warp_size": 32, "lds_bytes": 233472}
     on_cuda = mla_golden.Call(**{**call.__dict__, "device": device})
@@ -372,7 +374,7 @@ def test_a_capture_on_a_cuda_device_is_a_valid_golden(tmp_path, call):
     assert load(path).call.device == device
 
 
-def test_error_golden_with_absurd_buffers_is_refused_at_write(call):
+def test_error_golden_with_absurd_buffers_is_refused_at_write(call: mla_golden.Call) -> None:
     failed = mla_golden.Call(op=call.op, params=call.params, inputs=call.inputs, device=call.device, env=call.env,
                              buffers={**call.buffers, "work_info_set": {"shape": [2**20, 2**10], "dtype": "torch.int32"}},
                              provenance={}, error="boom")  # fmt: skip
@@ -380,7 +382,7 @@ def test_error_golden_with_absurd_buffers_is_refused_at_write(call):
         to_bytes(Golden("e", failed))
 
 
-def test_a_huge_foreign_file_is_refused_without_reading_it(tmp_path):
+def test_a_huge_foreign_file_is_refused_without_reading_it(tmp_path: Path) -> None:
     header = json.dumps({"w": {"dtype": "F32", "shape": [2**28], "data_offsets": [0, 2**30]}}).encode()
     path = tmp_path / "huge.safetensors"
     with path.open("wb") as fh:
@@ -390,7 +392,7 @@ def test_a_huge_foreign_file_is_refused_without_reading_it(tmp_path):
         load(path)
 
 
-def test_the_writer_refuses_what_the_reader_would_reject(tmp_path, call):
+def test_the_writer_refuses_what_the_reader_would_reject(tmp_path: Path, call: mla_golden.Call) -> None:
     store = GoldenStore(tmp_path)
     store.write(Golden("k", call))
     as_int = mla_golden.Call(**{**call.__dict__, "params": {**call.params, "is_causal": 1}})
@@ -408,7 +410,7 @@ def test_the_writer_refuses_what_the_reader_would_reject(tmp_path, call):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.safetensors"]
 
 
-def test_same_golden_means_what_the_differ_calls_the_same(tmp_path, call):
+def test_same_golden_means_what_the_differ_calls_the_same(tmp_path: Path, call: mla_golden.Call) -> None:
     """Provenance and capture hazards never make a rewrite a different golden; a written value does."""
     import copy
 

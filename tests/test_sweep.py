@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.processes import children
@@ -295,7 +296,7 @@ def test_the_time_budget_bounds_shrinking_too(tmp_path: Path, monkeypatch: pytes
 
     work.warm("reference", "reference:gfx942:80")  # the warm-up runs before the slow planners below
 
-    def slow(*args, **kwargs):  # a planner pair whose every call takes 0.4 s
+    def slow(*args: Any, **kwargs: Any) -> Any:  # a planner pair whose every call takes 0.4 s
         time.sleep(0.4)
         return real(*args, **kwargs)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import planted_planners
 import pytest
@@ -17,10 +18,11 @@ from mla_golden.sweeper.space import DECODE, PREFILL, Point
 
 @pytest.fixture(scope="module")
 def two_bugs() -> mla_golden.sweeper.Findings:
-    return mla_golden.sweep("reference", "python:planted_planners:two_bugs", cases=150)
+    findings: mla_golden.sweeper.Findings = mla_golden.sweep("reference", "python:planted_planners:two_bugs", cases=150)
+    return findings
 
 
-def test_each_planted_bug_is_one_group_with_a_minimal_reproducer(two_bugs) -> None:
+def test_each_planted_bug_is_one_group_with_a_minimal_reproducer(two_bugs: mla_golden.sweeper.Findings) -> None:
     by_op = {g.reproducer.point["op"]: g for g in two_bugs.groups}
     assert len(two_bugs.groups) == 2 and set(by_op) == {DECODE, PREFILL}, [g.signature for g in two_bugs.groups]
     decode, prefill = by_op[DECODE], by_op[PREFILL]
@@ -34,7 +36,7 @@ def test_each_planted_bug_is_one_group_with_a_minimal_reproducer(two_bugs) -> No
     assert decode.cases == sum(r.point["op"] == DECODE for r in divergent)
 
 
-def test_groups_say_their_cause_with_check_on_both_sides_and_a_short_rule(two_bugs) -> None:
+def test_groups_say_their_cause_with_check_on_both_sides_and_a_short_rule(two_bugs: mla_golden.sweeper.Findings) -> None:
     by_op = {g.reproducer.point["op"]: g for g in two_bugs.groups}
     decode, prefill = by_op[DECODE], by_op[PREFILL]
     assert decode.cls == VALUES and prefill.cls == SIZING, "the sizing-only change is a class of its own"
@@ -77,7 +79,7 @@ def test_the_rule_learner_finds_the_conjunction_that_explains_a_group_and_no_inc
     assert noisy.conditions == (Condition("heads", "==", "128"),) and 0.85 < noisy.precision < 1.0 and noisy.coverage == 1.0
 
 
-def test_the_cli_sweeps_a_plug_in_planner_and_says_so(tmp_path) -> None:
+def test_the_cli_sweeps_a_plug_in_planner_and_says_so(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from mla_golden.cli import app

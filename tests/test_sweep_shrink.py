@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from mla_golden.sweeper.evaluate import DIVERGED, KIND_SHAPE, evaluate
 from mla_golden.sweeper.planners import resolve
@@ -63,7 +64,7 @@ def test_a_real_divergence_shrinks_to_one_shortest_request() -> None:
     assert evaluate(minimal, a, b).detail == "work_indptr shape [305] -> [81]; written contents differ"
 
 
-def _is_one_minimal(point: Point, diverges) -> bool:
+def _is_one_minimal(point: Point, diverges: Any) -> bool:
     """No single request can go and no single length can drop by one while it still diverges."""
     lens = list(point.seq_lens)
     for i in range(len(lens)):

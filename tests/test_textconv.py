@@ -26,7 +26,7 @@ def textconv(path: Path) -> str:
     return ran.stdout
 
 
-def test_the_text_is_the_call_alone_one_line_per_row(tmp_path):
+def test_the_text_is_the_call_alone_one_line_per_row(tmp_path: Path) -> None:
     source = _decode_golden()
     golden = load(source)
     text = textconv(source)
@@ -47,7 +47,7 @@ def test_the_text_is_the_call_alone_one_line_per_row(tmp_path):
     assert "2031-01-01" not in text and "9.9.9" not in text and "created" not in text and "digest" not in text
 
 
-def test_textconv_of_a_missing_path_is_exit_2():
+def test_textconv_of_a_missing_path_is_exit_2() -> None:
     ran = CliRunner().invoke(app, ["textconv", "no/such.safetensors"])
     assert ran.exit_code == 2 and "no such file or folder" in ran.output
 
@@ -57,7 +57,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-def test_git_diff_of_a_changed_golden_names_the_changed_work_rows(tmp_path):
+def test_git_diff_of_a_changed_golden_names_the_changed_work_rows(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")

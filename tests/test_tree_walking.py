@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -26,13 +27,13 @@ def _place(root: Path, source: Path) -> Path:
     return target
 
 
-def _json(*args: str) -> tuple[int, dict]:
+def _json(*args: str) -> tuple[int, dict[str, Any]]:
     ran = CliRunner().invoke(app, [*args, "--format", "json"])
     return ran.exit_code, json.loads(ran.stdout)
 
 
 @pytest.fixture
-def tree(tmp_path) -> Path:
+def tree(tmp_path: Path) -> Path:
     root = tmp_path / "tree"
     _place(root, GOOD)
     return root
@@ -40,7 +41,7 @@ def tree(tmp_path) -> Path:
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 @pytest.mark.parametrize("command", [["check"], ["diff", "--backend", "reference"], ["list"]])
-def test_a_fifo_is_reported_bad_and_never_opened(tree, command):
+def test_a_fifo_is_reported_bad_and_never_opened(tree: Path, command: Any) -> None:
     fifo = tree / "prefill" / "x.safetensors"
     os.mkfifo(fifo)  # opening it for reading would block forever
     ran = CliRunner().invoke(app, [command[0], str(tree), *command[1:]])
@@ -49,14 +50,14 @@ def test_a_fifo_is_reported_bad_and_never_opened(tree, command):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
-def test_show_of_a_fifo_is_an_error(tmp_path):
+def test_show_of_a_fifo_is_an_error(tmp_path: Path) -> None:
     fifo = tmp_path / "x.safetensors"
     os.mkfifo(fifo)
     ran = CliRunner().invoke(app, ["show", str(fifo)])
     assert ran.exit_code == 2 and "not a regular file" in ran.output
 
 
-def test_a_symlinked_folder_is_walked_and_its_bad_golden_reported(tree, tmp_path):
+def test_a_symlinked_folder_is_walked_and_its_bad_golden_reported(tree: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "trunc.safetensors").write_bytes(OTHER.read_bytes()[:300])
@@ -67,7 +68,7 @@ def test_a_symlinked_folder_is_walked_and_its_bad_golden_reported(tree, tmp_path
     assert statuses["trunc.safetensors"] == "bad" and statuses[GOOD.name] == "passed"
 
 
-def test_a_symlink_cycle_is_walked_once(tree):
+def test_a_symlink_cycle_is_walked_once(tree: Path) -> None:
     (tree / "prefill" / "loop").symlink_to(tree, target_is_directory=True)
     (tree / "self").symlink_to(tree / "self", target_is_directory=True)  # dangles: a link to itself
     paths = list(GoldenStore(tree).paths())
@@ -76,13 +77,13 @@ def test_a_symlink_cycle_is_walked_once(tree):
     assert code == 0 and len(report["results"]) == 1
 
 
-def test_a_dangling_link_named_like_a_golden_is_bad(tree):
+def test_a_dangling_link_named_like_a_golden_is_bad(tree: Path) -> None:
     (tree / "gone.safetensors").symlink_to(tree / "nowhere.safetensors")
     code, report = _json("check", str(tree))
     assert code == 2 and any(r["status"] == "bad" and r["path"].endswith("gone.safetensors") for r in report["results"])
 
 
-def test_a_golden_whose_key_does_not_match_its_path_is_bad_in_a_tree(tree):
+def test_a_golden_whose_key_does_not_match_its_path_is_bad_in_a_tree(tree: Path) -> None:
     moved = tree / "prefill" / "elsewhere.safetensors"
     moved.write_bytes(OTHER.read_bytes())  # a valid golden, saved under another name
     code, report = _json("check", str(tree))
@@ -91,7 +92,7 @@ def test_a_golden_whose_key_does_not_match_its_path_is_bad_in_a_tree(tree):
     assert len(bad) == 1 and bad[0]["path"] == str(moved) and "does not match the file's path" in bad[0]["message"]
 
 
-def test_the_same_content_under_two_keys_is_reported(tree):
+def test_the_same_content_under_two_keys_is_reported(tree: Path) -> None:
     from mla_golden.store import Golden, GoldenStore, load
 
     golden = load(GOOD)

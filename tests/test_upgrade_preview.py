@@ -60,11 +60,11 @@ devices = ["gfx942:304"]
 """
 
 
-def _cross_records() -> dict[str, dict]:
+def _cross_records() -> dict[str, dict[str, Any]]:
     return {rec["case_id"]: rec for rec in records(f"cross_version-{OLD}")}
 
 
-def _picked() -> list[dict]:
+def _picked() -> list[dict[str, Any]]:
     """The CHANGED records and the first SAME_COUNT unchanged decode records with legacy dtypes."""
     recs = _cross_records()
     assert recs, "the aded0f84 cross-version conformance records are missing"
@@ -76,7 +76,7 @@ def _picked() -> list[dict]:
     return [recs[case] for case in CHANGED] + same
 
 
-def _record_as_builder(store: GoldenStore, version: str, rec: dict) -> None:
+def _record_as_builder(store: GoldenStore, version: str, rec: dict[str, Any]) -> None:
     """Record ``rec``'s call on ``reference@version`` as a builder would: sized by that version's helper."""
     planners = reference.at(version)
     call = rec["call"]
@@ -97,7 +97,7 @@ def _record_as_builder(store: GoldenStore, version: str, rec: dict) -> None:
     assert store.write(Golden(rec["case_id"], spy.calls.one())).value == "written"
 
 
-def _planner_cause(want: dict) -> Cause:
+def _planner_cause(want: dict[str, Any]) -> Cause:
     """The cause the record implies: the written region moved (an element written by one commit only), or values only.
 
     The record compares each commit's outputs in the buffers its own sizing
@@ -108,7 +108,7 @@ def _planner_cause(want: dict) -> Cause:
 
 
 @pytest.fixture(scope="module")
-def old_tree(tmp_path_factory) -> Path:
+def old_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Goldens of the picked records, recorded on reference@aded0f84."""
     root = tmp_path_factory.mktemp("upgrade") / "goldens"
     store = GoldenStore(root)
@@ -117,7 +117,7 @@ def old_tree(tmp_path_factory) -> Path:
     return root
 
 
-def test_a_golden_names_the_planner_version_that_recorded_it(old_tree):
+def test_a_golden_names_the_planner_version_that_recorded_it(old_tree: Path) -> None:
     golden = load(next(GoldenStore(old_tree).paths()))
     planner = golden.call.provenance["planner"]
     assert planner == {
@@ -131,7 +131,7 @@ def test_a_golden_names_the_planner_version_that_recorded_it(old_tree):
     assert code == 0 and {row["planner"] for row in listed["goldens"]} == {f"reference@{OLD}"}
 
 
-def test_plain_reference_replays_each_golden_on_the_version_that_recorded_it(old_tree):
+def test_plain_reference_replays_each_golden_on_the_version_that_recorded_it(old_tree: Path) -> None:
     code, report = cli_json("diff", old_tree, "--backend", "reference")
     assert code == 0 and report["summary"] == {"equal": len(CHANGED) + SAME_COUNT}
     for result in report["results"]:
@@ -139,7 +139,7 @@ def test_plain_reference_replays_each_golden_on_the_version_that_recorded_it(old
     assert report["by_cause"] == []
 
 
-def test_upgrade_preview_names_the_planner_change_and_where_aiter_says_it_differs(old_tree):
+def test_upgrade_preview_names_the_planner_change_and_where_aiter_says_it_differs(old_tree: Path) -> None:
     recs = _cross_records()
     code, report = cli_json("diff", old_tree, "--backend", f"reference@{NEW}", "--max-items", "8")
     assert code == 1
@@ -181,7 +181,7 @@ def test_upgrade_preview_names_the_planner_change_and_where_aiter_says_it_differ
             assert item["expected"]["columns"]["batch_idx"] >= 0 and item["changed"], "work items decoded"
 
 
-def test_upgrade_preview_text_groups_the_divergences_by_cause(old_tree):
+def test_upgrade_preview_text_groups_the_divergences_by_cause(old_tree: Path) -> None:
     code, out, err = run("diff", old_tree, "--backend", f"reference@{NEW}", "--max-items", "4")
     assert code == 1
     assert f"backend: reference@{NEW}" in err
@@ -195,7 +195,7 @@ def test_upgrade_preview_text_groups_the_divergences_by_cause(old_tree):
     assert re.search(rf"│ {re.escape(UPGRADE)} +│ +{len(CHANGED)} │", by_cause)
 
 
-def test_a_version_that_changes_nothing_there_is_equal(old_tree, tmp_path):
+def test_a_version_that_changes_nothing_there_is_equal(old_tree: Path, tmp_path: Path) -> None:
     tree = tmp_path / "same"
     shutil.copytree(old_tree, tree)
     for case in CHANGED:
@@ -204,7 +204,7 @@ def test_a_version_that_changes_nothing_there_is_equal(old_tree, tmp_path):
     assert code == 0 and report["summary"] == {"equal": SAME_COUNT} and report["by_cause"] == []
 
 
-def test_record_and_diff_by_version_through_the_matrix(tmp_path):
+def test_record_and_diff_by_version_through_the_matrix(tmp_path: Path) -> None:
     (tmp_path / "m.toml").write_text(MATRIX)
     code, report = cli_json("record", "--matrix", tmp_path / "m.toml", "--backend", f"reference@{OLD}", "--out", tmp_path / "g")
     assert code == 0 and report["summary"] == {"written": 2}
@@ -226,7 +226,7 @@ def test_record_and_diff_by_version_through_the_matrix(tmp_path):
 
 
 @pytest.mark.parametrize("spec", ["v0.1.16.post2", "620287969c", "2026-07-01"])
-def test_a_version_by_tag_commit_prefix_or_date(spec, tmp_path):
+def test_a_version_by_tag_commit_prefix_or_date(spec: str, tmp_path: Path) -> None:
     (tmp_path / "m.toml").write_text(MATRIX)
     code, report = cli_json("record", "--matrix", tmp_path / "m.toml", "--backend", f"reference@{spec}", "--out", tmp_path / "g")
     assert code == 0 and report["backend"]["version"]["name"] == "62028796"
@@ -235,7 +235,7 @@ def test_a_version_by_tag_commit_prefix_or_date(spec, tmp_path):
 
 @pytest.mark.parametrize("command", ["record", "diff"])
 @pytest.mark.parametrize("spec", ["reference@0123456789", "reference@v9.9.9", "reference@"])
-def test_an_unknown_version_is_bad_usage_listing_the_known_ones(command, spec, tmp_path):
+def test_an_unknown_version_is_bad_usage_listing_the_known_ones(command: str, spec: str, tmp_path: Path) -> None:
     code, out, err = run(command, "--backend", spec, "--out" if command == "record" else "--quiet", *([tmp_path] if command == "record" else []))
     assert code == 2 and out == ""
     assert f"error: --backend {spec}: unknown aiter planner version" in err
@@ -244,14 +244,14 @@ def test_an_unknown_version_is_bad_usage_listing_the_known_ones(command, spec, t
     assert "v0.1.16.post2" in err and "v0.1.20.post1" in err
 
 
-def test_only_the_reference_has_versions(tmp_path):
+def test_only_the_reference_has_versions(tmp_path: Path) -> None:
     code, _, err = run("diff", tmp_path, "--backend", "aiter@0.1.20")
     assert code == 2 and "only the reference has versions" in err
     code, _, err = run("diff", tmp_path, "--backend", "gpu")
     assert code == 2 and "unknown backend 'gpu'" in err
 
 
-def test_a_golden_from_an_unported_planner_replays_on_the_newest_and_says_so(old_tree, tmp_path):
+def test_a_golden_from_an_unported_planner_replays_on_the_newest_and_says_so(old_tree: Path, tmp_path: Path) -> None:
     store = GoldenStore(tmp_path / "g")
     golden = load(next(GoldenStore(old_tree).paths()))
     golden.call.provenance["planner"] = {"backend": "aiter", "version": "0.1.99", "commit": "feedbeefcafe"}
@@ -264,7 +264,7 @@ def test_a_golden_from_an_unported_planner_replays_on_the_newest_and_says_so(old
     )
 
 
-def test_a_live_aiter_golden_replays_on_the_version_its_release_carries(old_tree, tmp_path):
+def test_a_live_aiter_golden_replays_on_the_version_its_release_carries(old_tree: Path, tmp_path: Path) -> None:
     store = GoldenStore(tmp_path / "g")
     golden = load(next(GoldenStore(old_tree).paths()))
     golden.call.provenance["planner"] = {"backend": "aiter", "version": "0.1.16.post2", "commit": None}
@@ -276,7 +276,7 @@ def test_a_live_aiter_golden_replays_on_the_version_its_release_carries(old_tree
     )
 
 
-def test_versions_lists_each_version_with_its_tags_and_changes():
+def test_versions_lists_each_version_with_its_tags_and_changes() -> None:
     code, report = cli_json("versions")
     assert code == 0 and report["format"] == "mla-golden-versions/1"
     listed = report["versions"]
@@ -294,7 +294,7 @@ def test_versions_lists_each_version_with_its_tags_and_changes():
     assert lines[header + 1].startswith("  - ") and listed[4]["changes"][0] in out
 
 
-def test_the_summary_counts_each_cause_apart(old_tree, tmp_path):
+def test_the_summary_counts_each_cause_apart(old_tree: Path, tmp_path: Path) -> None:
     """Upgrade divergences and a golden the new version itself recorded, then damaged: two causes, two groups."""
     tree = tmp_path / "mixed"
     shutil.copytree(old_tree, tree)
@@ -317,7 +317,7 @@ def test_the_summary_counts_each_cause_apart(old_tree, tmp_path):
     assert first < second and out.index(f"DIVERGED {same}") > second
 
 
-def test_goldens_older_than_versions_read_as_the_version_they_name():
+def test_goldens_older_than_versions_read_as_the_version_they_name() -> None:
     """The shipped goldens were recorded on the reference before it had versions ('reference_of': aiter e4048607a535)."""
     shipped = Path(__file__).resolve().parent.parent / "goldens"
     code, listed = cli_json("list", shipped)
@@ -329,7 +329,7 @@ def test_goldens_older_than_versions_read_as_the_version_they_name():
     )
 
 
-def test_the_readme_upgrade_preview_is_what_a_run_shows(tmp_path, monkeypatch):
+def test_the_readme_upgrade_preview_is_what_a_run_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """README "What changes if we bump aiter?": its commands give the counts and cause it shows, and its snippet runs."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## What changes if we bump aiter?") :]
@@ -365,7 +365,7 @@ def _mtp3_tree(tmp_path: Path, version: str) -> Path:
     return out
 
 
-def test_a_preview_sizes_the_buffers_as_a_caller_on_the_new_version_would(tmp_path):
+def test_a_preview_sizes_the_buffers_as_a_caller_on_the_new_version_would(tmp_path: Path) -> None:
     """e4048607's helper allocates fewer query tiles at gfx950 fp8 32 heads qlen 3 than aded0f84 plans:
     replayed on aded0f84 in the golden's buffers, the planner would not fit; sized by aded0f84's helper it does."""
     new_tree = _mtp3_tree(tmp_path, NEW)
@@ -391,7 +391,7 @@ def test_a_preview_sizes_the_buffers_as_a_caller_on_the_new_version_would(tmp_pa
     ]
 
 
-def test_a_sizing_only_change_is_its_own_status(tmp_path):
+def test_a_sizing_only_change_is_its_own_status(tmp_path: Path) -> None:
     """gfx950 bf16 64 heads: v0.1.16.post2 and e4048607 plan alike, e4048607's helper sizes for 64-row tiles."""
     matrix = tmp_path / "m.toml"
     matrix.write_text(MATRIX.split("[[decode]]")[0] + """[[decode]]
@@ -418,7 +418,7 @@ devices = ["gfx950:256"]
     assert "reduce_indptr: buffer [" in out
 
 
-def test_replaying_on_the_recording_version_keeps_the_goldens_buffers(old_tree):
+def test_replaying_on_the_recording_version_keeps_the_goldens_buffers(old_tree: Path) -> None:
     code, report = cli_json("diff", old_tree, "--backend", f"reference@{OLD}")
     assert code == 0 and report["summary"] == {"equal": len(CHANGED) + SAME_COUNT}
     assert not any("buffers sized by" in note for r in report["results"] for note in r["notes"])
@@ -447,7 +447,7 @@ devices = ["gfx950:256"]
 """
 
 
-def test_a_call_the_version_cannot_express_is_not_comparable_and_listed_apart(tmp_path):
+def test_a_call_the_version_cannot_express_is_not_comparable_and_listed_apart(tmp_path: Path) -> None:
     """33d168a0 has no kv_last_page_lens / page_size: a paged golden is not comparable there, not a divergence."""
     (tmp_path / "m.toml").write_text(PAGED)
     code, _ = cli_json("record", "--matrix", tmp_path / "m.toml", "--backend", f"reference@{NEW}", "--out", tmp_path / "g")

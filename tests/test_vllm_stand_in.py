@@ -11,6 +11,8 @@ import importlib
 import inspect
 import sys
 import types
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -38,20 +40,20 @@ KERNELS = [(m, n) for m, n in VLLM_IMPORTS if n not in ("dtypes", "AITER_CSRC_DI
 
 
 @pytest.mark.parametrize(("module", "name"), VLLM_IMPORTS)
-def test_every_name_vllm_imports_from_aiter_is_served(module, name):
+def test_every_name_vllm_imports_from_aiter_is_served(module: Any, name: Any) -> None:
     with reference.as_aiter():
         assert getattr(importlib.import_module(module), name) is not None
 
 
 @pytest.mark.parametrize(("module", "name"), KERNELS)
-def test_kernels_raise_saying_the_reference_only_plans(module, name):
+def test_kernels_raise_saying_the_reference_only_plans(module: Any, name: Any) -> None:
     with reference.as_aiter():
         kernel = getattr(importlib.import_module(module), name)
     with pytest.raises(NotImplementedError, match="only plans"):
         kernel(*[None] * len([p for p in inspect.signature(kernel).parameters.values() if p.default is p.empty]))
 
 
-def test_find_spec_sees_the_stand_in_as_an_installed_package():
+def test_find_spec_sees_the_stand_in_as_an_installed_package() -> None:
     """vLLM's is_aiter_found() asks importlib.util.find_spec("aiter"), which needs a __spec__."""
     import importlib.util
 
@@ -61,7 +63,7 @@ def test_find_spec_sees_the_stand_in_as_an_installed_package():
             assert spec is not None and spec.name == name
 
 
-def test_kernel_signatures_answer_vllms_probes():
+def test_kernel_signatures_answer_vllms_probes() -> None:
     with reference.as_aiter():
         from aiter.mla import mla_decode_fwd
     parameters = inspect.signature(mla_decode_fwd).parameters
@@ -69,7 +71,7 @@ def test_kernel_signatures_answer_vllms_probes():
     assert {"causal", "q_scale", "kv_scale", "return_lse"} <= set(parameters)
 
 
-def test_names_aiter_e4048607_lacks_stay_absent_so_vllms_fallbacks_run():
+def test_names_aiter_e4048607_lacks_stay_absent_so_vllms_fallbacks_run() -> None:
     with reference.as_aiter():
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module("aiter.ops.triton.gluon.mla_decode_gluon")
@@ -80,7 +82,7 @@ def test_names_aiter_e4048607_lacks_stay_absent_so_vllms_fallbacks_run():
         (__import__("pathlib").Path(AITER_CSRC_DIR) / "kernels" / "mla" / "reduce.cu").read_text()
 
 
-def test_as_aiter_hides_a_loaded_aiter_and_restores_it():
+def test_as_aiter_hides_a_loaded_aiter_and_restores_it() -> None:
     real, real_sub = types.ModuleType("aiter"), types.ModuleType("aiter.ops.attention")
     saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k == "aiter" or k.startswith("aiter.")}
     sys.modules.update({"aiter": real, "aiter.ops.attention": real_sub})
@@ -106,14 +108,14 @@ def test_as_aiter_hides_a_loaded_aiter_and_restores_it():
     ("arch", "fp8"),
     [("gfx942", torch.float8_e4m3fnuz), ("gfx950", torch.float8_e4m3fn), ("gfx1201", torch.float8_e4m3fn), ("gfx90a", torch.uint8)],
 )
-def test_fp8_follows_the_device_as_aiters_does(arch, fp8):
+def test_fp8_follows_the_device_as_aiters_does(arch: str, fp8: torch.dtype) -> None:
     with reference.device(arch, cu_num=80):
         assert dtypes.fp8 is fp8
         assert dtypes.get_dtype_fp8() is fp8
         assert dtypes.d_dtypes["fp8"] is fp8
 
 
-def test_the_other_dtype_names_and_the_aiter_enum():
+def test_the_other_dtype_names_and_the_aiter_enum() -> None:
     assert (dtypes.fp16, dtypes.bf16, dtypes.fp32) == (torch.float16, torch.bfloat16, torch.float32)
     assert (dtypes.i32, dtypes.u32, dtypes.i64, dtypes.u64, dtypes.i16, dtypes.i8, dtypes.u8) == (
         torch.int32, torch.uint32, torch.int64, torch.uint64, torch.int16, torch.int8, torch.uint8,
@@ -133,14 +135,14 @@ SEQ_LENS = [700, 1900, 100, 3000, 300, 600]
 QUERY_LENS = [1, 1, 1, 1, 300, 600]
 
 
-def _import_builder(monkeypatch):
+def _import_builder(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Import tests/vllm_builder.py afresh (its module-level `from aiter import dtypes` must see the stand-in)."""
     monkeypatch.delitem(sys.modules, "vllm_builder", raising=False)
     return importlib.import_module("vllm_builder")
 
 
 @pytest.mark.parametrize(("arch", "fp8"), [("gfx942", "torch.float8_e4m3fnuz"), ("gfx950", "torch.float8_e4m3fn")])
-def test_vllm_shaped_builder_records_the_arch_fp8_and_matches_its_goldens(arch, fp8, monkeypatch, tmp_path):
+def test_vllm_shaped_builder_records_the_arch_fp8_and_matches_its_goldens(arch: str, fp8: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with reference.as_aiter(), reference.device(arch):
         module = _import_builder(monkeypatch)
         builder = module.MlaMetadataBuilder(num_heads=16)
@@ -167,7 +169,7 @@ def test_vllm_shaped_builder_records_the_arch_fp8_and_matches_its_goldens(arch, 
                 module.MlaMetadataBuilder(num_heads=16, pass_dtypes=False).build(SEQ_LENS, QUERY_LENS)
 
 
-def test_an_older_aiter_version_serves_its_planners_and_an_unknown_one_touches_nothing():
+def test_an_older_aiter_version_serves_its_planners_and_an_unknown_one_touches_nothing() -> None:
     old = reference.at("v0.1.16")
     with reference.as_aiter("v0.1.16") as aiter:
         from aiter import get_mla_metadata_info_v1, get_mla_metadata_v1

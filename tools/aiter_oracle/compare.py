@@ -20,7 +20,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 
 def _mask(runs: list[list[int]], n: int) -> list[bool]:
@@ -98,7 +98,7 @@ def expected_side(rec: dict[str, Any], side: str, new_records: dict[str, dict[st
     if side == "new":
         return rec
     if "old" in rec:
-        return rec["old"]
+        return cast(dict[str, Any], rec["old"])
     same = dict(new_records[rec["case_id"]])
     if same["result"] == "error":  # the same check, but at the old commit's own line
         same["error"] = {"message": same["error"]["message"]}

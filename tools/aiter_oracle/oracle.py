@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -146,7 +146,7 @@ class Oracle:
                 raise CaseError(f"case {case['case_id']}: the call does not fit this commit's {op}: {exc}") from exc
         if "args" not in sink:
             raise AiterPyError(f"{op} never reached a compiled binding")
-        return sink["args"]
+        return cast(list[tuple[str, Any]], sink["args"])
 
     def harness_input(self, case: dict[str, Any], device: DeviceSpec, bound: list[tuple[str, Any]]) -> str:
         return case_text(case["op"], device, case["env"], self.harness.signatures[case["op"]], bound)
