@@ -166,7 +166,7 @@ def test_divergent_calls_not_drawn_still_count_under_their_cause() -> None:
     assert "2 diverged" in page and "not drawn: the page draws the first 50" in page
 
 
-def test_check_and_show_pages_name_what_they_looked_at():
+def test_check_and_show_pages_name_what_they_looked_at() -> None:
     call = _decode_call(heads=32)
     violation = Violation("coverage.kv", "batch 0", "kv [0, 700) is not covered", works=(0,))
     check_page = render_check_page(
