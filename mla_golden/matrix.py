@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import random
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING, Any
 from mla_golden import cases
 from mla_golden.case_file import Locator, Table, read_document
 from mla_golden.errors import MatrixError as MatrixError  # re-exported: importable from here too
-from mla_golden.schema import MLA_OP, PS_OP
+from mla_golden.schema import MLA_OP, OUTPUTS, PS_OP, build_arguments, schema_for, signature_of
 
 if TYPE_CHECKING:
+    import torch
+
     from mla_golden.backends import Backend
     from mla_golden.call import Call
 
@@ -89,13 +91,34 @@ class Case:
         )
         wm, wi, wis, ri, rfm, rpm = (torch.empty(shape, dtype=dt, device=dev) for shape, dt in info)
         inputs = cases.decode_inputs(self.seq_lens, self.qlen, self.page_size, dev)
-        backend.planner(self.op)(
+        planner = backend.planner(self.op)
+        if "kv_last_page_lens" not in signature_of(planner, schema_for(self.op)).parameters:
+            self._invoke_older_decode(planner, inputs, dtype, (wm, wi, wis, ri, rfm, rpm))
+            return
+        planner(
             *inputs.values(), self.kernel_heads, 1, True,
             wm, wis, wi, ri, rfm, rpm,
             page_size=self.page_size, kv_granularity=cases.kv_granularity(self.page_size),
             max_seqlen_qo=self.qlen, uni_seqlen_qo=self.qlen, fast_mode=True,
             max_split_per_batch=self.max_split_per_batch, dtype_q=dtype, dtype_kv=dtype,
         )  # fmt: skip
+
+    def _invoke_older_decode(
+        self, planner: Callable[..., Any], inputs: dict[str, torch.Tensor], dtype: torch.dtype, buffers: tuple[torch.Tensor, ...]
+    ) -> None:
+        """An aiter before paged KV (739c63177e: no ``kv_last_page_lens`` / ``page_size``), called as its builders
+        did, by keyword; a paged case it cannot express fails naming the argument (AdaptationError)."""
+        name = str(dtype)
+        params = {
+            "num_heads_per_head_k": self.kernel_heads, "num_heads_k": 1, "is_causal": True,
+            "page_size": self.page_size, "kv_granularity": cases.kv_granularity(self.page_size),
+            "max_seqlen_qo": self.qlen, "uni_seqlen_qo": self.qlen, "fast_mode": True, "topk": -1,
+            "max_split_per_batch": self.max_split_per_batch, "intra_batch_mode": False,
+            "is_cp_round_robin": False, "mla_version": 0,
+            "dtype_q_nope": name, "dtype_q_rope": name, "dtype_kv_nope": name, "dtype_kv_rope": name,
+        }  # fmt: skip
+        kwargs, _ = build_arguments(self.op, planner, params, inputs, dict(zip(OUTPUTS, buffers)))
+        planner(**kwargs)
 
     def _invoke_prefill(self, backend: Backend) -> None:
         """vLLM ``_build_fp8_prefill_ps_metadata``: host-side indptrs, new tokens only (kv == q)."""

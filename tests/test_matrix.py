@@ -146,3 +146,30 @@ def test_duplicate_case_names_are_refused() -> None:
 def test_unreadable_matrix_file(tmp_path: Path) -> None:
     with pytest.raises(MatrixError, match="cannot read"):
         load(tmp_path / "missing.toml")
+
+
+def test_an_aiter_before_paged_kv_records_the_unpaged_cases_and_names_what_the_paged_ones_need(tmp_path: Path) -> None:
+    """33d168a0's planner has no kv_last_page_lens / page_size: its builders called it by keyword without them."""
+    from helpers.cli import cli_json
+
+    from mla_golden.planner_id import planner_label
+    from mla_golden.store import load
+
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text(textwrap.dedent("""\
+        format = "mla-golden-matrix/1"
+        devices = ["gfx942:304"]
+
+        [[decode]]
+        name = "pages"
+        heads = 16
+        dtype = "fp8"
+        batch = 3
+        context = "jitter:700"
+        page_size = [1, 16]
+        """))
+    code, document = cli_json("record", "--matrix", matrix, "--backend", "reference@33d168a0", "--out", tmp_path / "g")
+    by_page = {r["key"].rsplit("-p", 1)[1]: r for r in document["results"]}
+    assert code == 2 and by_page["1"]["status"] == "written", document
+    assert by_page["16"]["status"] == "failed" and "kv_last_page_lens" in by_page["16"]["message"]
+    assert planner_label(load(Path(by_page["1"]["path"])).call.provenance) == "reference@33d168a0"
