@@ -12,10 +12,9 @@ import dataclasses
 import importlib
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-import torch
+from helpers.calls import incident
 from typer.testing import CliRunner
 
 import mla_golden
@@ -26,7 +25,6 @@ from mla_golden.reference import features
 
 registry = importlib.import_module("mla_golden.reference.versions")  # the module (the package exports versions())
 
-FP8 = torch.float8_e4m3fn  # gfx950's fp8
 FAKE = "fa4e0001"
 BATCH = 4
 
@@ -49,22 +47,6 @@ def fake_newest(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     reload()
 
 
-def _incident(planner: Any) -> tuple[mla_golden.Call, list[torch.Tensor]]:
-    """gfx950, fp8 q and kv, 32 heads, single-token decode: v0.1.16.post2's dispatch folds it to 16 x 2."""
-    with planner.device("gfx950", cu_num=256):
-        shapes = planner.get_mla_metadata_info_v1(BATCH, 1, 32, FP8, FP8, False)
-        buffers = [torch.empty(shape, dtype=dtype) for shape, dtype in shapes]
-        work_metadata_ptrs, work_indptr, work_info_set, *reduce = buffers
-        with mla_golden.spy(planner) as spy:
-            planner.get_mla_metadata_v1(
-                torch.arange(BATCH + 1, dtype=torch.int32), torch.arange(BATCH + 1, dtype=torch.int32) * 700,
-                torch.ones(BATCH, dtype=torch.int32), 32, 1, True,
-                work_metadata_ptrs, work_info_set, work_indptr, *reduce,
-                max_seqlen_qo=1, uni_seqlen_qo=1, dtype_q=FP8, dtype_kv=FP8,
-            )  # fmt: skip
-    return spy.calls.one(), buffers
-
-
 def _largest_batch(call: mla_golden.Call) -> int:
     works = int(call.outputs["work_indptr"][-1])
     return int(call.outputs["work_info_set"][:works, 0].max())
@@ -80,22 +62,22 @@ def test_the_package_level_planners_are_the_newest_versions(fake_newest: str) ->
     assert reference.version.name == fake_newest
     assert reference.get_mla_metadata_v1 is reference.at(fake_newest).get_mla_metadata_v1
     assert reference.get_mla_metadata_info_v1 is reference.at(fake_newest).get_mla_metadata_info_v1
-    call, _ = _incident(reference)
+    call, _ = incident(reference, BATCH)
     assert call.provenance["planner"]["version"] == fake_newest
     assert _largest_batch(call) >= BATCH, "the fake newest folds 32 heads into 16 x 2 batches"
-    e4048607, _ = _incident(reference.at("e4048607"))
+    e4048607, _ = incident(reference.at("e4048607"), BATCH)
     assert _largest_batch(e4048607) < BATCH, "e4048607 runs them natively"
 
 
 def test_without_the_fake_the_package_level_planners_are_e4048607() -> None:
     assert reference.version.name == "e4048607"
-    call, _ = _incident(reference)
+    call, _ = incident(reference, BATCH)
     assert _largest_batch(call) < BATCH
 
 
 def test_checks_judge_an_unported_aiters_golden_by_the_newest_version(fake_newest: str) -> None:
-    folded, _ = _incident(reference.at("v0.1.16.post2"))
-    native, _ = _incident(reference.at("e4048607"))
+    folded, _ = incident(reference.at("v0.1.16.post2"), BATCH)
+    native, _ = incident(reference.at("e4048607"), BATCH)
     assert mla_golden.invariants(_from_unported_aiter(folded)).ok
     result = mla_golden.invariants(_from_unported_aiter(native))
     assert not result.ok
@@ -104,8 +86,8 @@ def test_checks_judge_an_unported_aiters_golden_by_the_newest_version(fake_newes
 
 
 def test_the_same_goldens_judged_without_the_fake_follow_e4048607() -> None:
-    folded, _ = _incident(reference.at("v0.1.16.post2"))
-    native, _ = _incident(reference.at("e4048607"))
+    folded, _ = incident(reference.at("v0.1.16.post2"), BATCH)
+    native, _ = incident(reference.at("e4048607"), BATCH)
     assert mla_golden.invariants(_from_unported_aiter(native)).ok
     result = mla_golden.invariants(_from_unported_aiter(folded))
     assert any("aiter e4048607 runs 32 heads" in v.message for v in result.violations)
