@@ -58,6 +58,19 @@ def writing(path: Path, option: str) -> Iterator[None]:
         raise typer.Exit(EXIT_BAD) from exc
 
 
+
+def _group_counts(title: str, column: str, groups: list[CauseGroup]) -> Any:
+    """A table of groups (label, how many results)."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    table.add_column(column, overflow="fold")
+    table.add_column("count", justify="right")
+    for group in groups:
+        table.add_row(group.label, str(len(group.results)))
+    return table
+
+
 def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bool, header: dict[str, Any]) -> int:
     """Print the counts, per-result reports and the summary (text, github) or one JSON document; return the exit status.
 
@@ -112,19 +125,10 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
     table.add_row("total", str(len(results)), style="bold")
     out.print(table, width=min(out.width, SUMMARY_WIDTH))
     if any(g.causes for g in groups):
-        causes = Table(title="not ok, by cause", title_justify="left")
-        causes.add_column("cause", overflow="fold")
-        causes.add_column("count", justify="right")
-        for group in groups:
-            causes.add_row(group.label, str(len(group.results)))
-        out.print(causes, width=min(out.width, SUMMARY_WIDTH))
+        out.print(_group_counts("not ok, by cause", "cause", groups), width=min(out.width, SUMMARY_WIDTH))
     if apart:
-        table = Table(title="not comparable (no divergence: the planner cannot express these calls)", title_justify="left")
-        table.add_column("planner", overflow="fold")
-        table.add_column("count", justify="right")
-        for group in apart:
-            table.add_row(group.label, str(len(group.results)))
-        out.print(table, width=min(out.width, SUMMARY_WIDTH))
+        title = "not comparable (no divergence: the planner cannot express these calls)"
+        out.print(_group_counts(title, "planner", apart), width=min(out.width, SUMMARY_WIDTH))
     problems = [r for r in results if not r.status.ok]
     if problems and not quiet:
         from rich.text import Text
