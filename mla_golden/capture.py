@@ -11,12 +11,13 @@ the caller's own tensors see exactly the program's one run.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import inspect
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -125,22 +126,8 @@ class _Compared:
     masks: dict[str, torch.Tensor] = field(default_factory=dict)
     #: Flat indices of written elements the runs disagree on, per buffer that has any.
     found: dict[str, torch.Tensor] = field(default_factory=dict)
-    #: Buffers written whole (their masks all true).
-    whole: set[str] = field(default_factory=set)
-
-    def kept(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """``values`` inside the written region, 0 elsewhere, in place on CPU copies; raw pointers are never kept."""
-        out = {}
-        for name, tensor in values.items():
-            tensor = tensor.cpu()
-            if name == POINTER_OUTPUT:
-                out[name] = tensor.zero_()
-            elif name in self.whole:
-                out[name] = tensor
-            else:
-                np.copyto(tensor.numpy(), 0, where=~self.masks[name].numpy())
-                out[name] = tensor
-        return out
+    #: The values kept: the program's run (or probe A) inside the written region, 0 elsewhere; never raw pointers.
+    kept: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def _same(x: torch.Tensor, y: torch.Tensor) -> bool:
@@ -150,29 +137,69 @@ def _same(x: torch.Tensor, y: torch.Tensor) -> bool:
     return torch.equal(x, y)
 
 
+def _whole(
+    a: np.ndarray[Any, Any], b: np.ndarray[Any, Any], theirs: np.ndarray[Any, Any] | None
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
+    """(kept values, indices where ``theirs`` differs) when probes ``a`` and ``b`` wrote every element alike, else None.
+
+    Kept are a copy of ``theirs``, or ``a`` itself without it (a replay's own
+    probe buffer). Prefill's whole buffers are ten megabytes: the comparisons
+    are byte compares that allocate nothing.
+    """
+    if not _bytes_equal(a, b):
+        return None
+    if theirs is None:
+        return a, np.empty(0, dtype=np.int64)
+    differ = np.empty(0, dtype=np.int64) if _bytes_equal(theirs, a) else np.flatnonzero(theirs != a)
+    return theirs.copy(), differ
+
+
+def _bytes_equal(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> bool:
+    """Do contiguous arrays of one shape and dtype hold the same bytes? C's memcmp: twice numpy's speed, no temporary."""
+    if _MEMCMP is None or not (x.flags.c_contiguous and y.flags.c_contiguous):
+        return bool(np.array_equal(x, y))
+    return _MEMCMP(x.ctypes.data, y.ctypes.data, x.nbytes) == 0
+
+
+def _libc_memcmp() -> Callable[[int, int, int], int] | None:
+    try:
+        memcmp = ctypes.CDLL(None).memcmp
+    except (AttributeError, OSError, TypeError):  # no C library reachable this way (Windows): numpy compares
+        return None
+    memcmp.restype = ctypes.c_int
+    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return cast(Callable[[int, int, int], int], memcmp)
+
+
+_MEMCMP = _libc_memcmp()
+
+
 def _compare(
     run_a: Mapping[str, torch.Tensor], run_b: Mapping[str, torch.Tensor], live: Mapping[str, torch.Tensor] | None = None
 ) -> _Compared:
-    """Compare the probe runs (and ``live``, the program's own run) buffer by buffer.
+    """Compare the probe runs (and ``live``, the program's own run) buffer by buffer, and keep the values.
 
-    Elementwise work runs in numpy on CPU copies: on buffers of a few thousand
+    The kept values are fresh CPU arrays taken from ``live`` (from ``run_a``
+    without it). Elementwise work runs in numpy: on buffers of a few thousand
     elements torch's per-operation dispatch costs more than the comparisons.
     """
     result = _Compared()
-    masks, found = result.masks, result.found
+    masks, found, kept = result.masks, result.found, result.kept
     for name, tensor in run_a.items():
         a, b = tensor.cpu().numpy(), run_b[name].cpu().numpy()
         first, second = CANARIES[tensor.dtype]
         if name == POINTER_OUTPUT:
             # Pointers differ between the two scratch allocations: written = both moved off their canary.
             masks[name] = torch.from_numpy((a != first) & (b != second))
+            kept[name] = torch.zeros(a.shape, dtype=tensor.dtype)
             continue
         theirs = live[name].cpu().numpy() if live is not None else None
-        if a.size >= _WHOLE and np.array_equal(a, b):  # both probes wrote every element alike (prefill's whole buffers)
+        whole = _whole(a, b, theirs) if a.size >= _WHOLE else None
+        if whole is not None:  # both probes wrote every element alike (prefill's whole buffers)
             masks[name] = torch.ones(a.shape, dtype=torch.bool)
-            result.whole.add(name)
-            if theirs is not None and not np.array_equal(theirs, a):
-                found[name] = torch.from_numpy(np.flatnonzero(theirs != a))
+            kept[name] = torch.from_numpy(whole[0].reshape(a.shape))
+            if whole[1].size:
+                found[name] = torch.from_numpy(whole[1])
             continue
         mask = (a != first) | (b != second)
         differ = a != b
@@ -180,6 +207,7 @@ def _compare(
             differ |= theirs != a
         differ &= mask
         masks[name] = torch.from_numpy(mask)
+        kept[name] = torch.from_numpy(np.where(mask, a if theirs is None else theirs, 0).astype(a.dtype, copy=False))
         if differ.any():
             found[name] = torch.from_numpy(np.flatnonzero(differ))
     return result
@@ -320,7 +348,8 @@ def _outputs(live: LiveCapture, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     call, bound, sig, fn = live.call, live.bound, live.sig, live.fn
     caller = bound.buffers
     _sync(list(caller.values()))
-    outputs = {n: _cpu(t) for n, t in caller.items()}
+    # The probes write only scratch buffers: a CPU caller's own buffers are read in place, copied once when kept.
+    outputs = {n: t.detach().contiguous() if t.device.type == "cpu" else _cpu(t) for n, t in caller.items()}
     schema = schema_for(live.op)
     # The signature has no *args / **kwargs (see LiveCapture): positions and keywords name its parameters.
     positional = [schema.canonical(n) for n in list(sig.parameters)[: len(args)]]
@@ -353,13 +382,15 @@ def _outputs(live: LiveCapture, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         # The probe failed where the caller's run did not: no mask can be trusted.
         facts["deterministic"] = False
         facts["notes"].append(f"probe run raised {_message(probed)}; everything taken as written")
-        compared = _Compared({n: torch.ones(t.shape, dtype=torch.bool) for n, t in outputs.items()}, whole=set(outputs))
+        masks = {n: torch.ones(t.shape, dtype=torch.bool) for n, t in outputs.items()}
+        values = {n: torch.zeros_like(t) if n == POINTER_OUTPUT else _cpu(t) for n, t in outputs.items()}
+        compared = _Compared(masks, kept=values)
     else:
         compared = _compare(*probed, outputs)
         _record_disagreements(facts, compared.found, call.buffers)
     facts["ptrs_ok"] = _pointers_ok(caller, outputs[POINTER_OUTPUT], compared.masks[POINTER_OUTPUT])
     call.written = compared.masks
-    call.outputs = compared.kept(outputs)
+    call.outputs = compared.kept
 
 
 def _message(exc: BaseException) -> str:
@@ -431,7 +462,7 @@ def replay(
     _record_disagreements(facts, compared.found, result.buffers)
     facts["ptrs_ok"] = _pointers_ok(run_a, run_a[POINTER_OUTPUT], compared.masks[POINTER_OUTPUT])
     result.written = compared.masks
-    result.outputs = compared.kept(run_a)
+    result.outputs = compared.kept
     return result
 
 

@@ -70,6 +70,38 @@ def test_outputs_that_differ_between_runs_are_written_nondeterministic_and_named
     assert named in render_text(found)
 
 
+def _writes_every_element(change: Any) -> Any:
+    """A planner that fills all of a large work_info_set (as prefill's does), then ``change(arguments, run)``."""
+    runs = iter(range(100))
+
+    def body(arguments: Any) -> None:
+        info = arguments["work_info_set"]
+        info.copy_(torch.arange(info.numel(), dtype=torch.int32).reshape(info.shape))
+        change(arguments, next(runs))
+
+    return body
+
+
+@pytest.mark.parametrize(
+    "change, where", [(_flag_second_probe, (0, 4)), (_flag_callers_run, (1, 5))], ids=["probes-differ", "caller-differs"]
+)
+def test_a_buffer_written_whole_names_the_elements_that_differ_and_keeps_the_callers_run(
+    monkeypatch: pytest.MonkeyPatch, change: Any, where: Any
+) -> None:
+    aiter: Any = _aiter(monkeypatch, _writes_every_element(change))
+    bufs = standins.toy_buffers(3, 200)
+    bufs["work_info_set"] = torch.empty(9000, 8, dtype=torch.int32)  # 72,000 elements: the whole-buffer path
+    with mla_golden.spy() as spy:
+        aiter.get_mla_metadata_v1(QO, KV, torch.ones(3, dtype=torch.int32), 16, 1, True, *bufs.values(), max_seqlen_qo=1)
+    call = spy.calls.one()
+    flat = where[0] * 8 + where[1]
+    assert call.facts["deterministic"] is False
+    assert call.facts["nondeterministic"] == {"work_info_set": {"count": 1, "at": [flat]}}
+    assert bool(call.written["work_info_set"].all())
+    assert torch.equal(call.outputs["work_info_set"], bufs["work_info_set"])  # the program's own run, copied
+    assert call.outputs["work_info_set"].data_ptr() != bufs["work_info_set"].data_ptr()
+
+
 def test_a_deterministic_planner_names_no_element(monkeypatch: pytest.MonkeyPatch) -> None:
     aiter = _aiter(monkeypatch, _counted(lambda arguments, run: None))
     with mla_golden.spy() as spy:
