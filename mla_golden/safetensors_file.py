@@ -65,11 +65,13 @@ class RawFile:
 
 
 def _no_duplicates(path: Path, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise GoldenError(path, f"not a safetensors file: header repeats the key {key[:80]!r}")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):  # a repeated key: find the first one to name it
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise GoldenError(path, f"not a safetensors file: header repeats the key {key[:80]!r}")
+            seen.add(key)
     return out
 
 

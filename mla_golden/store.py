@@ -163,20 +163,30 @@ OBTAINED = ".obtained"
 OBTAINED_SUFFIX = OBTAINED + SUFFIX
 
 
-def key_matches_path(key: str, path: Path) -> bool:
+def key_matches_path(key: str, path: Path | str) -> bool:
     """Whether ``path``, as the user named it, ends with where ``key`` is stored.
 
     Never the resolved path: a symlink named like one key and leading to
     another key's golden would pass as the first.
     """
-    parts = _key_parts(Path(), key)
-    want = (*parts[:-1], parts[-1] + SUFFIX)
+    want = _stored_parts(key)
+    text, tail = os.fspath(path), "/".join(want)
+    if os.sep == "/" and (text == tail or text.endswith("/" + tail)):
+        return True  # as given (a tree walk's paths); the key's parts are plain, so the text's tail is its parts' tail
+    path = Path(path)
     if path.parts[-len(want) :] == want:
-        return True  # as given (a tree walk's paths): its absolute form ends the same way, no syscall needed
+        return True
     named = list(path.absolute().parts)
     if named[-1].endswith(OBTAINED + SUFFIX):
         named[-1] = named[-1].removesuffix(OBTAINED + SUFFIX) + SUFFIX
     return tuple(named[-len(want) :]) == want
+
+
+@functools.lru_cache(maxsize=8192)
+def _stored_parts(key: str) -> tuple[str, ...]:
+    """The path parts ``key`` is stored under, file name included (a tree diff asks for each key twice)."""
+    parts = _key_parts(Path(), key)
+    return (*parts[:-1], parts[-1] + SUFFIX)
 
 
 def obtained_path(golden_path: Path) -> Path:
@@ -228,7 +238,7 @@ def load(path: Path | str) -> Golden:
 def load_placed(path: Path | str) -> Golden:
     """A golden found in a tree: :func:`load`, and its key must be the one its path stands for."""
     golden = load(path)
-    if not key_matches_path(golden.key, Path(path)):
+    if not key_matches_path(golden.key, path):
         raise GoldenError(path, f"key {golden.key[:80]!r} does not match the file's path (moved, copied or renamed?)")
     return golden
 
