@@ -1,6 +1,6 @@
 """Sweep benchmarks, as ratios measured in the same run.
 
-    python benchmarks/bench_sweep.py [CASES]     (make bench runs it)
+    python benchmarks/bench_sweep.py [--cases N] [--jobs J] [--scaling-cases M]     (make bench runs it)
 
 - overhead: a sweep in this process (serial vs parallel decode planner over
   the default space: every case runs both planners, nothing diverges).
@@ -9,53 +9,101 @@
   buffers, comparing, journal and bookkeeping. Measured in CPU seconds of this
   process (what other processes on a shared machine do not inflate) and, for
   reference, in wall seconds. Goal: <= 20% of the planners' time.
-- scaling: the same sweep with ``--jobs 1`` (this process) and ``--jobs 2``
-  (two worker processes); the ratio of their sweeping times, worker start-up
-  (each worker imports torch) reported apart. Goal: >= 1.7x on 2 cores; it
-  needs the two cores free, so the load average is printed beside it.
+- scaling: a divergent sweep as users run it (docs/sweep-spaces/versions.toml,
+  aiter aded0f84 vs e4048607, with ``out``: every divergent case shrunk and its
+  reproducer goldens written) with ``--jobs 1`` (this process), ``--jobs J``
+  and Ray on the same J CPUs (warm actors); wall time net of start-up (worker
+  processes import torch and warm the planners; Ray starts its instance), the
+  start-up printed apart. Goals: ``--jobs 8`` >= 6x ``--jobs 1`` on 16 free
+  cores (J = 2: >= 1.7x on two free cores); Ray no slower than ``--jobs J``.
+  Wall scaling needs the cores free, so the load average is printed beside it.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import mla_golden
+from mla_golden.sweeper.driver import Findings
 
 A = "reference+AITER_MLA_META_USE_PARALLEL=0"
 B = "reference+AITER_MLA_META_USE_PARALLEL=1"
+VERSIONS = Path(__file__).resolve().parent.parent / "docs" / "sweep-spaces" / "versions.toml"
+OLD, NEW = "reference@aded0f84", "reference@e4048607"
 
 
-def main() -> None:
-    cases = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+def overhead(cases: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         mla_golden.sweep(A, B, cases=20, seed=99)  # imports and first calls out of the way
         cpu = time.process_time()
         inline = mla_golden.sweep(A, B, cases=cases, seed=1, out=Path(tmp) / "inline")
         cpu = time.process_time() - cpu
-        load = os.getloadavg()[0]
-        driver = time.process_time()
-        two = mla_golden.sweep(A, B, cases=cases, seed=1, jobs=2, out=Path(tmp) / "two")
-        driver = time.process_time() - driver
-        load = max(load, os.getloadavg()[0])
     print(f"sweep of {cases} cases ({A} vs {B}, default space), counts {inline.counts}")
     planner_cpu = sum(r.planner_cpu_s for r in inline.results)
     print(f"overhead (CPU): {(cpu - planner_cpu) / cases * 1e3:.3f} ms/case over {planner_cpu / cases * 1e3:.3f} ms/case "
           f"in the planners = {(cpu - planner_cpu) / planner_cpu:.1%} of planner time (goal <= 20%)")
     wall = inline.elapsed_s - inline.startup_s
     print(f"overhead (wall): {(wall - inline.planner_s) / inline.planner_s:.1%} of planner time")
-    t1, t2 = wall, two.elapsed_s - two.startup_s
-    print(f"scaling: --jobs 1 (in-process) {t1:.2f} s, --jobs 2 {t2:.2f} s -> {t1 / t2:.2f}x (goal >= 1.7x); "
-          f"worker start-up {two.startup_s:.2f} s apart (with it: {inline.elapsed_s / two.elapsed_s:.2f}x); "
-          f"load average {load:.1f} on {os.cpu_count()} CPUs")
-    # On a shared machine the wall ratio says how much CPU the others left; the CPU each setup spends
-    # says what two free cores give: the driver and both workers' CPU, spread over two cores.
-    workers = sum(r.cpu_s for r in two.results)
-    print(f"scaling from CPU spent: --jobs 1 {cpu:.2f} s, --jobs 2 {workers:.2f} s in the workers + {driver:.2f} s "
-          f"in the driver -> {cpu / ((workers + driver) / 2):.2f}x on two free cores")
+
+
+def _divergent(cases: int, out: Path | None, **how: object) -> tuple[Findings, float]:
+    """The sweep and its wall seconds net of start-up."""
+    found = mla_golden.sweep(OLD, NEW, VERSIONS, cases=cases, seed=0, out=out, **how)  # type: ignore[arg-type]
+    return found, found.elapsed_s - found.startup_s
+
+
+def _judging_only(cases: int, jobs: int) -> None:
+    """The same sweeps without ``out`` (no goldens written, no journal): what the disk costs the scaling."""
+    _, t1 = _divergent(cases, None)
+    many, tj = _divergent(cases, None, jobs=jobs)
+    print(f"  without out (nothing written): --jobs 1 {t1:.2f} s, --jobs {jobs} {tj:.2f} s -> {t1 / tj:.2f}x; "
+          f"worker time per case at --jobs {jobs} {sum(r.seconds for r in many.results) / cases * 1e3:.2f} ms")
+
+
+def scaling(cases: int, jobs: int) -> None:
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        mla_golden.sweep(OLD, NEW, VERSIONS, cases=20, seed=99)  # imports and first calls out of the way
+        one, t1 = _divergent(cases, Path(tmp) / "one")
+        many, tj = _divergent(cases, Path(tmp) / "many", jobs=jobs)
+        assert [(r.index, r.status, r.minimal) for r in one.results] == [(r.index, r.status, r.minimal) for r in many.results]
+        print(f"divergent sweep of {cases} cases ({OLD} vs {NEW}, {VERSIONS.name}): {one.counts}, {len(one.groups)} groups")
+        print(f"scaling: --jobs 1 {t1:.2f} s, --jobs {jobs} {tj:.2f} s -> {t1 / tj:.2f}x net of start-up "
+              f"({many.startup_s:.2f} s apart; with it {one.elapsed_s / many.elapsed_s:.2f}x) "
+              f"(goal: >= 6x at --jobs 8 on 16 cores, >= 1.7x at --jobs 2 on 2)")
+        busy1, busyj = sum(r.seconds for r in one.results), sum(r.seconds for r in many.results)
+        print(f"  worker time per case: {busy1 / cases * 1e3:.2f} ms at --jobs 1, {busyj / cases * 1e3:.2f} ms at --jobs {jobs}; "
+              f"workers busy {busyj / (jobs * tj):.0%} of the --jobs {jobs} sweep")
+        _judging_only(cases, jobs)
+        try:
+            import ray
+        except ImportError:
+            print("Ray: not installed (the ray extra); not measured")
+        else:
+            ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+            try:
+                on_ray, tr = _divergent(cases, Path(tmp) / "ray", ray="local")
+            finally:
+                ray.shutdown()
+            assert [r.minimal for r in on_ray.results] == [r.minimal for r in one.results]
+            print(f"Ray, {jobs} warm actors: {tr:.2f} s net of start-up ({on_ray.startup_s:.2f} s apart) = "
+                  f"{tr / tj:.2f}x the time of --jobs {jobs} (goal <= 1x)")
+    load = max(load, os.getloadavg()[0])
+    print(f"load average {load:.1f} on {os.cpu_count()} CPUs (wall scaling needs the cores free)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=1000, help="cases of the overhead sweep")
+    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="workers of the scaling sweep")
+    parser.add_argument("--scaling-cases", type=int, default=1500, help="cases of the divergent scaling sweep")
+    args = parser.parse_args()
+    overhead(args.cases)
+    scaling(args.scaling_cases, args.jobs)
 
 
 if __name__ == "__main__":

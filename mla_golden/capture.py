@@ -151,7 +151,8 @@ def _whole(
     if theirs is None:
         return a, np.empty(0, dtype=np.int64)
     differ = np.empty(0, dtype=np.int64) if _bytes_equal(theirs, a) else np.flatnonzero(theirs != a)
-    return theirs.copy(), differ
+    # copied by torch's allocator: numpy's asks for huge pages, whose zeroing and compaction stall some hosts
+    return torch.from_numpy(theirs).clone().numpy(), differ
 
 
 def _bytes_equal(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> bool:

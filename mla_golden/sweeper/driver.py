@@ -28,7 +28,7 @@ from mla_golden.sweeper.evaluate import DIVERGED, capture
 from mla_golden.sweeper.groups import CLASSES, Group, check_sides, explain, signature, size
 from mla_golden.sweeper.journal import Journal
 from mla_golden.sweeper.planners import parse_spec
-from mla_golden.sweeper.regions import Summary, summarise
+from mla_golden.sweeper.regions import Summary, judged, parse, summarise
 from mla_golden.sweeper.space import Point, Space, load
 from mla_golden.sweeper.work import CaseResult, planner, write_pair
 
@@ -207,9 +207,15 @@ def sweep(
     results = list(done)
     smallest: dict[tuple[str, ...], CaseResult] = {}
     tallies: dict[tuple[str, ...], list[Any]] = {}
-    for result in done:
-        if result.status == DIVERGED:
-            _collect(smallest, tallies, result)
+    parsed: dict[int, tuple[Point, dict[str, str]]] = {}  # filled while the workers run: the summary's inputs
+
+    def merge(batch: list[CaseResult]) -> None:
+        for result in judged(batch):
+            parsed[result.index] = parse(result)
+            if result.status == DIVERGED:
+                _collect(smallest, tallies, result)
+
+    merge(done)
     enumerated = space.size() <= (cases if cases is not None else 10_000)
     total = min(space.size(), cases) if enumerated and cases else cases
     points: Iterator[tuple[int, Point]] = ((i, p) for i, p in enumerate(space.points(seed, cases)) if i not in finished)
@@ -241,9 +247,7 @@ def sweep(
             progress(len(results), total, sum(r.status == DIVERGED for r in results))
 
         def take(batch: list[CaseResult]) -> None:
-            for result in batch:
-                if result.status == DIVERGED:
-                    _collect(smallest, tallies, result)
+            merge(batch)
             if journal:
                 journal.append(batch)
             results.extend(batch)
@@ -259,11 +263,11 @@ def sweep(
         group.checks = check_sides(group.reproducer)
         group.reproducer.cases = group.cases
         found.append(group)
-    explain(found, results)
+    explain(found, results, parsed)
     found.sort(key=lambda g: (CLASSES.index(g.cls), -g.cases, g.signature))
     return Findings(
         a, b, (planners[0].label, planners[1].label), space.source, seed, results,
-        found, summarise(results), time.monotonic() - started, out_path, stopped_by, len(done), startup,
+        found, summarise(results, parsed), time.monotonic() - started, out_path, stopped_by, len(done), startup,
     )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from mla_golden import cases
@@ -316,8 +317,8 @@ def _first_difference(name: str, a: torch.Tensor, b: torch.Tensor) -> str:
     a, b = a.cpu(), b.cpu()
     flat = int((a != b).reshape(-1).nonzero()[0])
     count = int((a != b).sum())
-    index = list(torch.unravel_index(torch.tensor(flat), a.shape)) if a.dim() > 1 else [flat]
-    where = ", ".join(str(int(i)) for i in index)
+    # numpy's, not torch.unravel_index: torch's first call imports sympy (a second of every worker's first divergence)
+    where = ", ".join(str(int(i)) for i in np.unravel_index(flat, tuple(a.shape)))
 
     def show(t: torch.Tensor) -> str:
         value = int(t.reshape(-1)[flat])

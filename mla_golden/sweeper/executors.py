@@ -120,8 +120,22 @@ class LocalExecutor(Executor):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+class _Warm:
+    """A Ray actor holding warmed planners: started (torch imported, planners resolved and run once) before the
+    sweep's clock, then handed chunks one at a time, as a local worker is."""
+
+    def __init__(self, a: str, b: str) -> None:
+        warm(a, b)
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def run(self, a: str, b: str, chunk: Chunk, shrink: bool, deadline: float | None, out: str | None) -> list[CaseResult]:
+        return run_shipped(a, b, chunk, shrink, deadline, out)
+
+
 class RayExecutor(Executor):
-    """``--ray [ADDRESS]``: the same chunks as Ray tasks; ``local`` starts a Ray instance on this machine.
+    """``--ray [ADDRESS]``: the same chunks on warm Ray actors, one per CPU; ``local`` starts a Ray instance here.
 
     An already initialised Ray (``ray.init`` in the caller) is used as it is.
     """
@@ -130,6 +144,7 @@ class RayExecutor(Executor):
         super().__init__(a, b, shrink)
         try:
             import ray
+            from ray.util import ActorPool
         except ImportError as exc:
             raise ExecutorError("--ray needs Ray (mla-golden's ray extra): pip install ray") from exc
         self._ray = ray
@@ -143,20 +158,28 @@ class RayExecutor(Executor):
             except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError...
                 raise ExecutorError(f"cannot start or reach Ray at {address or 'local'}: {exc}") from exc
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._task = ray.remote(num_cpus=1)(run_shipped)
-        self._refs: dict[Any, Chunk] = {}
+        actor = ray.remote(num_cpus=1)(_Warm)
+        self._actors: list[Any] = [actor.remote(a, b) for _ in range(self.workers)]
+        ray.get([handle.ready.remote() for handle in self._actors])
+        self._pool = ActorPool(self._actors)
+        #: Points of the chunks in flight, by index (results come back without them).
+        self._points: dict[int, dict[str, Any]] = {}
 
     def submit(self, chunk: Chunk) -> None:
-        self._refs[self._task.remote(self.a, self.b, chunk, self.shrink, self.deadline, self.out)] = chunk
+        self._points.update(chunk)
+        args = (self.a, self.b, self.shrink, self.deadline, self.out)
+        self._pool.submit(lambda actor, items: actor.run.remote(args[0], args[1], items, *args[2:]), chunk)
 
     def next_done(self) -> list[CaseResult]:
-        done, _ = self._ray.wait(list(self._refs), num_returns=1)
-        return with_points(self._ray.get(done[0]), self._refs.pop(done[0]))
+        results: list[CaseResult] = self._pool.get_next_unordered()
+        for result in results:
+            result.point = self._points.pop(result.index)
+        return results
 
     def close(self) -> None:
-        for ref in self._refs:
+        for actor in self._actors:
             with contextlib.suppress(Exception):
-                self._ray.cancel(ref, force=True)
+                self._ray.kill(actor)
         if self._owned:
             self._ray.shutdown()
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mla_golden.differ import Cause
-from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, KIND_ERROR, KIND_SHAPE, KIND_SIZING
-from mla_golden.sweeper.rules import Rule, learn
-from mla_golden.sweeper.space import Point
+from mla_golden.sweeper.evaluate import DIVERGED, KIND_ERROR, KIND_SHAPE, KIND_SIZING
+from mla_golden.sweeper.regions import Parsed, judged, parse
+from mla_golden.sweeper.rules import Rule, conditions_of, learn
 from mla_golden.sweeper.work import CaseResult
 
 if TYPE_CHECKING:
@@ -100,9 +100,12 @@ def check_sides(rep: Reproducer) -> dict[str, list[str]]:
     return found
 
 
-def explain(groups: Sequence[Group], results: Sequence[CaseResult]) -> None:
-    """Give each group its rule, learnt over every judged case."""
-    judged = [r for r in results if r.status in (EQUAL, DIVERGED)]
-    points = [Point.from_dict(r.point) for r in judged]
+def explain(groups: Sequence[Group], results: Sequence[CaseResult], parsed: Parsed | None = None) -> None:
+    """Give each group its rule, learnt over every judged case (``parsed``: their points and labels, if at hand)."""
+    cases = judged(results)
+    both = [parsed[r.index] if parsed else parse(r) for r in cases]
+    points = [point for point, _ in both]
+    offered = conditions_of(points, [values for _, values in both]) if points and groups else {}
     for group in groups:
-        group.rule = learn(points, [r.status == DIVERGED and signature(r) == group.signature for r in judged]) if points else None
+        positive = [r.status == DIVERGED and signature(r) == group.signature for r in cases]
+        group.rule = learn(points, positive, offered) if points else None

@@ -14,7 +14,7 @@ it covers say whether it diverged at every batch or only at some.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,23 +101,32 @@ class Summary:
         return {"regions": [r.to_dict() for r in self.regions], "never_diverges": self.never(), "marginals": self.marginals}
 
 
-def _matches(where: dict[str, str], values: dict[str, str]) -> bool:
-    return all(values[axis] == value for axis, value in where.items())
+#: An axis-value pattern over group keys (tuples in AXES order): (axis position, value) pairs.
+_Pattern = tuple[tuple[int, str], ...]
+
+
+def _pattern(where: dict[str, str]) -> _Pattern:
+    return tuple((AXES.index(axis), value) for axis, value in where.items())
+
+
+def _fits(pattern: _Pattern, key: tuple[str, ...]) -> bool:
+    return all(key[i] == value for i, value in pattern)
 
 
 def _purity(where: dict[str, str], groups: dict[tuple[str, ...], list[int]]) -> tuple[float, int]:
     """Share of divergent cases in the region, and its cases."""
+    pattern = _pattern(where)
     cases = diverged = 0
     for key, (n, hit) in groups.items():
-        if _matches(where, dict(zip(AXES, key))):
+        if _fits(pattern, key):
             cases, diverged = cases + n, diverged + hit
     return (diverged / cases if cases else 0.0), cases
 
 
-def _narrow(seed: dict[str, str], groups: dict[tuple[str, ...], list[int]], clean: list[dict[str, str]]) -> dict[str, str]:
+def _narrow(seed: dict[str, str], groups: dict[tuple[str, ...], list[int]], clean: list[tuple[str, ...]]) -> dict[str, str]:
     """The region around ``seed``: add its values one at a time, purest first, until it is (nearly) all divergent."""
     where: dict[str, str] = {}
-    while any(_matches(where, c) for c in clean) and _purity(where, groups)[0] < PURE:
+    while any(_fits(_pattern(where), c) for c in clean) and _purity(where, groups)[0] < PURE:
         best: tuple[float, int, str] | None = None
         for axis in AXES:
             if axis in where:
@@ -130,12 +139,27 @@ def _narrow(seed: dict[str, str], groups: dict[tuple[str, ...], list[int]], clea
     return where
 
 
-def summarise(results: Sequence[CaseResult]) -> Summary:
+#: A judged case's point and its :func:`labels`, by case index: parsed once as verdicts arrive, read by the
+#: summary and the rules when the sweep ends.
+Parsed = Mapping[int, tuple[Point, dict[str, str]]]
+
+
+def parse(result: CaseResult) -> tuple[Point, dict[str, str]]:
+    point = Point.from_dict(result.point)
+    return point, labels(point)
+
+
+def judged(results: Sequence[CaseResult]) -> list[CaseResult]:
+    """The verdicts summaries are made of: equal and divergent (skipped / undefined left out)."""
+    return [r for r in results if r.status in (EQUAL, DIVERGED)]
+
+
+def summarise(results: Sequence[CaseResult], parsed: Parsed | None = None) -> Summary:
     """Regions and per-value counts over the equal and divergent verdicts (skipped/undefined left out)."""
-    judged = [(labels(Point.from_dict(r.point)), r) for r in results if r.status in (EQUAL, DIVERGED)]
+    judged_ = [((parsed[r.index] if parsed else parse(r))[1], r) for r in judged(results)]
     marginals: dict[str, dict[str, list[int]]] = {axis: {} for axis in AXES}
     groups: dict[tuple[str, ...], list[int]] = {}
-    for values, result in judged:
+    for values, result in judged_:
         hit = int(result.status == DIVERGED)
         for axis in AXES:
             counts = marginals[axis].setdefault(values[axis], [0, 0])
@@ -144,16 +168,17 @@ def summarise(results: Sequence[CaseResult]) -> Summary:
         group = groups.setdefault(tuple(values[a] for a in AXES), [0, 0])
         group[0] += 1
         group[1] += hit
-    clean = [dict(zip(AXES, key)) for key, (_, hit) in groups.items() if hit == 0]
+    clean = [key for key, (_, hit) in groups.items() if hit == 0]
     seeds = sorted((key for key, (_, hit) in groups.items() if hit), key=lambda k: -groups[k][1])
     regions: list[Region] = []
     for key in seeds:
-        values = dict(zip(AXES, key))
-        if not any(_matches(r.where, values) for r in regions):
-            regions.append(Region(_narrow(values, groups, clean)))
-    for values, result in judged:
-        for region in regions:
-            if _matches(region.where, values):
+        if not any(_fits(_pattern(r.where), key) for r in regions):
+            regions.append(Region(_narrow(dict(zip(AXES, key)), groups, clean)))
+    patterns = [_pattern(region.where) for region in regions]
+    for values, result in judged_:
+        key = tuple(values[a] for a in AXES)
+        for region, pattern in zip(regions, patterns):
+            if _fits(pattern, key):
                 batch = len(result.point["seq_lens"])
                 region.cases += 1
                 region.all_batches.append(batch)

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from mla_golden.sweeper.regions import NOT_APPLICABLE, labels
 from mla_golden.sweeper.space import Point
 
@@ -72,33 +74,54 @@ class Rule:
                 "positives": self.positives, "description": self.describe()}  # fmt: skip
 
 
-def _conditions(points: Sequence[Point]) -> dict[Condition, int]:
-    """Every condition the cases offer, as a bit mask over them."""
+def conditions_of(points: Sequence[Point], labelled: Sequence[dict[str, str]] | None = None) -> dict[Condition, int]:
+    """Every condition the cases offer, as a bit mask over them (bit i: case i); one set serves every group.
+
+    ``labelled``: the points' :func:`~mla_golden.sweeper.regions.labels`, when the caller has them.
+    """
     masks: dict[Condition, int] = {}
-    for i, point in enumerate(points):
-        bit = 1 << i
-        for axis, value in labels(point).items():
+    by_axis: dict[str, list[str]] = {}
+    for point_labels in labelled if labelled is not None else map(labels, points):
+        for axis, value in point_labels.items():
+            by_axis.setdefault(axis, []).append(value)
+    found: list[tuple[int, int, Condition, int]] = []  # (first case, axis position, condition, mask)
+    for position, (axis, values) in enumerate(by_axis.items()):
+        column = np.array(values, dtype=object)
+        for value in dict.fromkeys(values):
             if value != NOT_APPLICABLE:
-                key = Condition(axis, "==", value)
-                masks[key] = masks.get(key, 0) | bit
+                flags = column == value
+                found.append((int(flags.argmax()), position, Condition(axis, "==", value), _bits(flags)))
+    # in the order the cases first show them (ties between equally good rules go the same way every run)
+    masks.update((condition, mask) for _, _, condition, mask in sorted(found, key=lambda f: f[:2]))
+    everything = (1 << len(points)) - 1
     for axis, size in _SIZES.items():
-        values = [size(p) for p in points]
-        for k in range(1, max(values).bit_length()):
+        sizes = np.array([size(p) for p in points], dtype=np.int64)
+        for k in range(1, int(sizes.max()).bit_length()):
             threshold = 1 << k
-            above = sum(1 << i for i, v in enumerate(values) if v >= threshold)
+            above = _bits(sizes >= threshold)
             if 0 < above.bit_count() < len(points):
                 masks[Condition(axis, ">=", str(threshold))] = above
-                masks[Condition(axis, "<", str(threshold))] = ((1 << len(points)) - 1) & ~above
+                masks[Condition(axis, "<", str(threshold))] = everything & ~above
     return masks
 
 
-def learn(points: Sequence[Point], positive: Sequence[bool]) -> Rule:
-    """The best rule of at most :data:`MAX_CONDITIONS` conditions separating the positive cases from the rest."""
+def _bits(flags: np.ndarray[Any, Any]) -> int:
+    """A bool array as an int whose bit i is ``flags[i]`` (packed by numpy: linear, where OR-ing bits one by one
+    into a growing int is quadratic in the cases)."""
+    return int.from_bytes(np.packbits(flags.astype(bool), bitorder="little").tobytes(), "little")
+
+
+def learn(points: Sequence[Point], positive: Sequence[bool], offered: dict[Condition, int] | None = None) -> Rule:
+    """The best rule of at most :data:`MAX_CONDITIONS` conditions separating the positive cases from the rest.
+
+    ``offered``: :func:`conditions_of` ``points``, when the caller has them (a sweep learns one rule per group).
+    """
     everything = (1 << len(points)) - 1
-    target = sum(1 << i for i, hit in enumerate(positive) if hit)
+    target = _bits(np.array(positive, dtype=bool)) if len(positive) else 0
     positives = target.bit_count()
     # Only conditions that hold for some positive case can be part of a useful rule.
-    usable = [(c, m) for c, m in _conditions(points).items() if m & target and m != everything]
+    offered = conditions_of(points) if offered is None else offered
+    usable = [(c, m) for c, m in offered.items() if m & target and m != everything]
 
     def score(mask: int, size: int) -> tuple[float, int]:
         hits = (mask & target).bit_count()

@@ -6,6 +6,7 @@ worker process or a Ray node as easily as it runs in-process.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,19 +78,29 @@ def warm(a: str, b: str) -> None:
     _warm.add((a, b))
 
 
+#: Reproducer pairs this process wrote: (out, a, b, key) -> their paths. Shrinking leads many cases to one
+#: minimal call; it is captured and written once per worker, not once per case.
+_written: dict[tuple[str, str, str, str], list[str]] = {}
+
+
 def write_pair(point: Point, a: str, b: str, out: Path) -> list[str]:
     """Capture ``point`` on both planners and write it as OUT/a/<key> and OUT/b/<key>; the paths.
 
     Runs where the case was judged (a worker), so the driver only merges. Two
     workers writing one key write the same call: the store keeps one file.
     """
+    memo = (str(out), a, b, point.key)
+    done = _written.get(memo)
+    if done is not None and all(os.path.exists(path) for path in done):
+        return list(done)
     written = []
     for side, spec in (("a", a), ("b", b)):
         store = GoldenStore(out / side)
         if store.write(Golden(point.key, capture(point, planner(spec)))) is WriteOutcome.REFUSED:
             raise SweepError(f"{store.path_for(point.key)}: a different golden is already there; use another --out")
         written.append(str(store.path_for(point.key)))
-    return written
+    _written[memo] = written
+    return list(written)
 
 
 def run_chunk(
