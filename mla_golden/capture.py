@@ -48,9 +48,9 @@ _ScratchKey = tuple[tuple[str, tuple[int, ...], torch.dtype, torch.device], ...]
 
 
 class _Scratch(threading.local):
-    """Per thread: the last capture's CPU probe buffers, (shapes key, [run A, run B]), refilled by the next capture."""
+    """Per thread: the last capture's CPU buffers for probe A, (shapes key, buffers), refilled by the next capture."""
 
-    runs: tuple[_ScratchKey, list[_Buffers | None]] | None = None
+    run_a: tuple[_ScratchKey, _Buffers] | None = None
 
 
 _SCRATCH = _Scratch()
@@ -76,17 +76,18 @@ def _cpu(tensor: torch.Tensor) -> torch.Tensor:
 def _scratch(buffers: Mapping[str, torch.Tensor], which: int, reuse: bool) -> dict[str, torch.Tensor]:
     """Stand-ins for ``buffers`` filled with canary ``which``.
 
-    ``reuse``: refill this thread's previous CPU stand-ins of the same shapes
-    instead of allocating: fresh pages cost more than a small planner call
-    (the caller must not keep them; a capture keeps copies).
+    ``reuse`` (probe A only): refill this thread's previous CPU stand-ins of the
+    same shapes instead of allocating: fresh pages cost more than a small
+    planner call. Probe B's are always fresh: they become the values a
+    capture keeps (see :func:`_compare`).
     """
     key: _ScratchKey = tuple((name, tuple(buf.shape), buf.dtype, buf.device) for name, buf in buffers.items())
-    kept = _SCRATCH.runs if reuse else None
-    previous = kept[1][which] if kept is not None and kept[0] == key else None
-    if previous is not None:
-        for buf in previous.values():
+    reuse = reuse and which == 0
+    kept = _SCRATCH.run_a if reuse else None
+    if kept is not None and kept[0] == key:
+        for buf in kept[1].values():
             buf.fill_(CANARIES[buf.dtype][which])
-        return previous
+        return kept[1]
     out: _Buffers = {}
     for name, buf in buffers.items():
         canary = CANARIES.get(buf.dtype)
@@ -95,10 +96,7 @@ def _scratch(buffers: Mapping[str, torch.Tensor], which: int, reuse: bool) -> di
         # Filled on the CPU and copied: GPU kernels for uint64 fill are not everywhere.
         out[name] = torch.full(buf.shape, canary[which], dtype=buf.dtype).to(buf.device)
     if reuse and all(buf.device.type == "cpu" for buf in buffers.values()):
-        if kept is None or kept[0] != key:
-            runs: list[_Buffers | None] = [None, None]
-            kept = _SCRATCH.runs = (key, runs)
-        kept[1][which] = out
+        _SCRATCH.run_a = (key, out)
     return out
 
 
@@ -139,20 +137,19 @@ def _same(x: torch.Tensor, y: torch.Tensor) -> bool:
 
 def _whole(
     a: np.ndarray[Any, Any], b: np.ndarray[Any, Any], theirs: np.ndarray[Any, Any] | None
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
-    """(kept values, indices where ``theirs`` differs) when probes ``a`` and ``b`` wrote every element alike, else None.
+) -> np.ndarray[Any, Any] | None:
+    """Where ``theirs`` differs from probe ``a`` when probes ``a`` and ``b`` wrote every element alike, else None.
 
-    Kept are a copy of ``theirs``, or ``a`` itself without it (a replay's own
-    probe buffer). Prefill's whole buffers are ten megabytes: the comparisons
-    are byte compares that allocate nothing.
+    ``b`` then holds the kept values (those of ``theirs``, or of ``a`` without
+    it). Prefill's whole buffers are ten megabytes: the comparisons are byte
+    compares that allocate nothing, and nothing is copied when the runs agree.
     """
     if not _bytes_equal(a, b):
         return None
-    if theirs is None:
-        return a, np.empty(0, dtype=np.int64)
-    differ = np.empty(0, dtype=np.int64) if _bytes_equal(theirs, a) else np.flatnonzero(theirs != a)
-    # copied by torch's allocator: numpy's asks for huge pages, whose zeroing and compaction stall some hosts
-    return torch.from_numpy(theirs).clone().numpy(), differ
+    if theirs is None or _bytes_equal(theirs, a):
+        return np.empty(0, dtype=np.int64)
+    np.copyto(b, theirs)
+    return np.flatnonzero(theirs != a)
 
 
 def _bytes_equal(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> bool:
@@ -180,9 +177,11 @@ def _compare(
 ) -> _Compared:
     """Compare the probe runs (and ``live``, the program's own run) buffer by buffer, and keep the values.
 
-    The kept values are fresh CPU arrays taken from ``live`` (from ``run_a``
-    without it). Elementwise work runs in numpy: on buffers of a few thousand
-    elements torch's per-operation dispatch costs more than the comparisons.
+    The kept values are ``live``'s (``run_a``'s without it), written into
+    ``run_b``'s CPU arrays, which the caller hands over: probe B's buffers are
+    fresh, so keeping them costs no copy of a buffer the runs agree on.
+    Elementwise work runs in numpy: on buffers of a few thousand elements
+    torch's per-operation dispatch costs more than the comparisons.
     """
     result = _Compared()
     masks, found, kept = result.masks, result.found, result.kept
@@ -192,15 +191,16 @@ def _compare(
         if name == POINTER_OUTPUT:
             # Pointers differ between the two scratch allocations: written = both moved off their canary.
             masks[name] = torch.from_numpy((a != first) & (b != second))
-            kept[name] = torch.zeros(a.shape, dtype=tensor.dtype)
+            b.fill(0)
+            kept[name] = torch.from_numpy(b)
             continue
         theirs = live[name].cpu().numpy() if live is not None else None
-        whole = _whole(a, b, theirs) if a.size >= _WHOLE else None
-        if whole is not None:  # both probes wrote every element alike (prefill's whole buffers)
+        differ_at = _whole(a, b, theirs) if a.size >= _WHOLE else None
+        if differ_at is not None:  # both probes wrote every element alike (prefill's whole buffers)
             masks[name] = torch.ones(a.shape, dtype=torch.bool)
-            kept[name] = torch.from_numpy(whole[0].reshape(a.shape))
-            if whole[1].size:
-                found[name] = torch.from_numpy(whole[1])
+            kept[name] = torch.from_numpy(b)
+            if differ_at.size:
+                found[name] = torch.from_numpy(differ_at)
             continue
         mask = (a != first) | (b != second)
         differ = a != b
@@ -208,7 +208,8 @@ def _compare(
             differ |= theirs != a
         differ &= mask
         masks[name] = torch.from_numpy(mask)
-        kept[name] = torch.from_numpy(np.where(mask, a if theirs is None else theirs, 0).astype(a.dtype, copy=False))
+        np.multiply(a if theirs is None else theirs, mask, out=b)  # the values where written, 0 elsewhere
+        kept[name] = torch.from_numpy(b)
         if differ.any():
             found[name] = torch.from_numpy(np.flatnonzero(differ))
     return result

@@ -156,18 +156,19 @@ def judged(results: Sequence[CaseResult]) -> list[CaseResult]:
 
 def summarise(results: Sequence[CaseResult], parsed: Parsed | None = None) -> Summary:
     """Regions and per-value counts over the equal and divergent verdicts (skipped/undefined left out)."""
-    judged_ = [((parsed[r.index] if parsed else parse(r))[1], r) for r in judged(results)]
+    keyed = [(tuple((parsed[r.index] if parsed else parse(r))[1][a] for a in AXES), r) for r in judged(results)]
     marginals: dict[str, dict[str, list[int]]] = {axis: {} for axis in AXES}
     groups: dict[tuple[str, ...], list[int]] = {}
-    for values, result in judged_:
+    for key, result in keyed:
         hit = int(result.status == DIVERGED)
-        for axis in AXES:
-            counts = marginals[axis].setdefault(values[axis], [0, 0])
-            counts[0] += 1
-            counts[1] += hit
-        group = groups.setdefault(tuple(values[a] for a in AXES), [0, 0])
+        group = groups.setdefault(key, [0, 0])
         group[0] += 1
         group[1] += hit
+    for key, (cases, hits) in groups.items():  # per value: the sum over its groups
+        for axis, value in zip(AXES, key):
+            counts = marginals[axis].setdefault(value, [0, 0])
+            counts[0] += cases
+            counts[1] += hits
     clean = [key for key, (_, hit) in groups.items() if hit == 0]
     seeds = sorted((key for key, (_, hit) in groups.items() if hit), key=lambda k: -groups[k][1])
     regions: list[Region] = []
@@ -175,15 +176,15 @@ def summarise(results: Sequence[CaseResult], parsed: Parsed | None = None) -> Su
         if not any(_fits(_pattern(r.where), key) for r in regions):
             regions.append(Region(_narrow(dict(zip(AXES, key)), groups, clean)))
     patterns = [_pattern(region.where) for region in regions]
-    for values, result in judged_:
-        key = tuple(values[a] for a in AXES)
-        for region, pattern in zip(regions, patterns):
-            if _fits(pattern, key):
-                batch = len(result.point["seq_lens"])
-                region.cases += 1
-                region.all_batches.append(batch)
-                if result.status == DIVERGED:
-                    region.diverged += 1
-                    region.batches.append(batch)
-                break
+    # the first region a group's key fits, once per group rather than once per case
+    home = {key: next((r for r, p in zip(regions, patterns) if _fits(p, key)), None) for key in groups}
+    for key, result in keyed:
+        region = home[key]
+        if region is not None:
+            batch = len(result.point["seq_lens"])
+            region.cases += 1
+            region.all_batches.append(batch)
+            if result.status == DIVERGED:
+                region.diverged += 1
+                region.batches.append(batch)
     return Summary(regions, marginals)
