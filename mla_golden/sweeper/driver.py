@@ -36,6 +36,7 @@ from mla_golden.sweeper.work import CaseResult, planner, write_pair
 DEFAULT_CASES = 500
 #: Seconds of work a chunk should hold, and the most points it may hold.
 CHUNK_SECONDS = 2.0
+MIN_CHUNK_SECONDS = 0.05
 MAX_CHUNK = 256
 #: Chunks kept in flight per worker (one running, one queued).
 IN_FLIGHT = 2
@@ -231,7 +232,9 @@ def sweep(
             return 0
         size = max(1, min(MAX_CHUNK, int(CHUNK_SECONDS / max(per_case[0], 1e-4))))
         if left[0] is not None:
-            size = max(1, min(size, -(-left[0] // (2 * IN_FLIGHT * workers[0]))))
+            # but no smaller than MIN_CHUNK_SECONDS of work: below that the round trip costs more than the wait
+            floor = int(MIN_CHUNK_SECONDS / max(per_case[0], 1e-4))
+            size = max(1, min(size, max(floor, -(-left[0] // (2 * IN_FLIGHT * workers[0])))))
             left[0] -= size
         return size
 

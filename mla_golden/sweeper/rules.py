@@ -14,7 +14,6 @@ explains a data-dependent bug poorly says so.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -130,17 +129,25 @@ def learn(points: Sequence[Point], positive: Sequence[bool], offered: dict[Condi
         return round(f1, 12), -size
 
     best: tuple[tuple[float, int], tuple[Condition, ...], int] = (score(everything, 0), (), everything)
-    for size in range(1, MAX_CONDITIONS + 1):
-        for combo in itertools.combinations(usable, size):
-            if len({c.axis for c, _ in combo}) < size:
+
+    def extend(start: int, combo: tuple[Condition, ...], mask: int) -> None:
+        """Every rule of distinct axes that adds conditions after ``start`` to ``combo``, in the order
+        ``itertools.combinations`` gives within a size (ties keep the first); a conjunction that covers no
+        positive case is dropped with all its extensions."""
+        nonlocal best
+        axes = {c.axis for c in combo}
+        for index in range(start, len(usable)):
+            condition, m = usable[index]
+            narrowed = mask & m
+            if condition.axis in axes or not narrowed & target:
                 continue
-            mask = everything
-            for _, m in combo:
-                mask &= m
-            if not mask & target:
-                continue
-            scored = score(mask, size)
+            grown = (*combo, condition)
+            scored = score(narrowed, len(grown))
             if scored > best[0]:
-                best = (scored, tuple(c for c, _ in combo), mask)
+                best = (scored, grown, narrowed)
+            if len(grown) < MAX_CONDITIONS:
+                extend(index + 1, grown, narrowed)
+
+    extend(0, (), everything)
     _, conditions, mask = best
     return Rule(conditions, mask.bit_count(), (mask & target).bit_count(), positives)
