@@ -501,14 +501,14 @@ def _pair_paths(
 ) -> None:
     """Load one pair and diff it into ``results`` (a 'bad' result for each side that does not load)."""
     from mla_golden.errors import GoldenError
-    from mla_golden.store import load_placed
+    from mla_golden.store import load_pair
 
     loaded = []
-    for path in (expected_path, actual_path):
-        try:
-            loaded.append(load_placed(path))
-        except GoldenError as exc:
-            results.append(Result(key, Status.BAD, path, exc.problem))
+    for path, golden in zip((expected_path, actual_path), load_pair(expected_path, actual_path)):
+        if isinstance(golden, GoldenError):
+            results.append(Result(key, Status.BAD, path, golden.problem))
+        else:
+            loaded.append(golden)
     if len(loaded) < 2:
         return
     expected, actual = loaded

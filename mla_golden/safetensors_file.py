@@ -15,7 +15,7 @@ import os
 import stat
 import struct
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,9 @@ class RawFile:
     tensors: Mapping[str, torch.Tensor]
     #: name -> (safetensors dtype, shape, bytes): what the content digest covers.
     raw: dict[str, tuple[str, list[int], memoryview]]
+    #: The file's bytes as read: the length prefix and header, then the tensor data.
+    head: bytes = b""
+    body: bytearray = field(default_factory=bytearray)
 
 
 def _no_duplicates(path: Path, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -119,7 +122,8 @@ def read(path: Path) -> RawFile:
                 raise GoldenError(path, f"not a golden: header size {header_len} bytes (allowed 2..{MAX_HEADER_BYTES})")
             if 8 + header_len > size:
                 raise GoldenError(path, f"truncated: header claims {header_len} bytes, file has {size - 8} after the length")
-            header = _parse_header(path, fh.read(header_len))
+            header_bytes = fh.read(header_len)
+            header = _parse_header(path, header_bytes)
             metadata = header.pop("__metadata__", None)
             if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
                 raise GoldenError(path, "not a golden: no string __metadata__ in the safetensors header")
@@ -139,7 +143,26 @@ def read(path: Path) -> RawFile:
     for name, (code, *_) in specs.items():
         if code == "BOOL":
             tensors[name]  # built now: a bool tensor holding other values is refused on reading
-    return RawFile(metadata=metadata, tensors=tensors, raw=raw)
+    return RawFile(metadata=metadata, tensors=tensors, raw=raw, head=prefix + header_bytes, body=body)
+
+
+def holds(path: Path, raw: RawFile) -> bool:
+    """Are ``path``'s bytes exactly those ``raw`` was read from? False too when it cannot be read as a regular
+    file (reading it the usual way then says why). Reads at most ``raw``'s size."""
+    try:
+        fd = open_regular(path)
+    except GoldenError:
+        return False
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            size = len(raw.head) + len(raw.body)
+            if os.fstat(fh.fileno()).st_size != size:
+                return False
+            data = fh.read(size)
+    except OSError:
+        return False
+    view = memoryview(data)
+    return view[: len(raw.head)] == raw.head and view[len(raw.head) :] == raw.body
 
 
 def _parse_header(path: Path, raw: bytes) -> dict[str, Any]:

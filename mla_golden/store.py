@@ -232,15 +232,48 @@ def load(path: Path | str) -> Golden:
     """
     path = Path(path)
     key, call, fmt = decode(path, safetensors_file.read(path))
-    return Golden(key=key, call=call, path=path, format=fmt, notes=[V1_NOTE] if fmt == FORMAT_V1 else [])
+    return Golden(key=key, call=call, path=path, format=fmt, notes=_notes(fmt))
+
+
+def _notes(fmt: str) -> list[str]:
+    return [V1_NOTE] if fmt == FORMAT_V1 else []
 
 
 def load_placed(path: Path | str) -> Golden:
     """A golden found in a tree: :func:`load`, and its key must be the one its path stands for."""
-    golden = load(path)
+    return _placed(load(path), path)
+
+
+def _placed(golden: Golden, path: Path | str) -> Golden:
     if not key_matches_path(golden.key, path):
         raise GoldenError(path, f"key {golden.key[:80]!r} does not match the file's path (moved, copied or renamed?)")
     return golden
+
+
+def load_pair(first: Path | str, second: Path | str) -> tuple[Golden | GoldenError, Golden | GoldenError]:
+    """:func:`load_placed` of both files of a pair, each a golden or the error that refused it.
+
+    When the second file's bytes are exactly the first's (an unchanged golden
+    in two checkouts), its decoding is the first's: the same bytes pass the
+    same checks and decode to the same call, so it is not decoded again.
+    """
+    raw: safetensors_file.RawFile | None = None
+    one: Golden | GoldenError
+    two: Golden | GoldenError
+    try:
+        raw = safetensors_file.read(Path(first))
+        key, call, fmt = decode(Path(first), raw)
+        one = _placed(Golden(key=key, call=call, path=Path(first), format=fmt, notes=_notes(fmt)), first)
+    except GoldenError as exc:
+        one = exc
+    try:
+        if isinstance(one, Golden) and raw is not None and safetensors_file.holds(Path(second), raw):
+            two = _placed(Golden(one.key, one.call, Path(second), one.format, list(one.notes)), second)
+        else:
+            two = load_placed(second)
+    except GoldenError as exc:
+        two = exc
+    return one, two
 
 
 # ---------------------------------------------------------------- writing

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from safetensors.torch import save
 
 import mla_golden
+from mla_golden import store as store_module
+from mla_golden.errors import GoldenError
 from mla_golden.store import (
     FORMAT,
     Golden,
@@ -24,6 +26,7 @@ from mla_golden.store import (
     derived_key,
     key_path,
     load,
+    load_pair,
     to_bytes,
     write,
 )
@@ -424,3 +427,53 @@ def test_same_golden_means_what_the_differ_calls_the_same(tmp_path: Path, call: 
     moved.outputs["work_indptr"][1] += 1
     assert not mla_golden.diff(call, moved).same_content
     assert store.write(Golden("k", moved)) is WriteOutcome.REFUSED
+
+
+def _pair(tmp_path: Path, first: bytes, second: bytes, key: str = "case/one") -> tuple[Any, Any]:
+    paths = []
+    for side, data in (("a", first), ("b", second)):
+        path = key_path(tmp_path / side, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        paths.append(path)
+    return load_pair(*paths)
+
+
+def test_a_pair_of_identical_files_decodes_once_and_each_keeps_its_own_path(
+    tmp_path: Path, golden_bytes: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mla_golden.golden_format import decode
+
+    decoded: list[Path] = []
+
+    def counted(path: Path, raw: Any) -> Any:
+        decoded.append(path)
+        return decode(path, raw)
+
+    monkeypatch.setattr(store_module, "decode", counted)
+    one, two = _pair(tmp_path, golden_bytes, golden_bytes)
+    assert isinstance(one, Golden) and isinstance(two, Golden)
+    assert len(decoded) == 1 and two.call is one.call
+    assert one.path == key_path(tmp_path / "a", "case/one") and two.path == key_path(tmp_path / "b", "case/one")
+
+
+def test_a_pair_that_differs_in_any_byte_decodes_and_checks_both(tmp_path: Path, golden_bytes: bytes) -> None:
+    edited = _rewrite(golden_bytes, lambda t, m: m.update(op="get_nonexistent_op"), redigest=False)
+    changed = golden_bytes[:-1] + bytes([golden_bytes[-1] ^ 1])  # the last tensor byte: the digest no longer matches
+    for second, match in ((changed, "digest"), (edited, None)):
+        one, two = _pair(tmp_path, golden_bytes, second)
+        assert isinstance(one, Golden) and isinstance(two, GoldenError), two
+        assert match is None or match in two.problem
+    one, two = _pair(tmp_path, changed, changed)  # both refused, each for itself
+    assert isinstance(one, GoldenError) and isinstance(two, GoldenError)
+
+
+def test_a_copy_under_another_key_is_refused_for_its_path(tmp_path: Path, golden_bytes: bytes) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = tmp_path / "a" / "case" / "one.safetensors", tmp_path / "b" / "other.safetensors"
+    first.parent.mkdir()
+    first.write_bytes(golden_bytes)
+    second.write_bytes(golden_bytes)
+    one, two = load_pair(first, second)
+    assert isinstance(one, Golden) and isinstance(two, GoldenError) and "does not match the file's path" in two.problem
