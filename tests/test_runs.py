@@ -55,7 +55,6 @@ def test_tree_diff_html_and_png_come_from_the_diffs_already_computed(tree: Any, 
     shutil.copytree(tree, other)
     rewrite(other, KEY_16, lambda call: call.params.__setitem__("kv_granularity", 32))
     import mla_golden.store
-
     from mla_golden.golden_format import decode
 
     loads: list[str] = []
