@@ -36,7 +36,7 @@ import torch
 from mla_golden.call import Call
 from mla_golden.errors import GoldenError
 from mla_golden.limits import declared_bound
-from mla_golden.safetensors_file import MAX_ELEMENTS, RawFile
+from mla_golden.safetensors_file import DTYPES, MAX_ELEMENTS, RawFile
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, OpSchema, schema_for, to_dtype
 
 FORMAT = "mla-golden/2"
@@ -207,6 +207,13 @@ def _check_device(device: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+@functools.lru_cache(maxsize=4096)
+def _buffers_problems(text: str) -> tuple[str, ...]:
+    """:func:`_check_buffers` of a golden's ``buffers`` metadata (valid JSON), remembered by its text: a tree's
+    goldens repeat a few dozen buffer layouts."""
+    return tuple(_check_buffers(json.loads(text)))
+
+
 def _check_buffers(buffers: Mapping[str, Any]) -> list[str]:
     problems = []
     if set(buffers) != set(OUTPUTS):
@@ -298,14 +305,12 @@ def _check_runs(what: str, runs: torch.Tensor, numel: int) -> str | None:
 
 def content_digest(metadata: Mapping[str, str], raw: Mapping[str, tuple[str, list[int], Any]]) -> str:
     """sha256 over every metadata entry but ``digest`` and every tensor (name, dtype, shape, bytes)."""
-    h = hashlib.sha256(b"mla-golden content digest 1\n")
     plain = {k: v for k, v in metadata.items() if k != "digest"}
-    h.update(json.dumps(plain, sort_keys=True, separators=(",", ":")).encode())
+    parts = [b"mla-golden content digest 1\n", json.dumps(plain, sort_keys=True, separators=(",", ":")).encode()]
     for name in sorted(raw):
         code, shape, data = raw[name]
-        h.update(b"\n" + _tensor_line(name, code, shape, len(data)) + b"\n")
-        h.update(data)
-    return "sha256:" + h.hexdigest()
+        parts += (b"\n", _tensor_line(name, code, shape, len(data)), b"\n", data)
+    return "sha256:" + hashlib.sha256(b"".join(parts)).hexdigest()  # one update: a golden is tens of KiB
 
 
 #: Names and dtype codes that json.dumps writes as they are (no escapes).
@@ -313,9 +318,16 @@ _PLAIN = re.compile(r"[A-Za-z0-9_.]*")
 
 
 def _tensor_line(name: str, code: str, shape: list[int], size: int) -> bytes:
-    """``json.dumps([name, code, shape, size])``, byte for byte; built directly for plain names (20 per golden)."""
+    """``json.dumps([name, code, shape, size])``, byte for byte (20 per golden; the same few recur in a tree)."""
+    if all(type(d) is int for d in shape):  # no bool: True would share 1's cache entry
+        return _int_line(name, code, tuple(shape), size)
+    return json.dumps([name, code, list(shape), size]).encode()
+
+
+@functools.lru_cache(maxsize=8192)
+def _int_line(name: str, code: str, shape: tuple[int, ...], size: int) -> bytes:
     head = _plain_head(name, code)
-    if head is not None and all(type(d) is int for d in shape):
+    if head is not None:
         return f'{head}[{", ".join(map(str, shape))}], {size}]'.encode()
     return json.dumps([name, code, list(shape), size]).encode()
 
@@ -392,7 +404,7 @@ def decode(path: Any, raw: RawFile) -> tuple[str, Call, str]:
     fields = {key: _json_field(path, metadata, key) for key in _JSON_KEYS}
     error = metadata.get("error")
     strides = _json_field(path, metadata, "layout") if "layout" in metadata else {}
-    problems = _check_buffers(fields["buffers"])
+    problems = list(_buffers_problems(metadata["buffers"]))
     if problems:
         raise GoldenError(path, problems[0])
     declared = sum(math.prod(spec["shape"]) for spec in fields["buffers"].values())
@@ -456,7 +468,7 @@ def _dense(
     numel = math.prod(shape)
     few_runs, few_data = _few(raw[f"written.{name}"]), _few(raw[f"data.{name}"])
     if few_runs is not None and few_data is not None:
-        return _dense_few(path, name, shape, dtype, numel, few_runs, few_data, tensors[f"values.{name}"])
+        return _dense_few(path, name, shape, dtype, numel, few_runs, few_data, raw[f"values.{name}"])
     runs, data, values = tensors[f"written.{name}"], tensors[f"data.{name}"], tensors[f"values.{name}"]
     for what, r in ((f"written.{name}", runs), (f"data.{name}", data)):
         problem = _check_runs(what, r, numel)
@@ -504,9 +516,11 @@ def _run_pairs(path: Any, what: str, flat: list[int], numel: int) -> list[tuple[
 
 
 def _dense_few(
-    path: Any, name: str, shape: list[int], dtype: torch.dtype | None, numel: int, runs: list[int], data: list[int], values: torch.Tensor
+    path: Any, name: str, shape: list[int], dtype: torch.dtype | None, numel: int, runs: list[int], data: list[int],
+    values: tuple[str, list[int], Any],
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`_dense` for a field of a few runs (the usual case: a written prefix), same checks, Python ints."""
+    """:func:`_dense` for a field of a few runs (the usual case: a written prefix), same checks, Python ints;
+    ``values`` as stored (dtype code, shape, bytes), read by numpy without a tensor."""
     written = _run_pairs(path, f"written.{name}", runs, numel)
     stored_runs = _run_pairs(path, f"data.{name}", data, numel)
     if stored_runs and name == POINTER_OUTPUT:
@@ -517,12 +531,13 @@ def _dense_few(
         if home < 0 or stop > written[home][1]:
             raise GoldenError(path, f"data.{name}: values stored outside the written runs")
     stored = sum(stop - start for start, stop in stored_runs)
-    if values.dtype != dtype or values.dim() != 1 or values.numel() != stored:
-        raise GoldenError(path, f"values.{name}: expected {stored} values of {dtype}, got {values.dtype} {list(values.shape)}")
+    code, values_shape, values_bytes = values
+    if DTYPES[code] != dtype or len(values_shape) != 1 or values_shape[0] != stored:
+        raise GoldenError(path, f"values.{name}: expected {stored} values of {dtype}, got {DTYPES[code]} {list(values_shape)}")
     # numpy slices cost a tenth of torch's per op on arrays this small; torch then shares the memory
     out = numpy.zeros(numel, dtype=_NUMPY[dtype])
     if stored:
-        source, at = values.numpy(), 0
+        source, at = numpy.frombuffer(values_bytes, dtype=_NUMPY[dtype]), 0
         for start, stop in stored_runs:
             out[start:stop] = source[at : at + stop - start]
             at += stop - start

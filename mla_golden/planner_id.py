@@ -10,6 +10,7 @@ back the same way.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -81,8 +82,19 @@ def recorded_planner(provenance: Mapping[str, Any]) -> RecordedPlanner:
 
 
 def planner_label(provenance: Mapping[str, Any]) -> str:
-    """``recorded_planner(provenance).label``."""
+    """``recorded_planner(provenance).label`` (a tree diff asks twice per pair; a tree holds a few planners)."""
+    entry = provenance.get("planner")
+    if type(entry) is dict and type(entry.get("backend")) is str and entry["backend"]:
+        version, commit = entry.get("version"), entry.get("commit")
+        if (type(version) is str or version is None) and (type(commit) is str or commit is None):
+            return _named_label(entry["backend"], version, commit)
     return recorded_planner(provenance).label
+
+
+@functools.lru_cache(maxsize=256)
+def _named_label(backend: str, version: str | None, commit: str | None) -> str:
+    """The label of a provenance naming its planner as (backend, version, commit), as :func:`recorded_planner` reads it."""
+    return recorded_planner({"planner": {"backend": backend, "version": version, "commit": commit}}).label
 
 
 def reference_version(planner: RecordedPlanner) -> PlannerVersion | None:

@@ -67,15 +67,27 @@ class RawFile:
     body: bytearray = field(default_factory=bytearray)
 
 
-def _no_duplicates(path: Path, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+class _Repeated(ValueError):
+    """A JSON object repeats ``key`` (raised inside the decoder, named with the file by :func:`_parse_header`)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):  # a repeated key: find the first one to name it
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise GoldenError(path, f"not a safetensors file: header repeats the key {key[:80]!r}")
+                raise _Repeated(key)
             seen.add(key)
     return out
+
+
+#: One decoder for every header (``json.loads`` with a hook builds a new one per call).
+_HEADER_JSON = json.JSONDecoder(object_pairs_hook=_no_duplicates)
 
 
 def open_regular(path: Path) -> int:
@@ -169,7 +181,9 @@ def _parse_header(path: Path, raw: bytes) -> dict[str, Any]:
     if not raw.startswith(b"{"):
         raise GoldenError(path, "not a safetensors file: header does not start with '{'")
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=lambda pairs: _no_duplicates(path, pairs))
+        header = _HEADER_JSON.decode(raw.decode("utf-8"))
+    except _Repeated as exc:
+        raise GoldenError(path, f"not a safetensors file: header repeats the key {exc.key[:80]!r}") from exc
     except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, absurd nesting or numbers
         raise GoldenError(path, f"not a safetensors file: header is not JSON ({type(exc).__name__}: {str(exc)[:200]})") from exc
     if not isinstance(header, dict):
