@@ -4,9 +4,10 @@
 
 - ``diff A --against B`` over 8 copies of a golden tree on each side, as the
   CLI runs it (``runs.diff_trees``: pairing, strict loading, digest, diff),
-  vs (a) DeepDiff on the same tensors as lists (what a user might write) and
-  (b) the floor: safetensors load of both files + torch.equal per field; CPU
-  time, best of interleaved runs;
+  with B an unchanged copy of A and with B re-recorded (every pair's bytes
+  differ), vs (a) DeepDiff on the same tensors as lists (what a user might
+  write) and (b) the floor: safetensors load of both files + torch.equal per
+  field; CPU time, best of interleaved runs;
 - replay + diff on the reference backend: goldens per second;
 - record throughput (goldens written per second) and the tree's size;
 - golden format: size and load + diff time of vLLM-sized prefill goldens
