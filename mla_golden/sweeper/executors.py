@@ -122,7 +122,7 @@ class LocalExecutor(Executor):
 
 class _Warm:
     """A Ray actor holding warmed planners: started (torch imported, planners resolved and run once) before the
-    sweep's clock, then handed chunks one at a time, as a local worker is."""
+    sweep's clock, then handed chunks as a local worker is, the next one queued behind the running one."""
 
     def __init__(self, a: str, b: str) -> None:
         warm(a, b)
@@ -144,7 +144,6 @@ class RayExecutor(Executor):
         super().__init__(a, b, shrink)
         try:
             import ray
-            from ray.util import ActorPool
         except ImportError as exc:
             raise ExecutorError("--ray needs Ray (mla-golden's ray extra): pip install ray") from exc
         self._ray = ray
@@ -161,20 +160,22 @@ class RayExecutor(Executor):
         actor = ray.remote(num_cpus=1)(_Warm)
         self._actors: list[Any] = [actor.remote(a, b) for _ in range(self.workers)]
         ray.get([handle.ready.remote() for handle in self._actors])
-        self._pool = ActorPool(self._actors)
-        #: Points of the chunks in flight, by index (results come back without them).
-        self._points: dict[int, dict[str, Any]] = {}
+        #: Chunks each actor holds (running or queued in its mailbox), and the actor and chunk of each result.
+        self._load = [0] * self.workers
+        self._refs: dict[Any, tuple[int, Chunk]] = {}
 
     def submit(self, chunk: Chunk) -> None:
-        self._points.update(chunk)
-        args = (self.a, self.b, self.shrink, self.deadline, self.out)
-        self._pool.submit(lambda actor, items: actor.run.remote(args[0], args[1], items, *args[2:]), chunk)
+        # to the least loaded actor: its mailbox holds the next chunk, so it starts it without a round trip
+        which = min(range(self.workers), key=self._load.__getitem__)
+        self._load[which] += 1
+        ref = self._actors[which].run.remote(self.a, self.b, chunk, self.shrink, self.deadline, self.out)
+        self._refs[ref] = (which, chunk)
 
     def next_done(self) -> list[CaseResult]:
-        results: list[CaseResult] = self._pool.get_next_unordered()
-        for result in results:
-            result.point = self._points.pop(result.index)
-        return results
+        done, _ = self._ray.wait(list(self._refs), num_returns=1)
+        which, chunk = self._refs.pop(done[0])
+        self._load[which] -= 1
+        return with_points(self._ray.get(done[0]), chunk)
 
     def close(self) -> None:
         for actor in self._actors:
