@@ -167,14 +167,12 @@ def holds(path: Path, raw: RawFile) -> bool:
         return False
     try:
         with os.fdopen(fd, "rb") as fh:
-            size = len(raw.head) + len(raw.body)
-            if os.fstat(fh.fileno()).st_size != size:
+            if os.fstat(fh.fileno()).st_size != len(raw.head) + len(raw.body):
                 return False
-            data = fh.read(size)
+            # the header first: a re-recorded golden differs there (its timestamp) and its body is not read
+            return fh.read(len(raw.head)) == raw.head and fh.read(len(raw.body)) == raw.body and not fh.read(1)
     except OSError:
         return False
-    view = memoryview(data)
-    return view[: len(raw.head)] == raw.head and view[len(raw.head) :] == raw.body
 
 
 def _parse_header(path: Path, raw: bytes) -> dict[str, Any]:
