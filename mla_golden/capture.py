@@ -350,7 +350,8 @@ def _outputs(live: LiveCapture, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     call, bound, sig, fn = live.call, live.bound, live.sig, live.fn
     caller = bound.buffers
     _sync(list(caller.values()))
-    # The probes write only scratch buffers: a CPU caller's own buffers are read in place, copied once when kept.
+    # The probes write only scratch buffers: a CPU caller's own buffers are read in place after them (another
+    # thread of the program writing them meanwhile would be read as this call's output).
     outputs = {n: t.detach().contiguous() if t.device.type == "cpu" else _cpu(t) for n, t in caller.items()}
     schema = schema_for(live.op)
     # The signature has no *args / **kwargs (see LiveCapture): positions and keywords name its parameters.

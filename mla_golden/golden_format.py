@@ -145,18 +145,23 @@ def check_key(key: Any) -> list[str]:
 
 def _check_params(schema: OpSchema, params: Mapping[str, Any], *, errored: bool) -> list[str]:
     try:
-        return list(_params_problems(schema.name, tuple((k, v, type(v)) for k, v in params.items()), errored))
+        return list(_params_problems(schema.name, tuple((k, v, type(v), _spelling(v)) for k, v in params.items()), errored))
     except TypeError:  # an unhashable value (a list, say): checked without the cache
         return _params_check(schema, params, errored=errored)
 
 
 @functools.lru_cache(maxsize=4096)
-def _params_problems(op: str, items: tuple[tuple[str, Any, type], ...], errored: bool) -> tuple[str, ...]:
+def _params_problems(op: str, items: tuple[tuple[str, Any, type, str | None], ...], errored: bool) -> tuple[str, ...]:
     """:func:`_params_check`, remembered: a tree's goldens repeat a few dozen parameter sets.
 
-    ``True == 1`` as a key: the items carry each value's type so a bool and an int never share an entry.
+    ``True == 1`` and ``0.0 == -0.0`` as keys: the items carry each value's type and a float's spelling, so
+    values a message would show differently never share an entry.
     """
-    return tuple(_params_check(schema_for(op), {name: value for name, value, _ in items}, errored=errored))
+    return tuple(_params_check(schema_for(op), {name: value for name, value, _, _ in items}, errored=errored))
+
+
+def _spelling(value: Any) -> str | None:
+    return repr(value) if type(value) is float else None
 
 
 def _params_check(schema: OpSchema, params: Mapping[str, Any], *, errored: bool) -> list[str]:

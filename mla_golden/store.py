@@ -255,7 +255,8 @@ def load_pair(first: Path | str, second: Path | str) -> tuple[Golden | GoldenErr
 
     When the second file's bytes are exactly the first's (an unchanged golden
     in two checkouts), its decoding is the first's: the same bytes pass the
-    same checks and decode to the same call, so it is not decoded again.
+    same checks and decode to the same call, so it is not decoded again (the
+    two goldens share that Call: a diff only reads it).
     """
     raw: safetensors_file.RawFile | None = None
     one: Golden | GoldenError

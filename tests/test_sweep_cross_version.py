@@ -12,6 +12,7 @@ local Ray instance with the same verdicts.
 from __future__ import annotations
 
 import random
+import threading
 from typing import Any
 
 import pytest
@@ -103,10 +104,23 @@ def test_the_same_sweep_runs_on_a_local_ray_cluster() -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         on_ray = mla_golden.sweep("reference@33d168a0", NEW, points, ray="local")
+        # With one of the two CPUs held by other work, the sweep runs on the free one instead of waiting for it.
+        class Holder:  # defined here: Ray ships it by value (the workers cannot import the test module)
+            def ping(self) -> int:
+                return 1
+
+        holder = ray.remote(num_cpus=1)(Holder).remote()
+        ray.get(holder.ping.remote())
+        crowded: list[Any] = []
+        thread = threading.Thread(target=lambda: crowded.append(mla_golden.sweep("reference@33d168a0", NEW, points, ray="local")))
+        thread.start()
+        thread.join(timeout=300)
+        assert crowded, "the sweep still waits for a CPU other work holds"
     finally:
         ray.shutdown()
-    assert [(r.index, r.status, r.kind, r.minimal) for r in on_ray.results] == [
-        (r.index, r.status, r.kind, r.minimal) for r in inline.results
-    ]
+    for found in (on_ray, crowded[0]):
+        assert [(r.index, r.status, r.kind, r.minimal) for r in found.results] == [
+            (r.index, r.status, r.kind, r.minimal) for r in inline.results
+        ]
     assert on_ray.diverged and [r.key for r in on_ray.reproducers] == [r.key for r in inline.reproducers]
     _check_against_records("33d168a0", on_ray, sample)

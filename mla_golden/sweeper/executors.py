@@ -134,6 +134,10 @@ class _Warm:
         return run_shipped(a, b, chunk, shrink, deadline, out)
 
 
+#: Seconds Ray workers get to start and warm up.
+READY_S = 120.0
+
+
 class RayExecutor(Executor):
     """``--ray [ADDRESS]``: the same chunks on warm Ray actors, one per CPU; ``local`` starts a Ray instance here.
 
@@ -156,13 +160,34 @@ class RayExecutor(Executor):
                     ray.init(address=address, log_to_driver=False)
             except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError...
                 raise ExecutorError(f"cannot start or reach Ray at {address or 'local'}: {exc}") from exc
-        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        actor = ray.remote(num_cpus=1)(_Warm)
-        self._actors: list[Any] = [actor.remote(a, b) for _ in range(self.workers)]
-        ray.get([handle.ready.remote() for handle in self._actors])
+        self._actors: list[Any] = []
+        try:
+            self._start_actors(a, b)
+        except Exception as exc:  # a warm-up that raised, a Ray error: nothing is left running
+            self.close()
+            raise exc if isinstance(exc, ExecutorError) else ExecutorError(f"cannot start Ray workers: {exc}") from exc
         #: Chunks each actor holds (running or queued in its mailbox), and the actor and chunk of each result.
         self._load = [0] * self.workers
         self._refs: dict[Any, tuple[int, Chunk]] = {}
+
+    def _start_actors(self, a: str, b: str) -> None:
+        """One warm actor per CPU free now (CPUs other work holds would leave an actor waiting forever); those
+        ready within READY_S run the sweep. A worker that dies is restarted and its chunks run again."""
+        ray = self._ray
+        wanted = max(1, int(ray.available_resources().get("CPU", 0)))
+        actor = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3)(_Warm)
+        started = [actor.remote(a, b) for _ in range(wanted)]
+        self._actors = started
+        pings = {handle.ready.remote(): handle for handle in started}
+        ready, _ = ray.wait(list(pings), num_returns=len(pings), timeout=READY_S)
+        ray.get(ready)  # a warm-up that raised raises here
+        self._actors = [pings[ref] for ref in ready]
+        for ref in set(pings) - set(ready):  # not placed in time: not left waiting for a CPU
+            with contextlib.suppress(Exception):
+                ray.kill(pings[ref])
+        if not self._actors:
+            raise ExecutorError(f"Ray placed none of {wanted} workers within {READY_S:.0f} s (are the cluster's CPUs held?)")
+        self.workers = len(self._actors)
 
     def submit(self, chunk: Chunk) -> None:
         # to the least loaded actor: its mailbox holds the next chunk, so it starts it without a round trip
@@ -181,6 +206,7 @@ class RayExecutor(Executor):
         for actor in self._actors:
             with contextlib.suppress(Exception):
                 self._ray.kill(actor)
+        self._actors = []
         if self._owned:
             self._ray.shutdown()
 
