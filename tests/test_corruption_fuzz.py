@@ -1,4 +1,8 @@
-"""A seeded corruption fuzz over the shipped goldens: every corrupted file is refused, named, in bounded CPU time."""
+"""A seeded corruption fuzz over the shipped goldens: every corrupted file is refused, named, in bounded memory.
+
+Each file's CPU time is held to a bound in ``benchmarks/bench.py`` (the same fuzz, ``make bench``): a clock
+read in a test fails on a loaded machine.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +31,6 @@ def test_1200_corruptions_are_all_refused_naming_the_file(tmp_path: Path) -> Non
     assert result.loaded == [], result.loaded[:5]
     assert result.tracebacks == [], result.tracebacks[:5]
     assert result.unnamed == [], result.unnamed[:5]
-    assert result.slow == [], result.slow[:5]
     assert result.refused == 1200
     assert grown_mb < MEMORY_BOUND_MB
 
@@ -61,10 +64,10 @@ FORGE_CHUNKS, FORGE_PER_CHUNK = 6, 50
 
 @pytest.mark.parametrize("chunk", range(FORGE_CHUNKS))
 def test_forged_content_costs_check_diff_and_pictures_no_more_than_the_file(chunk: Any) -> None:
-    """Goldens edited with a valid digest (wild lengths, indices, head counts): no traceback, each bounded in CPU time."""
-    result = corruption.forge_run(
-        SHIPPED, count=FORGE_PER_CHUNK, seed=20261201 + chunk, cpu_bound_s=5.0, start=chunk * FORGE_PER_CHUNK
-    )
+    """Goldens edited with a valid digest (wild lengths, indices, head counts): no traceback, memory bounded."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = corruption.forge_run(SHIPPED, count=FORGE_PER_CHUNK, seed=20261201 + chunk, start=chunk * FORGE_PER_CHUNK)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert result.tried == FORGE_PER_CHUNK
     assert result.tracebacks == [], result.tracebacks[:5]
-    assert result.slow == [], result.slow[:5]
+    assert grown_mb < MEMORY_BOUND_MB, f"{grown_mb:.0f} MB for {FORGE_PER_CHUNK} forged goldens"

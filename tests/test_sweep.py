@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.clock import FakeClock
 from helpers.processes import children
 from typer.testing import CliRunner
 
@@ -263,9 +264,21 @@ def test_bad_space_file_exits_2_with_its_line(tmp_path: Path) -> None:
     assert result.exit_code == 2 and f"{space}:7" in result.output and "key 'dtype'" in result.output
 
 
-def test_time_budget_stops_the_sweep() -> None:
+def test_time_budget_stops_the_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mla_golden.sweeper import driver, work
+    from mla_golden.sweeper.evaluate import evaluate as real
+
+    clock = FakeClock()
+    monkeypatch.setattr(driver, "time", clock)
+
+    def timed(*args: Any, **kwargs: Any) -> Any:  # every case takes 10 ms of the budget
+        clock.advance(0.01)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(work, "evaluate", timed)
     findings = mla_golden.sweep("reference", "reference", seconds=1.5)
-    assert findings.stopped_by == "time" and 0 < len(findings.results)
+    # 1.5 s is 150 cases; chunks already handed out when the budget ran out finish too
+    assert findings.stopped_by == "time" and 150 <= len(findings.results) <= 150 + (driver.IN_FLIGHT + 1) * driver.MAX_CHUNK
 
 
 def test_a_shrink_cut_short_is_reported_in_text_json_and_html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -291,13 +304,16 @@ def test_a_shrink_cut_short_is_reported_in_text_json_and_html(tmp_path: Path, mo
 
 
 def test_the_time_budget_bounds_shrinking_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mla_golden.sweeper import work
+    from mla_golden.sweeper import driver, shrink, work
     from mla_golden.sweeper.evaluate import evaluate as real
 
     work.warm("reference", "reference:gfx942:80")  # the warm-up runs before the slow planners below
+    clock = FakeClock()
+    for module in (driver, shrink):
+        monkeypatch.setattr(module, "time", clock)
 
     def slow(*args: Any, **kwargs: Any) -> Any:  # a planner pair whose every call takes 0.4 s
-        time.sleep(0.4)
+        clock.advance(0.4)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(work, "evaluate", slow)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+import pytest
+from helpers.clock import FakeClock
+
+from mla_golden.sweeper import shrink as shrink_module
 from mla_golden.sweeper.evaluate import DIVERGED, KIND_SHAPE, evaluate
 from mla_golden.sweeper.planners import resolve
 from mla_golden.sweeper.shrink import EVALS, TIME, shrink
@@ -99,17 +102,16 @@ def test_whole_call_moves_reach_a_minimum_where_per_request_moves_alone_run_out(
     assert sum(shrunk.point.seq_lens) < 310_000 and shrunk.point.batch <= 10
 
 
-def test_a_deadline_stops_shrinking_and_says_so() -> None:
-    def slow(p: Point) -> bool:
-        time.sleep(0.01)
-        return True
+def test_a_deadline_stops_shrinking_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(shrink_module, "time", clock)
 
-    def needs_many(p: Point) -> bool:
-        time.sleep(0.01)
+    def needs_many(p: Point) -> bool:  # each evaluation takes 10 ms of the budget
+        clock.advance(0.01)
         return p.batch >= 5 and min(p.seq_lens) >= 3
 
     start = _point(tuple(range(1000, 1064)))
-    shrunk = shrink(start, needs_many, deadline=time.time() + 0.05)
-    assert shrunk.exhausted == TIME and shrunk.evals <= 6
+    shrunk = shrink(start, needs_many, deadline=clock.time() + 0.05)
+    assert shrunk.exhausted == TIME and shrunk.evals == 5
     assert needs_many(shrunk.point), "what it gives back still diverges"
-    assert shrink(start, needs_many, deadline=time.time() - 1).evals == 0
+    assert shrink(start, needs_many, deadline=clock.time() - 1).evals == 0
