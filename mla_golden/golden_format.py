@@ -331,16 +331,9 @@ def _tensor_line(name: str, code: str, shape: list[int], size: int) -> bytes:
 
 @functools.lru_cache(maxsize=8192)
 def _int_line(name: str, code: str, shape: tuple[int, ...], size: int) -> bytes:
-    head = _plain_head(name, code)
-    if head is not None:
-        return f'{head}[{", ".join(map(str, shape))}], {size}]'.encode()
+    if _PLAIN.fullmatch(name) and _PLAIN.fullmatch(code):  # json.dumps writes both as they are
+        return f'["{name}", "{code}", [{", ".join(map(str, shape))}], {size}]'.encode()
     return json.dumps([name, code, list(shape), size]).encode()
-
-
-@functools.lru_cache(maxsize=4096)
-def _plain_head(name: str, code: str) -> str | None:
-    """'["name", "code", ' when json.dumps writes both as they are; None otherwise (the same few names recur)."""
-    return f'["{name}", "{code}", ' if _PLAIN.fullmatch(name) and _PLAIN.fullmatch(code) else None
 
 
 def _raw_of(tensor: torch.Tensor) -> tuple[str, list[int], bytes]:

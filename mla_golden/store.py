@@ -231,12 +231,13 @@ def load(path: Path | str) -> Golden:
     file's content digest is checked before its tensors are decoded.
     """
     path = Path(path)
-    key, call, fmt = decode(path, safetensors_file.read(path))
-    return Golden(key=key, call=call, path=path, format=fmt, notes=_notes(fmt))
+    return _decoded(path, safetensors_file.read(path))
 
 
-def _notes(fmt: str) -> list[str]:
-    return [V1_NOTE] if fmt == FORMAT_V1 else []
+def _decoded(path: Path, raw: safetensors_file.RawFile) -> Golden:
+    """The golden ``raw`` (read from ``path``) holds; GoldenError when it is not a valid one."""
+    key, call, fmt = decode(path, raw)
+    return Golden(key=key, call=call, path=path, format=fmt, notes=[V1_NOTE] if fmt == FORMAT_V1 else [])
 
 
 def load_placed(path: Path | str) -> Golden:
@@ -263,8 +264,7 @@ def load_pair(first: Path | str, second: Path | str) -> tuple[Golden | GoldenErr
     two: Golden | GoldenError
     try:
         raw = safetensors_file.read(Path(first))
-        key, call, fmt = decode(Path(first), raw)
-        one = _placed(Golden(key=key, call=call, path=Path(first), format=fmt, notes=_notes(fmt)), first)
+        one = _placed(_decoded(Path(first), raw), first)
     except GoldenError as exc:
         one = exc
     try:

@@ -27,29 +27,17 @@ import torch
 
 from mla_golden.errors import AiterSourceError
 from mla_golden.reference.mla_v1_dispatch import MlaVersion
-from mla_golden.schema import SCHEMAS, to_dtype
+from mla_golden.schema import MLA_OP, OUTPUTS, PS_OP, SCHEMAS, to_dtype
 
 ATTENTION_PY = "aiter/ops/attention.py"
 ENUM_H = "csrc/include/aiter_enum.h"
 #: Each op's sizing helper, as the schema names it.
 SIZING = {op: schema.sizer for op, schema in SCHEMAS.items()}
+#: Each op's output buffers as aiter's Python names them, in its sizing helper's order (the schema's):
+#: the prefill planner calls work_info_set ``work_info``.
 OUTPUT_NAMES = {
-    "get_mla_metadata_v1": (
-        "work_metadata_ptrs",
-        "work_indptr",
-        "work_info_set",
-        "reduce_indptr",
-        "reduce_final_map",
-        "reduce_partial_map",
-    ),
-    "get_ps_metadata_v1": (
-        "work_metadata_ptrs",
-        "work_indptr",
-        "work_info",
-        "reduce_indptr",
-        "reduce_final_map",
-        "reduce_partial_map",
-    ),
+    MLA_OP: OUTPUTS,
+    PS_OP: tuple("work_info" if name == "work_info_set" else name for name in OUTPUTS),
 }
 
 
