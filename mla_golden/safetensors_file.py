@@ -15,7 +15,7 @@ import os
 import stat
 import struct
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,8 @@ class RawFile:
     #: name -> (safetensors dtype, shape, bytes): what the content digest covers.
     raw: dict[str, tuple[str, list[int], memoryview]]
     #: The file's bytes as read: the length prefix and header, then the tensor data.
-    head: bytes = b""
-    body: bytearray = field(default_factory=bytearray)
+    head: bytes
+    body: bytearray
 
 
 class _Repeated(ValueError):

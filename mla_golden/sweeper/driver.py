@@ -28,13 +28,13 @@ from mla_golden.sweeper.evaluate import DIVERGED, capture
 from mla_golden.sweeper.groups import CLASSES, Group, check_sides, explain, signature, size
 from mla_golden.sweeper.journal import Journal
 from mla_golden.sweeper.planners import parse_spec
-from mla_golden.sweeper.regions import Summary, judged, parse, summarise
+from mla_golden.sweeper.regions import Summary, judged, labelled, summarise
 from mla_golden.sweeper.space import Point, Space, load
 from mla_golden.sweeper.work import CaseResult, planner, write_pair
 
 #: Budget when neither a case count nor a time is given.
 DEFAULT_CASES = 500
-#: Seconds of work a chunk should hold, and the most points it may hold.
+#: Seconds of work a chunk should hold, the least it holds near the end, and the most points it may hold.
 CHUNK_SECONDS = 2.0
 MIN_CHUNK_SECONDS = 0.05
 MAX_CHUNK = 256
@@ -212,7 +212,7 @@ def sweep(
 
     def merge(batch: list[CaseResult]) -> None:
         for result in judged(batch):
-            parsed[result.index] = parse(result)
+            parsed[result.index] = labelled(result)
             if result.status == DIVERGED:
                 _collect(smallest, tallies, result)
 

@@ -177,7 +177,7 @@ class RayExecutor(Executor):
         wanted = max(1, int(ray.available_resources().get("CPU", 0)))
         actor = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3)(_Warm)
         started = [actor.remote(a, b) for _ in range(wanted)]
-        self._actors = started
+        self._actors = started  # what close() kills should start-up fail from here on
         pings = {handle.ready.remote(): handle for handle in started}
         ready, _ = ray.wait(list(pings), num_returns=len(pings), timeout=READY_S)
         ray.get(ready)  # a warm-up that raised raises here

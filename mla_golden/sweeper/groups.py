@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mla_golden.differ import Cause
 from mla_golden.sweeper.evaluate import DIVERGED, KIND_ERROR, KIND_SHAPE, KIND_SIZING
-from mla_golden.sweeper.regions import Parsed, judged, parse
+from mla_golden.sweeper.regions import Parsed, judged, labelled
 from mla_golden.sweeper.rules import Rule, conditions_of, learn
 from mla_golden.sweeper.work import CaseResult
 
@@ -103,7 +103,7 @@ def check_sides(rep: Reproducer) -> dict[str, list[str]]:
 def explain(groups: Sequence[Group], results: Sequence[CaseResult], parsed: Parsed | None = None) -> None:
     """Give each group its rule, learnt over every judged case (``parsed``: their points and labels, if at hand)."""
     cases = judged(results)
-    both = [parsed[r.index] if parsed else parse(r) for r in cases]
+    both = [parsed[r.index] if parsed else labelled(r) for r in cases]
     points = [point for point, _ in both]
     offered = conditions_of(points, [values for _, values in both]) if points and groups else {}
     for group in groups:

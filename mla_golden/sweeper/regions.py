@@ -113,6 +113,10 @@ def _fits(pattern: _Pattern, key: tuple[str, ...]) -> bool:
     return all(key[i] == value for i, value in pattern)
 
 
+def _any_fits(pattern: _Pattern, keys: Sequence[tuple[str, ...]]) -> bool:
+    return any(_fits(pattern, key) for key in keys)
+
+
 def _purity(where: dict[str, str], groups: dict[tuple[str, ...], list[int]]) -> tuple[float, int]:
     """Share of divergent cases in the region, and its cases."""
     pattern = _pattern(where)
@@ -126,7 +130,7 @@ def _purity(where: dict[str, str], groups: dict[tuple[str, ...], list[int]]) -> 
 def _narrow(seed: dict[str, str], groups: dict[tuple[str, ...], list[int]], clean: list[tuple[str, ...]]) -> dict[str, str]:
     """The region around ``seed``: add its values one at a time, purest first, until it is (nearly) all divergent."""
     where: dict[str, str] = {}
-    while any(_fits(_pattern(where), c) for c in clean) and _purity(where, groups)[0] < PURE:
+    while _any_fits(_pattern(where), clean) and _purity(where, groups)[0] < PURE:
         best: tuple[float, int, str] | None = None
         for axis in AXES:
             if axis in where:
@@ -144,7 +148,8 @@ def _narrow(seed: dict[str, str], groups: dict[tuple[str, ...], list[int]], clea
 Parsed = Mapping[int, tuple[Point, dict[str, str]]]
 
 
-def parse(result: CaseResult) -> tuple[Point, dict[str, str]]:
+def labelled(result: CaseResult) -> tuple[Point, dict[str, str]]:
+    """A verdict's point and its :func:`labels`."""
     point = Point.from_dict(result.point)
     return point, labels(point)
 
@@ -156,7 +161,7 @@ def judged(results: Sequence[CaseResult]) -> list[CaseResult]:
 
 def summarise(results: Sequence[CaseResult], parsed: Parsed | None = None) -> Summary:
     """Regions and per-value counts over the equal and divergent verdicts (skipped/undefined left out)."""
-    keyed = [(tuple((parsed[r.index] if parsed else parse(r))[1][a] for a in AXES), r) for r in judged(results)]
+    keyed = [(tuple((parsed[r.index] if parsed else labelled(r))[1][a] for a in AXES), r) for r in judged(results)]
     marginals: dict[str, dict[str, list[int]]] = {axis: {} for axis in AXES}
     groups: dict[tuple[str, ...], list[int]] = {}
     for key, result in keyed:
@@ -172,10 +177,11 @@ def summarise(results: Sequence[CaseResult], parsed: Parsed | None = None) -> Su
     clean = [key for key, (_, hit) in groups.items() if hit == 0]
     seeds = sorted((key for key, (_, hit) in groups.items() if hit), key=lambda k: -groups[k][1])
     regions: list[Region] = []
+    patterns: list[_Pattern] = []
     for key in seeds:
-        if not any(_fits(_pattern(r.where), key) for r in regions):
+        if not any(_fits(pattern, key) for pattern in patterns):
             regions.append(Region(_narrow(dict(zip(AXES, key)), groups, clean)))
-    patterns = [_pattern(region.where) for region in regions]
+            patterns.append(_pattern(regions[-1].where))
     # the first region a group's key fits, once per group rather than once per case
     home = {key: next((r for r, p in zip(regions, patterns) if _fits(p, key)), None) for key in groups}
     for key, result in keyed:
