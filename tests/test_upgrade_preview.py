@@ -137,6 +137,9 @@ def test_plain_reference_replays_each_golden_on_the_version_that_recorded_it(old
     for result in report["results"]:
         assert result["notes"][0] == f"replayed on reference@{OLD}, the planner version that recorded this golden"
     assert report["by_cause"] == []
+    _, _, err = run("diff", old_tree, "--backend", "reference")
+    assert "backend: reference (each golden replayed on the ported version that recorded it, else on the newest: " in err
+    assert f"backend: reference@{NEW}" not in err, "the header does not name a version these goldens do not replay on"
 
 
 def test_upgrade_preview_names_the_planner_change_and_where_aiter_says_it_differs(old_tree: Path) -> None:

@@ -79,7 +79,7 @@ def diff(
                 )
         header: dict[str, Any] = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
     else:
-        chosen = resolve_backend(backend or "auto", quiet, aiter_repo)
+        chosen = resolve_backend(backend or "auto", quiet, aiter_repo, replay=True)
         require_goldens(roots)
         files, results = golden_files(roots)
         results += run_with_progress(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")

@@ -63,8 +63,8 @@ def require_goldens(paths: list[Path], option: str = "") -> None:
             raise typer.Exit(EXIT_BAD)
 
 
-def resolve_backend(spec: str, quiet: bool, aiter_repo: Path | None = None) -> Any:
-    """Resolve the backend or exit 2 saying why not; say which one runs."""
+def resolve_backend(spec: str, quiet: bool, aiter_repo: Path | None = None, replay: bool = False) -> Any:
+    """Resolve the backend or exit 2 saying why not; say which one runs (``replay``: goldens are replayed on it)."""
     from mla_golden.backends import AITER_SRC, resolve
     from mla_golden.errors import BackendError
 
@@ -75,7 +75,11 @@ def resolve_backend(spec: str, quiet: bool, aiter_repo: Path | None = None) -> A
     except BackendError as exc:
         say(f"error: --backend {spec}: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
-    say(f"backend: {chosen.label} ({chosen.reason})", quiet)
+    if replay and chosen.name == "reference" and not chosen.pinned:  # see Backend.for_golden
+        say(f"backend: reference (each golden replayed on the ported version that recorded it, else on the newest: "
+            f"{chosen.reason})", quiet)  # fmt: skip
+    else:
+        say(f"backend: {chosen.label} ({chosen.reason})", quiet)
     return chosen
 
 
