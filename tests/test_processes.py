@@ -80,6 +80,17 @@ def test_record_says_it_capped_jobs(tmp_path: Path) -> None:
     assert f"--jobs 1000 capped at {usable_cpus()}" in run.stderr
 
 
+def test_sweep_says_it_capped_jobs() -> None:
+    run = subprocess.run(
+        [CLI, "sweep", "--a", "reference", "--b", "reference", "--cases", "8", "--jobs", "1000"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if usable_cpus() >= 1000:
+        pytest.skip("a machine with 1000 CPUs")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"--jobs 1000 capped at {usable_cpus()}" in run.stderr
+
+
 def _goldens(out: Path) -> set[str]:
     return {p.relative_to(out).as_posix() for p in out.rglob("*.safetensors")}
 

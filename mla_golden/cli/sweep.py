@@ -49,6 +49,11 @@ def sweep(
     from mla_golden.files import atomic_write
     from mla_golden.sweeper import sweep as run_sweep
     from mla_golden.sweeper.render import render_html, render_text
+    from mla_golden.workers import cap_jobs
+
+    jobs, note = cap_jobs(jobs)  # as record and diff do: the workers would only share the CPUs
+    if note and not ray:
+        say(f"note: {note}", quiet)
 
     try:
         with _progress(quiet) as progress:

@@ -269,7 +269,8 @@ def compare(a: Side, b: Side) -> Verdict:
         if a.error == b.error:
             return Verdict(EQUAL, planner_s=seconds, planner_cpu_s=cpu)
         if a.undefined or b.undefined:
-            return Verdict(UNDEFINED, None, (a.error or b.error or "")[:200], seconds, cpu)
+            reason = a.error or b.error or ""
+            return Verdict(UNDEFINED, None, reason if len(reason) <= 200 else reason[:196] + " ...", seconds, cpu)
         raised = "both raised" if a.error and b.error else ("A raised" if a.error else "B raised")
         detail = f"error: {a.error or 'none'} -> {b.error or 'none'}"
         return Verdict(DIVERGED, KIND_ERROR, detail, seconds, cpu, (raised,))

@@ -82,7 +82,7 @@ def _group_lines(group: Group) -> list[str]:
         f"  [{group.cls}] {', '.join(group.fields) or group.kind} ({group.kind}): {group.cases} case(s), "
         f"{len(group.minimal_calls)} distinct minimal call(s)",
         f"    cause: {group.cause()}",
-        f"    where: {group.rule.describe() if group.rule else 'no judged cases'}",
+        f"    where its cases lie: {group.rule.describe() if group.rule else 'no judged cases'}",
         f"    reproducer: {rep.key} ({len(lens)} request(s), {sum(lens)} KV tokens{_exhausted(rep)})",
     ]
 
@@ -118,7 +118,11 @@ def render_text(findings: Findings, *, quiet: bool = False) -> str:
         return "\n".join(lines)
     lines += _notes(findings)
     if findings.reproducers:
-        where = f"{findings.out}/a vs {findings.out}/b" if findings.out else "not written (no --out)"
+        if findings.out:
+            calls = {r.written[0] for r in findings.results if r.written} | {r.written[0] for r in findings.reproducers if r.written}
+            where = f"{findings.out}/a vs {findings.out}/b, with every other distinct minimal call: {len(calls)} in all"
+        else:
+            where = "not written (no --out)"
         lines.append(f"minimal reproducers ({len(findings.reproducers)}, one per group; goldens {where}):")
         for rep in findings.reproducers[:MAX_SHOWN]:
             lines.append(f"  {rep.key}  [{rep.kind}; stands for {rep.cases} case(s){_exhausted(rep)}]")
