@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -504,3 +505,17 @@ def test_a_bad_plug_in_planner_exits_2_saying_what_is_missing(tree: Path, spec: 
     result = CliRunner().invoke(app, ["diff", str(tree), "--backend", spec])
     assert result.exit_code == 2 and result.exception is None or isinstance(result.exception, SystemExit)
     assert problem in result.output, result.output
+
+
+@pytest.mark.parametrize("command", [["versions"], ["list", "goldens"], ["--help"]], ids=" ".join)
+def test_output_into_a_closed_pipe_exits_141_not_the_divergence_code(command: list[str]) -> None:
+    """``mla-golden versions | head -1``: rich and click exit 1 on a closed pipe, which here means a divergence."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: every write fails with EPIPE
+    try:
+        done = subprocess.run([str(Path(sys.executable).parent / "mla-golden"), *command], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=300)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.returncode == 128 + signal.SIGPIPE, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr

@@ -14,11 +14,14 @@ being checked.
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from mla_golden.cli.check import check
 from mla_golden.cli.diff import diff
 from mla_golden.cli.listing import list_goldens
+from mla_golden.cli.output import EXIT_PIPE
 from mla_golden.cli.record import RecordCommand, record
 from mla_golden.cli.show import show, textconv
 from mla_golden.cli.sweep import sweep
@@ -44,8 +47,18 @@ app.command()(sweep)
 
 
 def main() -> None:
-    """Entry point for ``python -m mla_golden.cli``."""
-    app(prog_name="mla-golden")
+    """Entry point (``mla-golden``, ``python -m mla_golden.cli``).
+
+    Output into a pipe its reader closed (``mla-golden versions | head -1``)
+    ends with ``EXIT_PIPE``, 141, as other tools do; the reports' consoles do
+    that themselves, and here click's own output (help, usage) does too.
+    """
+    try:
+        app(prog_name="mla-golden")
+    except SystemExit as exc:
+        if exc.code == 1 and "PacifyFlushWrapper" in type(sys.stdout).__name__:  # click's mark of a closed pipe
+            raise SystemExit(EXIT_PIPE) from None
+        raise
 
 
 __all__ = ["app", "main"]

@@ -6,8 +6,10 @@ rich is imported inside the functions, so ``mla-golden --help`` stays instant.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,19 +28,36 @@ KEY_TABLE_REST = 34
 HTML_MAX_PICTURES = 50
 
 
-def stderr() -> Any:
+#: The exit code of output cut off by its reader (``| head``): the shell's for SIGPIPE. rich and click exit 1,
+#: which here means a divergence.
+EXIT_PIPE = 128 + signal.SIGPIPE
+
+
+@functools.cache
+def _console_class() -> Any:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    class PipedConsole(Console):
+        """rich's console, ending a run whose reader closed the pipe with :data:`EXIT_PIPE`."""
+
+        def on_broken_pipe(self) -> None:
+            try:
+                super().on_broken_pipe()
+            except SystemExit:
+                raise SystemExit(EXIT_PIPE) from None
+
+    return PipedConsole
+
+
+def stderr() -> Any:
+    return _console_class()(stderr=True, highlight=False, soft_wrap=True)
 
 
 def stdout() -> Any:
     """Where reports go; piped output gets a wide page so tables keep their columns."""
-    from rich.console import Console
-
-    console = Console(highlight=False, soft_wrap=True)
+    console = _console_class()(highlight=False, soft_wrap=True)
     if not console.is_terminal:
-        console = Console(highlight=False, soft_wrap=True, width=200)
+        console = _console_class()(highlight=False, soft_wrap=True, width=200)
     return console
 
 
