@@ -56,7 +56,7 @@ def test_the_wheel_carries_every_data_file(wheel: Path) -> None:
             "mla_golden/reference/aiter_tags.json"} <= expected  # fmt: skip
     assert expected <= names, sorted(expected - names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "mla-golden = mla_golden.cli:app" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "mla-golden = mla_golden.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_a_wheel_install_diffs_goldens_outside_the_repository(wheel: Path, tmp_path: Path) -> None:
