@@ -69,22 +69,16 @@ def test_jobs_are_capped_at_the_cpu_count() -> None:
     assert jobs == cpus and note is not None and f"capped at {cpus}" in note
 
 
-def test_record_says_it_capped_jobs(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [["record", "--backend", "reference", "--out", "{tmp}/g", "--device", "gfx942:304"],
+     ["sweep", "--a", "reference", "--b", "reference", "--cases", "8"]],
+    ids=lambda c: c[0],
+)  # fmt: skip
+def test_record_and_sweep_say_they_capped_jobs(tmp_path: Path, command: list[str]) -> None:
     run = subprocess.run(
-        [CLI, "record", "--backend", "reference", "--out", str(tmp_path / "g"), "--jobs", "1000", "--device", "gfx942:304"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    if usable_cpus() >= 1000:
-        pytest.skip("a machine with 1000 CPUs")
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert f"--jobs 1000 capped at {usable_cpus()}" in run.stderr
-
-
-def test_sweep_says_it_capped_jobs() -> None:
-    run = subprocess.run(
-        [CLI, "sweep", "--a", "reference", "--b", "reference", "--cases", "8", "--jobs", "1000"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [CLI, *(arg.format(tmp=tmp_path) for arg in command), "--jobs", "1000"], capture_output=True, text=True, timeout=600
+    )
     if usable_cpus() >= 1000:
         pytest.skip("a machine with 1000 CPUs")
     assert run.returncode == 0, run.stderr[-2000:]
