@@ -43,14 +43,15 @@ CANARIES: dict[torch.dtype, tuple[int, int]] = {
 _ENV_LOCK = threading.RLock()
 #: Buffers as a probe run fills them, by name.
 _Buffers = dict[str, torch.Tensor]
-#: (name, shape, dtype, device) of each buffer: stand-ins are reused only for the same key.
-_ScratchKey = tuple[tuple[str, tuple[int, ...], torch.dtype, torch.device], ...]
 
 
 class _Scratch(threading.local):
-    """Per thread: the last capture's CPU buffers for probe A, (shapes key, buffers), refilled by the next capture."""
+    """Per thread and probe: the CPU stand-ins of the last capture, by buffer name, refilled by the next capture
+    of the same shapes instead of allocated: fresh pages cost more than a small planner call. A stand-in a
+    capture keeps as its values (see :func:`_compare`) leaves the pool."""
 
-    run_a: tuple[_ScratchKey, _Buffers] | None = None
+    def __init__(self) -> None:
+        self.pools: tuple[_Buffers, _Buffers] = ({}, {})
 
 
 _SCRATCH = _Scratch()
@@ -73,40 +74,38 @@ def _cpu(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().to("cpu", copy=True).contiguous()
 
 
-def _scratch(buffers: Mapping[str, torch.Tensor], which: int, reuse: bool) -> dict[str, torch.Tensor]:
-    """Stand-ins for ``buffers`` filled with canary ``which``.
-
-    ``reuse`` (probe A only): refill this thread's previous CPU stand-ins of the
-    same shapes instead of allocating: fresh pages cost more than a small
-    planner call. Probe B's are always fresh: they become the values a
-    capture keeps (see :func:`_compare`).
-    """
-    key: _ScratchKey = tuple((name, tuple(buf.shape), buf.dtype, buf.device) for name, buf in buffers.items())
-    reuse = reuse and which == 0
-    kept = _SCRATCH.run_a if reuse else None
-    if kept is not None and kept[0] == key:
-        for buf in kept[1].values():
-            buf.fill_(CANARIES[buf.dtype][which])
-        return kept[1]
+def _scratch(buffers: Mapping[str, torch.Tensor], which: int) -> _Buffers:
+    """Stand-ins for ``buffers`` filled with canary ``which``: this thread's pooled ones where they fit."""
+    pool = _SCRATCH.pools[which]
     out: _Buffers = {}
     for name, buf in buffers.items():
         canary = CANARIES.get(buf.dtype)
         if canary is None:
             raise TypeError(f"output buffer {name!r} has dtype {buf.dtype}; planners fill int32/uint64 buffers")
+        pooled = pool.get(name)
+        if pooled is not None and pooled.shape == buf.shape and pooled.dtype == buf.dtype and buf.device.type == "cpu":
+            out[name] = pooled.fill_(canary[which])
+            continue
         # Filled on the CPU and copied: GPU kernels for uint64 fill are not everywhere.
         out[name] = torch.full(buf.shape, canary[which], dtype=buf.dtype).to(buf.device)
-    if reuse and all(buf.device.type == "cpu" for buf in buffers.values()):
-        _SCRATCH.run_a = (key, out)
+        if buf.device.type == "cpu":
+            pool[name] = out[name]
     return out
 
 
-def _probe(
-    invoke: Callable[[_Buffers], Any], buffers: Mapping[str, torch.Tensor], reuse: bool = False
-) -> tuple[_Buffers, _Buffers] | Exception:
+def _release(run_b: Mapping[str, torch.Tensor], kept: Mapping[str, torch.Tensor]) -> None:
+    """Take the probe B stand-ins that became kept values out of this thread's pool: the call owns them now."""
+    pool = _SCRATCH.pools[1]
+    for name, stand_in in run_b.items():
+        if pool.get(name) is stand_in and kept[name].data_ptr() == stand_in.data_ptr():
+            del pool[name]
+
+
+def _probe(invoke: Callable[[_Buffers], Any], buffers: Mapping[str, torch.Tensor]) -> tuple[_Buffers, _Buffers] | Exception:
     """Run ``invoke`` on two canary-filled stand-ins for ``buffers``: (run A, run B), or the error a run raised."""
     runs: list[_Buffers] = []
     for which in (0, 1):
-        scratch = _scratch(buffers, which, reuse)
+        scratch = _scratch(buffers, which)
         try:
             invoke(scratch)
         except Exception as exc:  # the planner's own error: part of the result
@@ -152,6 +151,48 @@ def _whole(
     return np.flatnonzero(theirs != a)
 
 
+def _lean(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``values`` to keep, or when its second half is all zeros, a copy of what comes before its zero tail on
+    zeroed memory that the kernel maps only when touched.
+
+    A prefill buffer is sized for the longest batch the program allows and the
+    planner zeroes what a batch leaves over, usually most of it: a spy keeping
+    every call then holds (and pays fresh pages for) the values alone, and the
+    buffer itself stays in the scratch pool for the next capture.
+    """
+    flat = values.reshape(-1)
+    half = flat.size // 2
+    if not _zero(flat[half:]):
+        return values
+    end = half  # walk back to just after the last nonzero element
+    while end:
+        start = max(end - _ZERO_SPAN, 0)
+        if not _zero(flat[start:end]):
+            end = start + int(np.flatnonzero(flat[start:end])[-1]) + 1
+            break
+        end = start
+    lean = np.zeros(values.shape, dtype=values.dtype)  # calloc: untouched pages are the kernel's zero page
+    lean.reshape(-1)[:end] = flat[:end]
+    return lean
+
+
+#: Elements per step when :func:`_lean` walks a zero tail back, and zero bytes to compare a step with.
+_ZERO_SPAN = 1 << 14
+_ZEROS = np.zeros(_ZERO_SPAN * 8, dtype=np.uint8)
+
+
+def _zero(flat: np.ndarray[Any, Any]) -> bool:
+    """Is every element of a contiguous 1-D array 0? memcmp against zeros in steps: no temporary, stops early."""
+    if _MEMCMP is None:
+        return not flat.any()
+    step, zeros = _ZEROS.nbytes // flat.itemsize, _ZEROS.ctypes.data
+    for start in range(0, flat.size, step):
+        part = flat[start : start + step]
+        if _MEMCMP(part.ctypes.data, zeros, part.nbytes):
+            return False
+    return True
+
+
 def _bytes_equal(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> bool:
     """Do contiguous arrays of one shape and dtype hold the same bytes? C's memcmp: twice numpy's speed, no temporary."""
     if _MEMCMP is None or not (x.flags.c_contiguous and y.flags.c_contiguous):
@@ -178,8 +219,9 @@ def _compare(
     """Compare the probe runs (and ``live``, the program's own run) buffer by buffer, and keep the values.
 
     The kept values are ``live``'s (``run_a``'s without it), written into
-    ``run_b``'s CPU arrays, which the caller hands over: probe B's buffers are
-    fresh, so keeping them costs no copy of a buffer the runs agree on.
+    ``run_b``'s CPU arrays, which are kept as they are (the caller takes them
+    out of the scratch pool, :func:`_release`) unless :func:`_lean` keeps a
+    smaller copy: keeping costs no copy of a buffer the runs agree on.
     Elementwise work runs in numpy: on buffers of a few thousand elements
     torch's per-operation dispatch costs more than the comparisons.
     """
@@ -198,7 +240,7 @@ def _compare(
         differ_at = _whole(a, b, theirs) if a.size >= _WHOLE else None
         if differ_at is not None:  # both probes wrote every element alike (prefill's whole buffers)
             masks[name] = torch.ones(a.shape, dtype=torch.bool)
-            kept[name] = torch.from_numpy(b)
+            kept[name] = torch.from_numpy(_lean(b))
             if differ_at.size:
                 found[name] = torch.from_numpy(differ_at)
             continue
@@ -380,7 +422,7 @@ def _outputs(live: LiveCapture, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         fn(*(swap(c, v, scratch) for c, v in zip(positional, args)),
            **{n: swap(c, kwargs[n], scratch) for n, c in keywords.items()})  # fmt: skip
 
-    probed = _probe(invoke, caller, reuse=True)
+    probed = _probe(invoke, caller)
     if isinstance(probed, Exception):
         # The probe failed where the caller's run did not: no mask can be trusted.
         facts["deterministic"] = False
@@ -390,6 +432,7 @@ def _outputs(live: LiveCapture, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         compared = _Compared(masks, kept=values)
     else:
         compared = _compare(*probed, outputs)
+        _release(probed[1], compared.kept)
         _record_disagreements(facts, compared.found, call.buffers)
     facts["ptrs_ok"] = _pointers_ok(caller, outputs[POINTER_OUTPUT], compared.masks[POINTER_OUTPUT])
     call.written = compared.masks
@@ -461,6 +504,7 @@ def replay(
         return result
     run_a, run_b = probed
     compared = _compare(run_a, run_b)
+    _release(run_b, compared.kept)
     facts = result.provenance["capture"]
     _record_disagreements(facts, compared.found, result.buffers)
     facts["ptrs_ok"] = _pointers_ok(run_a, run_a[POINTER_OUTPUT], compared.masks[POINTER_OUTPUT])

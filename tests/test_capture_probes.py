@@ -5,12 +5,15 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import numpy as np
 import pytest
 import standins
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mla_golden
-from mla_golden.capture import replay
+from mla_golden.capture import _ZERO_SPAN, _lean, replay
 from mla_golden.report import render_text
 
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
@@ -155,3 +158,49 @@ def test_a_replay_runs_the_planner_on_copies_of_the_goldens_inputs(monkeypatch: 
     again = replay(call, mutating)
     assert all(torch.equal(call.inputs[n], kept[n]) for n in kept)  # the golden's own inputs are untouched
     assert again.facts["deterministic"] is True and mla_golden.diff(call, again).equal
+
+
+def _rows_then_zeros(arguments: Any) -> None:
+    """Fills as many rows of a large work_info_set as kv_last_page_lens[0] says, and zeroes the rest (as prefill's
+    planner zeroes what a batch leaves over of buffers sized for the longest)."""
+    info = arguments["work_info_set"]
+    rows = int(arguments["kv_last_page_lens"][0])
+    info.zero_()
+    info[:rows] = torch.arange(rows * 8, dtype=torch.int32).reshape(rows, 8) + rows
+
+
+def test_calls_captured_one_after_another_each_keep_their_own_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Few rows leave most of the buffer zero (the kept values are a lean copy and the probe's buffer is reused);
+    # many rows do not (the probe's buffer itself is kept and leaves the pool). Either way a later capture of
+    # the same shapes must not touch what an earlier one kept.
+    aiter: Any = _aiter(monkeypatch, _rows_then_zeros)
+    bufs = standins.toy_buffers(3, 200)
+    bufs["work_info_set"] = torch.empty(9000, 8, dtype=torch.int32)  # 72,000 elements: the whole-buffer path
+    seen = []
+    with mla_golden.spy() as spy:
+        for rows in (10, 8000, 11, 5000, 12):
+            aiter.get_mla_metadata_v1(QO, KV, torch.full((3,), rows, dtype=torch.int32), 16, 1, True, *bufs.values(), max_seqlen_qo=1)
+            seen.append(bufs["work_info_set"].clone())
+    assert len(spy.calls) == 5
+    for call, values in zip(spy.calls, seen):
+        assert bool(call.written["work_info_set"].all()) and call.facts["deterministic"] is True
+        assert torch.equal(call.outputs["work_info_set"], values)
+    replayed = [replay(call, standins.with_signature(standins.mla_e4048607, _rows_then_zeros)) for call in spy.calls]
+    for call, again in zip(spy.calls, replayed):
+        assert mla_golden.diff(call, again).equal
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.sampled_from([1, 2, 7, _ZERO_SPAN - 1, _ZERO_SPAN, 3 * _ZERO_SPAN + 5, 70_000]),
+    dtype=st.sampled_from([np.int32, np.int64, np.uint64]),
+    data=st.data(),
+)
+def test_lean_kept_values_equal_the_values_whatever_their_zero_tail(size: int, dtype: Any, data: Any) -> None:
+    values = np.zeros(size, dtype=dtype)
+    for at in data.draw(st.lists(st.integers(0, size - 1), max_size=5)):
+        values[at] = data.draw(st.integers(1, 2**31 - 1))
+    kept = _lean(values)
+    assert np.array_equal(kept, values) and kept.dtype == values.dtype
+    tail_is_half = not values[size // 2 :].any()
+    assert (kept is values) != tail_is_half  # a copy exactly when the second half is zeros
