@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from mla_golden.checks import CheckResult
     from mla_golden.differ import Diff
     from mla_golden.matrix import Case
-    from mla_golden.store import Golden
+    from mla_golden.store import Golden, GoldenFile
 
 EXIT_OK, EXIT_DIVERGED, EXIT_BAD = 0, 1, 2
 
@@ -289,13 +289,15 @@ def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
         results.append(Result(key, Status.FAILED, path, f"{type(exc).__name__}: {exc}"))
 
 
-def _load_or_bad(path: str, results: list[Result], placed: bool = True) -> Golden | None:
-    """The golden at ``path`` (``placed``: found in a tree, key matching path), or None after a 'bad' result naming the problem."""
+def _load_or_bad(file: GoldenFile, results: list[Result]) -> Golden | None:
+    """The golden ``file`` holds (a walked one's key agreeing with where it was found), or None after a 'bad'
+    result naming the problem."""
     from mla_golden.errors import GoldenError
     from mla_golden.store import load, load_placed
 
+    path, under = file
     try:
-        return load_placed(path) if placed else load(path)
+        return load(path) if under is None else load_placed(path, under)
     except GoldenError as exc:
         results.append(Result(path, Status.BAD, path, exc.problem))
         return None
@@ -389,9 +391,6 @@ def command_results(entries: list[dict[str, Any]], command: Sequence[str], statu
 # ---------------------------------------------------------------- replay and compare
 
 
-#: A golden file to process: its path, and whether it was found in a tree (its key must then match its path).
-GoldenFile = tuple[str, bool]
-
 
 def path_problem(path: Path) -> str | None:
     """Why ``path`` gives no golden to work on (missing, or a folder without goldens), or None: every command's wording."""
@@ -412,9 +411,9 @@ def golden_files(paths: Sequence[Path]) -> tuple[list[GoldenFile], list[Result]]
     bad: list[Result] = []
     for path in paths:
         if path.is_dir():
-            files.extend((str(p), True) for p in GoldenStore(path).paths())
+            files.extend((str(p), p.relative_to(path).as_posix()) for p in GoldenStore(path).paths())
         elif path.exists() or path.is_symlink():  # a FIFO or a dangling link too: the reader reports it
-            files.append((str(path), False))
+            files.append((str(path), None))
         else:
             bad.append(Result(str(path), Status.BAD, str(path), path_problem(path) or "unreadable"))
     return files, bad
@@ -434,10 +433,10 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
     backend = resolve(backend_spec)
     live = backend.live_device()
     results: list[Result] = []
-    for path, placed in paths:
+    for file in paths:
         if stop_requested():
             break
-        golden = _load_or_bad(path, results, placed)
+        path, golden = file[0], _load_or_bad(file, results)
         if golden is None:
             continue
         device = golden.call.device
@@ -466,15 +465,15 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
     return results
 
 
-def pair_worker(pairs: list[tuple[str, str, str]], max_items: int, render: bool, keep: bool = False) -> list[Result]:
-    """Diff goldens pairwise: (key, expected path, actual path); ``keep`` the calls of divergent pairs."""
+def pair_worker(pairs: list[GoldenPair], max_items: int, render: bool, keep: bool = False) -> list[Result]:
+    """Diff goldens pairwise: (key, expected file, actual file); ``keep`` the calls of divergent pairs."""
     _single_threaded()
     results: list[Result] = []
     with _no_cycle_collection():
-        for key, expected_path, actual_path in pairs:
+        for key, expected, actual in pairs:
             if stop_requested():
                 break
-            _pair_paths(key, expected_path, actual_path, max_items, render, keep, results)
+            _pair_paths(key, expected, actual, max_items, render, keep, results)
     return results
 
 
@@ -497,14 +496,15 @@ def _no_cycle_collection() -> Iterator[None]:
 
 
 def _pair_paths(
-    key: str, expected_path: str, actual_path: str, max_items: int, render: bool, keep: bool, results: list[Result]
+    key: str, expected_file: GoldenFile, actual_file: GoldenFile, max_items: int, render: bool, keep: bool, results: list[Result]
 ) -> None:
     """Load one pair and diff it into ``results`` (a 'bad' result for each side that does not load)."""
     from mla_golden.errors import GoldenError
     from mla_golden.store import load_pair
 
+    expected_path, actual_path = expected_file[0], actual_file[0]
     loaded = []
-    for path, golden in zip((expected_path, actual_path), load_pair(expected_path, actual_path)):
+    for path, golden in zip((expected_path, actual_path), load_pair(expected_file, actual_file)):
         if isinstance(golden, GoldenError):
             results.append(Result(key, Status.BAD, path, golden.problem))
         else:
@@ -537,7 +537,11 @@ def _pair_one(
     return result
 
 
-def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[tuple[str, str, str]], list[Result]]:
+#: Two goldens to diff: (key, expected file, actual file).
+GoldenPair = tuple[str, "GoldenFile", "GoldenFile"]
+
+
+def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[GoldenPair], list[Result]]:
     """Pair goldens of two trees by key (= relative path); pair the rest by same op and input tensors.
 
     Returns the pairs and results for goldens left on one side (and unreadable ones).
@@ -548,14 +552,17 @@ def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[tuple[str, 
     def index(root: Path) -> dict[str, Path]:
         return {p.relative_to(root).as_posix().removesuffix(SUFFIX): p for p in GoldenStore(root).paths()}
 
+    def found(tree: dict[str, Path], rel: str) -> GoldenFile:
+        return str(tree[rel]), rel + SUFFIX
+
     expected, actual = index(expected_root), index(actual_root)
-    pairs = [(rel, str(expected[rel]), str(actual[rel])) for rel in sorted(expected.keys() & actual.keys())]
+    pairs = [(rel, found(expected, rel), found(actual, rel)) for rel in sorted(expected.keys() & actual.keys())]
     results: list[Result] = []
     lonely: dict[str, list[tuple[str, Golden]]] = {"expected": [], "actual": []}
     for side, tree, other in (("expected", expected, actual), ("actual", actual, expected)):
         for rel in sorted(tree.keys() - other.keys()):
             try:
-                lonely[side].append((rel, load_placed(tree[rel])))
+                lonely[side].append((rel, load_placed(tree[rel], rel + SUFFIX)))
             except GoldenError as exc:
                 results.append(Result(rel, Status.BAD, str(tree[rel]), exc.problem))
     unmatched = {rel: golden for rel, golden in lonely["expected"]}
@@ -568,7 +575,7 @@ def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[tuple[str, 
         if twin is None:
             results.append(Result(golden.key, Status.ONLY_ACTUAL, str(actual[rel]), f"no golden for this call in {expected_root}"))
             continue
-        pairs.append((golden.key, str(expected[twin]), str(actual[rel])))
+        pairs.append((golden.key, found(expected, twin), found(actual, rel)))
         del unmatched[twin]
     for rel, golden in unmatched.items():
         results.append(Result(golden.key, Status.ONLY_EXPECTED, str(expected[rel]), f"no golden for this call in {actual_root}"))
@@ -605,10 +612,10 @@ def check_worker(paths: list[GoldenFile], keep: bool = False) -> list[Result]:
 
     _single_threaded()
     results: list[Result] = []
-    for path, placed in paths:
+    for file in paths:
         if stop_requested():
             break
-        golden = _load_or_bad(path, results, placed)
+        path, golden = file[0], _load_or_bad(file, results)
         if golden is None:
             continue
         with _guard(golden.key, path, results):

@@ -163,13 +163,25 @@ OBTAINED = ".obtained"
 OBTAINED_SUFFIX = OBTAINED + SUFFIX
 
 
-def key_matches_path(key: str, path: Path | str) -> bool:
-    """Whether ``path``, as the user named it, ends with where ``key`` is stored.
+#: A golden file to read: its path, and for one found by walking a folder, its path under that folder
+#: ('/'-separated, which its key must agree with); None for a file named on its own.
+GoldenFile = tuple[str, str | None]
 
+
+def key_matches_path(key: str, path: Path | str, under: str | None = None) -> bool:
+    """Whether ``path``, as the user named it, ends with where ``key`` is stored; or with ``under`` (its path
+    under the folder walked), whether the key and ``under`` agree as far as both go, from the file name up.
+
+    A walk may start inside a key's folders (a copied part of a tree) or above
+    them: either way a golden moved to another folder of the tree disagrees.
     Never the resolved path: a symlink named like one key and leading to
     another key's golden would pass as the first.
     """
     want = _stored_parts(key)
+    if under is not None:
+        have = tuple(under.split("/"))
+        common = min(len(want), len(have))
+        return want[-common:] == have[-common:]
     text, tail = os.fspath(path), "/".join(want)
     if os.sep == "/" and (text == tail or text.endswith("/" + tail)):
         return True  # as given (a tree walk's paths); the key's parts are plain, so the text's tail is its parts' tail
@@ -240,19 +252,27 @@ def _decoded(path: Path, raw: safetensors_file.RawFile) -> Golden:
     return Golden(key=key, call=call, path=path, format=fmt, notes=[V1_NOTE] if fmt == FORMAT_V1 else [])
 
 
-def load_placed(path: Path | str) -> Golden:
-    """A golden found in a tree: :func:`load`, and its key must be the one its path stands for."""
-    return _placed(load(path), path)
+def load_placed(path: Path | str, under: str | None = None) -> Golden:
+    """A golden found in a tree: :func:`load`, and its key must be the one its path (or ``under``, its path
+    under the folder walked) stands for (:func:`key_matches_path`)."""
+    return _placed(load(path), path, under)
 
 
-def _placed(golden: Golden, path: Path | str) -> Golden:
-    if not key_matches_path(golden.key, path):
+def _placed(golden: Golden, path: Path | str, under: str | None) -> Golden:
+    if not key_matches_path(golden.key, path, under):
         raise GoldenError(path, f"key {golden.key[:80]!r} does not match the file's path (moved, copied or renamed?)")
     return golden
 
 
-def load_pair(first: Path | str, second: Path | str) -> tuple[Golden | GoldenError, Golden | GoldenError]:
-    """:func:`load_placed` of both files of a pair, each a golden or the error that refused it.
+def _load_file(file: GoldenFile) -> Golden:
+    """A named file as :func:`load` reads it, a walked one as :func:`load_placed`."""
+    path, under = file
+    return load(path) if under is None else load_placed(path, under)
+
+
+def load_pair(first: GoldenFile, second: GoldenFile) -> tuple[Golden | GoldenError, Golden | GoldenError]:
+    """Both files of a pair (:data:`GoldenFile`: a walked one's key must agree with where it was found),
+    each a golden or the error that refused it.
 
     When the second file's bytes are exactly the first's (an unchanged golden
     in two checkouts), its decoding is the first's: the same bytes pass the
@@ -263,15 +283,19 @@ def load_pair(first: Path | str, second: Path | str) -> tuple[Golden | GoldenErr
     one: Golden | GoldenError
     two: Golden | GoldenError
     try:
-        raw = safetensors_file.read(Path(first))
-        one = _placed(_decoded(Path(first), raw), first)
+        raw = safetensors_file.read(Path(first[0]))
+        one = _decoded(Path(first[0]), raw)
+        if first[1] is not None:
+            one = _placed(one, first[0], first[1])
     except GoldenError as exc:
         one = exc
     try:
-        if isinstance(one, Golden) and raw is not None and safetensors_file.holds(Path(second), raw):
-            two = _placed(Golden(one.key, one.call, Path(second), one.format, list(one.notes)), second)
+        if isinstance(one, Golden) and raw is not None and safetensors_file.holds(Path(second[0]), raw):
+            two = Golden(one.key, one.call, Path(second[0]), one.format, list(one.notes))
+            if second[1] is not None:
+                two = _placed(two, second[0], second[1])
         else:
-            two = load_placed(second)
+            two = _load_file(second)
     except GoldenError as exc:
         two = exc
     return one, two

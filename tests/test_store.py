@@ -435,7 +435,7 @@ def _pair(tmp_path: Path, first: bytes, second: bytes, key: str = "case/one") ->
         path = key_path(tmp_path / side, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        paths.append(path)
+        paths.append((str(path), path.relative_to(tmp_path / side).as_posix()))
     return load_pair(*paths)
 
 
@@ -475,5 +475,7 @@ def test_a_copy_under_another_key_is_refused_for_its_path(tmp_path: Path, golden
     first.parent.mkdir()
     first.write_bytes(golden_bytes)
     second.write_bytes(golden_bytes)
-    one, two = load_pair(first, second)
+    one, two = load_pair((str(first), "case/one.safetensors"), (str(second), "other.safetensors"))
     assert isinstance(one, Golden) and isinstance(two, GoldenError) and "does not match the file's path" in two.problem
+    one, two = load_pair((str(first), None), (str(second), None))  # files named on their own: no place to match
+    assert isinstance(one, Golden) and isinstance(two, Golden) and two.key == "case/one"

@@ -92,6 +92,32 @@ def test_a_golden_whose_key_does_not_match_its_path_is_bad_in_a_tree(tree: Path)
     assert len(bad) == 1 and bad[0]["path"] == str(moved) and "does not match the file's path" in bad[0]["message"]
 
 
+@pytest.mark.parametrize(
+    "command", [["check"], ["diff", "--backend", "reference"], ["diff", "--against", "{copy}"], ["list"]],
+    ids=["check", "replay", "against", "list"],
+)
+def test_part_of_a_tree_copied_without_its_parent_folders_is_read_and_a_golden_moved_in_it_is_bad(
+    tmp_path: Path, command: list[str]
+) -> None:
+    part = SHIPPED / "prefill" / "dsv3-fp8-prefill"  # keys prefill/dsv3-fp8-prefill/<device>/<shape>
+    copies = [tmp_path / "part", tmp_path / "copy"]
+    for copy in copies:
+        shutil.copytree(part, copy)
+    args = [a.replace("{copy}", str(copies[1])) for a in command]
+    code, report = _json(args[0], str(copies[0]), *args[1:])
+    rows = report.get("results", report.get("goldens", []))
+    assert code == 0 and len(rows) == len(list(part.rglob("*.safetensors"))), report
+    assert not any(r.get("status") == "bad" or r.get("problem") for r in rows), rows
+
+    moved = copies[0] / "gfx942-cu304" / GOOD.name  # a gfx950-cu256 golden in another device's folder of the part
+    moved.parent.mkdir()
+    shutil.copy(GOOD, moved)
+    code, report = _json(args[0], str(copies[0]), *args[1:])
+    bad = [r for r in report.get("results", report.get("goldens", [])) if r.get("status") == "bad" or r.get("problem")]
+    assert code == 2 and [r["path"] for r in bad] == [str(moved)], bad
+    assert "does not match the file's path" in (bad[0].get("message") or bad[0]["problem"])
+
+
 def test_the_same_content_under_two_keys_is_reported(tree: Path) -> None:
     from mla_golden.store import Golden, GoldenStore, load
 

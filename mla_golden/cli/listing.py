@@ -33,7 +33,7 @@ def list_goldens(
     rows: list[dict[str, Any]] = []
     for path in GoldenStore(folder).paths():
         try:
-            golden = load_placed(path)
+            golden = load_placed(path, path.relative_to(folder).as_posix())
         except GoldenError as exc:
             rows.append({"path": str(path), "problem": exc.problem})
             continue
