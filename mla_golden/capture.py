@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import inspect
+import math
+import mmap
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -75,40 +77,49 @@ def _cpu(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _scratch(buffers: Mapping[str, torch.Tensor], which: int) -> _Buffers:
-    """Stand-ins for ``buffers`` filled with canary ``which``: this thread's pooled ones where they fit."""
+    """Stand-ins for ``buffers`` filled with canary ``which``: this thread's pooled ones where they fit.
+
+    A pooled stand-in is taken out of the pool while a probe uses it (see :func:`_restore`): a capture or replay
+    reached from inside this probe's planner run on this thread (a replay through a spied planner) never gets it.
+    """
     pool = _SCRATCH.pools[which]
     out: _Buffers = {}
     for name, buf in buffers.items():
         canary = CANARIES.get(buf.dtype)
         if canary is None:
             raise TypeError(f"output buffer {name!r} has dtype {buf.dtype}; planners fill int32/uint64 buffers")
-        pooled = pool.get(name)
+        pooled = pool.pop(name, None) if buf.device.type == "cpu" else None
         if pooled is not None and pooled.shape == buf.shape and pooled.dtype == buf.dtype and buf.device.type == "cpu":
             out[name] = pooled.fill_(canary[which])
             continue
         # Filled on the CPU and copied: GPU kernels for uint64 fill are not everywhere.
         out[name] = torch.full(buf.shape, canary[which], dtype=buf.dtype).to(buf.device)
-        if buf.device.type == "cpu":
-            pool[name] = out[name]
     return out
 
 
-def _release(run_b: Mapping[str, torch.Tensor], kept: Mapping[str, torch.Tensor]) -> None:
-    """Take the probe B stand-ins that became kept values out of this thread's pool: the call owns them now."""
-    pool = _SCRATCH.pools[1]
-    for name, stand_in in run_b.items():
-        if pool.get(name) is stand_in and kept[name].data_ptr() == stand_in.data_ptr():
-            del pool[name]
+def _restore(runs: tuple[Mapping[str, torch.Tensor], ...], kept: Mapping[str, torch.Tensor] | None = None) -> None:
+    """Put the probes' CPU stand-ins back in this thread's pool, except those a call keeps as its values."""
+    for which, run in enumerate(runs):
+        pool = _SCRATCH.pools[which]
+        for name, stand_in in run.items():
+            if stand_in.device.type != "cpu":
+                continue
+            if kept is not None and kept[name].untyped_storage().data_ptr() == stand_in.untyped_storage().data_ptr():
+                continue  # the call owns it now
+            pool[name] = stand_in
 
 
 def _probe(invoke: Callable[[_Buffers], Any], buffers: Mapping[str, torch.Tensor]) -> tuple[_Buffers, _Buffers] | Exception:
-    """Run ``invoke`` on two canary-filled stand-ins for ``buffers``: (run A, run B), or the error a run raised."""
+    """Run ``invoke`` on two canary-filled stand-ins for ``buffers``: (run A, run B), or the error a run raised.
+
+    The stand-ins are out of the pool until the caller hands them back (:func:`_restore`)."""
     runs: list[_Buffers] = []
     for which in (0, 1):
         scratch = _scratch(buffers, which)
         try:
             invoke(scratch)
         except Exception as exc:  # the planner's own error: part of the result
+            _restore((*runs, scratch))
             return exc
         _sync(list(scratch.values()))
         runs.append(scratch)
@@ -141,7 +152,7 @@ def _whole(
 
     ``b`` then holds the kept values (those of ``theirs``, or of ``a`` without
     it). Prefill's whole buffers are ten megabytes: the comparisons are byte
-    compares that allocate nothing, and nothing is copied when the runs agree.
+    compares that allocate nothing, and nothing is copied here when the runs agree.
     """
     if not _bytes_equal(a, b):
         return None
@@ -171,9 +182,23 @@ def _lean(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
             end = start + int(np.flatnonzero(flat[start:end])[-1]) + 1
             break
         end = start
-    lean = np.zeros(values.shape, dtype=values.dtype)  # calloc: untouched pages are the kernel's zero page
+    lean = _zeroed(values.shape, values.dtype)
     lean.reshape(-1)[:end] = flat[:end]
     return lean
+
+
+#: From this size a lean copy gets its own anonymous mapping (smaller ones come from the allocator).
+_MAPPED = 1 << 20
+
+
+def _zeroed(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """Zeros whose pages cost nothing until written: a fresh anonymous mapping reads as the kernel's zero page
+    and is unmapped when the array is freed. (``np.zeros`` may get recycled heap from the allocator, which
+    calloc must clear page by page, once a large block has been freed.)"""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < _MAPPED:
+        return np.zeros(shape, dtype=dtype)
+    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype).reshape(shape)
 
 
 #: Elements per step when :func:`_lean` walks a zero tail back, and zero bytes to compare a step with.
@@ -182,8 +207,8 @@ _ZEROS = np.zeros(_ZERO_SPAN * 8, dtype=np.uint8)
 
 
 def _zero(flat: np.ndarray[Any, Any]) -> bool:
-    """Is every element of a contiguous 1-D array 0? memcmp against zeros in steps: no temporary, stops early."""
-    if _MEMCMP is None:
+    """Is every element of a 1-D array 0? memcmp against zeros in steps: no temporary, stops early."""
+    if _MEMCMP is None or not flat.flags.c_contiguous:
         return not flat.any()
     step, zeros = _ZEROS.nbytes // flat.itemsize, _ZEROS.ctypes.data
     for start in range(0, flat.size, step):
@@ -220,8 +245,8 @@ def _compare(
 
     The kept values are ``live``'s (``run_a``'s without it), written into
     ``run_b``'s CPU arrays, which are kept as they are (the caller takes them
-    out of the scratch pool, :func:`_release`) unless :func:`_lean` keeps a
-    smaller copy: keeping costs no copy of a buffer the runs agree on.
+    out of the scratch pool, :func:`_restore`) unless :func:`_lean` keeps a
+    smaller copy: keeping a buffer the runs agree on costs at most that copy.
     Elementwise work runs in numpy: on buffers of a few thousand elements
     torch's per-operation dispatch costs more than the comparisons.
     """
@@ -432,7 +457,7 @@ def _outputs(live: LiveCapture, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         compared = _Compared(masks, kept=values)
     else:
         compared = _compare(*probed, outputs)
-        _release(probed[1], compared.kept)
+        _restore(probed, compared.kept)
         _record_disagreements(facts, compared.found, call.buffers)
     facts["ptrs_ok"] = _pointers_ok(caller, outputs[POINTER_OUTPUT], compared.masks[POINTER_OUTPUT])
     call.written = compared.masks
@@ -504,7 +529,7 @@ def replay(
         return result
     run_a, run_b = probed
     compared = _compare(run_a, run_b)
-    _release(run_b, compared.kept)
+    _restore(probed, compared.kept)
     facts = result.provenance["capture"]
     _record_disagreements(facts, compared.found, result.buffers)
     facts["ptrs_ok"] = _pointers_ok(run_a, run_a[POINTER_OUTPUT], compared.masks[POINTER_OUTPUT])
