@@ -177,6 +177,10 @@ class Diff:
     cu_parts: list[CuPartDiff] = field(default_factory=list)
     work_items: list[WorkItemDiff] = field(default_factory=list)
     reduce_groups: list[ReduceGroupDiff] = field(default_factory=list)
+    #: How many CU parts, work items and reduce groups differ: the three lists above hold the first ``max_items``.
+    cu_parts_differing: int = 0
+    work_items_differing: int = 0
+    reduce_groups_differing: int = 0
     #: Facts that matter but are not divergences (signature adaptations, provenance).
     notes: list[str] = field(default_factory=list)
     #: Provenance that shows another planner on the actual side (also in notes): planner, signature.
@@ -526,8 +530,9 @@ def _decode_work(
     indptr_e = written_prefix(expected.outputs["work_indptr"], expected.written["work_indptr"])
     indptr_a = written_prefix(actual.outputs["work_indptr"], actual.written["work_indptr"])
     bounded_e, bounded_a = bounded_indptr(expected, "work_indptr"), bounded_indptr(actual, "work_indptr")
-    for i in divergent["work_indptr"][:max_items]:
-        part = i - 1 if i > 0 else 0
+    parts = sorted({i - 1 if i > 0 else 0 for i in divergent["work_indptr"]})  # work_indptr[i] ends part i - 1
+    result.cu_parts_differing = len(parts)
+    for part in parts[:max_items]:
         result.cu_parts.append(
             CuPartDiff(
                 cu_part=part,
@@ -539,6 +544,7 @@ def _decode_work(
     width = len(columns)
     for flat in divergent["work_info_set"]:
         rows.setdefault(flat // width, set()).add(columns[flat % width])
+    result.work_items_differing = len(rows)
     for row in sorted(rows)[:max_items]:
         result.work_items.append(
             WorkItemDiff(
@@ -555,11 +561,14 @@ def _decode_reduce(result: Diff, expected: Call, actual: Call, divergent: dict[s
     if not any(divergent[name] for name in ("reduce_indptr", "reduce_final_map", "reduce_partial_map")):
         return
     for name in ("reduce_indptr", "reduce_final_map", "reduce_partial_map"):
-        flat = divergent[name][: max_items * 4]
-        groups |= _groups_of(expected, name, flat) | _groups_of(actual, name, flat)
-    for group in sorted(groups)[:max_items]:
-        e, a = _non_empty(reduce_group(expected, group)), _non_empty(reduce_group(actual, group))
-        if e != a:
+        groups |= _groups_of(expected, name, divergent[name]) | _groups_of(actual, name, divergent[name])
+    indptr_e, indptr_a = bounded_indptr(expected, "reduce_indptr"), bounded_indptr(actual, "reduce_indptr")
+    for group in sorted(groups):
+        e, a = _non_empty(reduce_group(expected, group, indptr_e)), _non_empty(reduce_group(actual, group, indptr_a))
+        if e == a:  # decoded alike on both sides (padding past the real groups): not a divergence
+            continue
+        result.reduce_groups_differing += 1
+        if len(result.reduce_groups) < max_items:
             result.reduce_groups.append(ReduceGroupDiff(group=group, expected=e, actual=a))
 
 

@@ -214,7 +214,8 @@ def _verdict(diff: Diff, marks: Marks, moved: int, anchor: str, hoisted: frozens
             left.append(f"<details><summary>{len(rest)} more decoded</summary>{_works_table(rest)}</details>")
     if diff.reduce_groups:
         rows = [[_td(g.group), _td(_group_text(g.expected), "l"), _td(_group_text(g.actual), "l")] for g in diff.reduce_groups]
-        left.append(_folded(f"Divergent reduce groups (the first {len(rows)})", ["group", "expected", "actual"], rows, "reduce"))
+        title = f"Divergent reduce groups (the first {len(rows)} of {diff.reduce_groups_differing})"
+        left.append(_folded(title, ["group", "expected", "actual"], rows, "reduce"))
     right = []
     e_geo, a_geo = diff.geometry.get("expected"), diff.geometry.get("actual")
     if e_geo is not None and a_geo is not None:

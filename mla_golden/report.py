@@ -127,6 +127,7 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
         console.print("  CU parts whose work range moved (work_indptr):", markup=False)
         for cp in diff.cu_parts:
             console.print(f"    cu part {cp.cu_part}: works {cp.expected} -> {cp.actual}", markup=False)
+        _more(console, diff.cu_parts_differing - len(diff.cu_parts), "CU part(s) whose work range moved", "    ")
     if diff.work_items:
         columns = next(
             (list(w.columns) for d in diff.work_items for w in (d.expected, d.actual) if w is not None), []
@@ -143,6 +144,7 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
                 table.add_row(str(item.index) if side == "expected" else "", side, *marked)
         console.print(table)
         console.print("  (* marks the columns that differ)", markup=False)
+        _more(console, diff.work_items_differing - len(diff.work_items), "divergent work item(s)", "  ")
     if diff.reduce_groups:
         console.print("  divergent reduce groups:", markup=False)
         for g in diff.reduce_groups:
@@ -150,9 +152,16 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
                 qo = "(not written)" if rg is None or rg.qo_range is None else rg.qo_range
                 text = "(none)" if rg is None else f"qo {qo} <- partials {_clipped(rg.partials)}"
                 console.print(f"    group {g.group} {side}: {text}", markup=False)
+        _more(console, diff.reduce_groups_differing - len(diff.reduce_groups), "divergent reduce group(s)", "    ")
     for note in diff.notes:
         console.print(f"  note: {note}", markup=False)
     return out.getvalue().rstrip() + "\n"
+
+
+def _more(console: Any, hidden: int, what: str, indent: str) -> None:
+    """Say how many items a cut list leaves out: a report must not look complete when it is not."""
+    if hidden > 0:
+        console.print(f"{indent}... and {hidden} more {what}, not shown (raise max items to see them)", markup=False)
 
 
 #: Violations the check report lists per invariant.

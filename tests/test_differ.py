@@ -250,3 +250,26 @@ def test_padding_reduce_groups_are_not_listed() -> None:
     assert [g.group for g in result.reduce_groups] == [1, 2]
     text = mla_golden.render_text(result)
     assert "partials []" not in text and "(none)" not in text
+
+
+def test_a_cut_list_says_how_many_it_leaves_out() -> None:
+    expected, actual = _capture(dtype=torch.float8_e4m3fn), _capture(dtype=None)
+    whole = mla_golden.diff(expected, actual, max_items=10_000)
+    we, wa = expected.written["work_info_set"], actual.written["work_info_set"]
+    differs = (we & wa & (expected.outputs["work_info_set"] != actual.outputs["work_info_set"])) | (we ^ wa)
+    rows = sorted(set(differs.any(dim=1).nonzero().reshape(-1).tolist()))
+    assert whole.work_items_differing == len(rows) == len(whole.work_items) > 1
+    assert [w.index for w in whole.work_items] == rows
+    assert whole.cu_parts_differing == len(whole.cu_parts) > 1
+    assert whole.reduce_groups_differing == len(whole.reduce_groups) > 1
+    assert "not shown" not in mla_golden.render_text(whole)
+
+    cut = mla_golden.diff(expected, actual, max_items=1)
+    assert (len(cut.work_items), len(cut.cu_parts), len(cut.reduce_groups)) == (1, 1, 1)
+    totals = (cut.work_items_differing, cut.cu_parts_differing, cut.reduce_groups_differing)
+    assert totals == (whole.work_items_differing, whole.cu_parts_differing, whole.reduce_groups_differing)
+    text = mla_golden.render_text(cut)
+    assert f"... and {len(rows) - 1} more divergent work item(s), not shown" in text
+    assert f"... and {whole.cu_parts_differing - 1} more CU part(s) whose work range moved, not shown" in text
+    assert f"... and {whole.reduce_groups_differing - 1} more divergent reduce group(s), not shown" in text
+    assert json.loads(mla_golden.to_json(cut))["work_items_differing"] == len(rows)
