@@ -109,6 +109,7 @@ class Geometry:
     split_works: int = 0
     #: Reduce groups that merge at least one partial (split q tiles).
     reduce_groups: int = 0
+    #: Partial results those groups merge.
     partial_tiles: int = 0
 
 
@@ -285,6 +286,7 @@ def geometry(call: Call) -> Geometry:
         return Geometry()
     per_cu = works_by_cu(call)
     reduce_indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+    merged = bounded_indptr(call, "reduce_indptr")
     return Geometry(
         cu_parts=len(per_cu),
         works=sum(len(w) for w in per_cu),
@@ -293,5 +295,6 @@ def geometry(call: Call) -> Geometry:
         idle_cu_parts=sum(1 for w in per_cu if not w),
         split_works=sum(1 for w in per_cu for x in w if x.split),
         reduce_groups=sum(1 for a, b in zip(reduce_indptr, reduce_indptr[1:]) if b > a),
-        partial_tiles=int(call.written["reduce_partial_map"].sum()),
+        # Partials the reduce groups merge, not written elements: prefill's planner writes its whole buffer.
+        partial_tiles=sum(b - a for a, b in zip(merged, merged[1:])),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -273,3 +274,18 @@ def test_a_cut_list_says_how_many_it_leaves_out() -> None:
     assert f"... and {whole.cu_parts_differing - 1} more CU part(s) whose work range moved, not shown" in text
     assert f"... and {whole.reduce_groups_differing - 1} more divergent reduce group(s), not shown" in text
     assert json.loads(mla_golden.to_json(cut))["work_items_differing"] == len(rows)
+
+
+def test_partial_tiles_count_what_the_reduce_groups_merge_not_the_elements_written() -> None:
+    from mla_golden.geometry import geometry, reduce_group
+
+    shipped = Path(__file__).resolve().parent.parent / "goldens/prefill/dsv3-fp8-prefill/gfx950-cu256"
+    prefill = mla_golden.load(shipped / "h128-b10-t3560-cd827d37.safetensors").call  # ten requests, 128 heads
+    decode = _capture()  # decode writes only the partials it plans; prefill's planner writes its whole buffer
+    for call in (prefill, decode):
+        geo = geometry(call)
+        groups = [reduce_group(call, g) for g in range(geo.reduce_groups)]
+        merged = [p for group in groups if group is not None for p in group.partials]
+        assert geo.partial_tiles == len(merged) > 0
+    assert geometry(decode).partial_tiles == int(decode.written["reduce_partial_map"].sum())
+    assert geometry(prefill).partial_tiles < int(prefill.written["reduce_partial_map"].sum())
