@@ -105,7 +105,12 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     if diff.cause is Cause.RESIZED:  # the sizes are the news: "work_info_set buffer [a] -> [b]; written contents equal"
         console.print(f"  likely cause: {diff.cause_detail}; written contents equal", markup=False)
     elif not diff.equal:
-        console.print(f"  likely cause: {diff.cause_label}" + (f" ({diff.cause_detail})" if diff.cause_detail else ""), markup=False)
+        alike = diff.cause in _CALLER_CAUSES and bool(diff.fields) and all(f.equal for f in diff.fields)
+        console.print(
+            f"  likely cause: {diff.cause_label}" + (f" ({diff.cause_detail})" if diff.cause_detail else "")
+            + ("; outputs equal" if alike else ""),
+            markup=False,
+        )
     for title, changes in (("params changed", diff.params), ("device changed", diff.device), ("env changed", diff.env)):
         if changes:
             console.print(f"  {title}:", markup=False)
@@ -156,6 +161,10 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     for note in diff.notes:
         console.print(f"  note: {note}", markup=False)
     return out.getvalue().rstrip() + "\n"
+
+
+#: Causes that are the caller's changes: when the outputs came out the same anyway, the headline says so.
+_CALLER_CAUSES = (Cause.PARAMS, Cause.DEVICE, Cause.ENV, Cause.INPUTS)
 
 
 def _more(console: Any, hidden: int, what: str, indent: str) -> None:

@@ -289,3 +289,14 @@ def test_partial_tiles_count_what_the_reduce_groups_merge_not_the_elements_writt
         assert geo.partial_tiles == len(merged) > 0
     assert geometry(decode).partial_tiles == int(decode.written["reduce_partial_map"].sum())
     assert geometry(prefill).partial_tiles < int(prefill.written["reduce_partial_map"].sum())
+
+
+def test_a_callers_change_that_left_the_outputs_alike_says_so_in_the_headline() -> None:
+    expected = _capture()
+    actual = copy.deepcopy(expected)
+    actual.params["num_heads_per_head_k"] = 32  # as recorded: the planner's outputs did not move
+    text = mla_golden.render_text(mla_golden.diff(expected, actual))
+    assert "likely cause: params changed (num_heads_per_head_k: 16 -> 32); outputs equal" in text
+    actual.outputs["work_info_set"][2, 5] += 1
+    text = mla_golden.render_text(mla_golden.diff(expected, actual))
+    assert "likely cause: params changed" in text and "outputs equal" not in text
