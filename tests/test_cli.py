@@ -66,6 +66,18 @@ def test_help_is_instant_and_imports_nothing_heavy() -> None:
     assert len(imported) < 400, f"--help imports {len(imported)} modules (about 150 today: python, typer, rich)"
 
 
+def test_version_prints_the_installed_distributions_and_imports_nothing_heavy() -> None:
+    from importlib.metadata import version
+
+    probe = (
+        "import sys; from mla_golden.cli import main; sys.argv = ['mla-golden', '--version']\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print(code, sorted(m for m in ('torch', 'safetensors', 'deepdiff') if m in sys.modules))"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert run.stdout.splitlines() == [f"mla-golden {version('mla-golden')}", "0 []"]
+
+
 def test_record_then_unchanged_then_refuses_a_different_golden(tree: Path) -> None:
     matrix = tree.parent / "matrix.toml"
     code, report = cli_json("record", "--matrix", matrix, "--backend", "reference", "--out", tree)

@@ -15,6 +15,7 @@ being checked.
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -36,6 +37,28 @@ app = typer.Typer(
     # Plain click help: rich's help formatter costs ~100 ms of imports, and --help must be instant.
     rich_markup_mode=None,
 )
+
+
+def _version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"mla-golden {version('mla-golden')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            typer.echo("mla-golden (not installed: no version recorded)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print mla-golden's version and exit.")
+    ] = False,
+) -> None:
+    """Record aiter MLA planner calls into safetensors goldens, and diff them field by field."""
+
+
 app.command(cls=RecordCommand, context_settings={"allow_interspersed_args": False})(record)
 app.command()(diff)
 app.command()(check)

@@ -56,6 +56,7 @@ ReplayBackendOption = Annotated[
 AiterRepoOption = Annotated[Path | None, typer.Option(help=AITER_REPO_HELP, envvar=AITER_REPO_ENV, metavar="DIR")]
 JunitOption = Annotated[Path | None, typer.Option("--junit-xml", help=JUNIT_HELP)]
 GoldenPathsArgument = Annotated[
-    list[Path] | None, typer.Argument(help="Golden files or folders (default: ./goldens).", show_default=False)
+    list[Path] | None,
+    typer.Argument(metavar="PATH", help="Golden files or folders (default: ./goldens).", show_default=False),
 ]
 GoldenArgument = Annotated[Path, typer.Argument(help="A golden file.")]

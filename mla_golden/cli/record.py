@@ -76,14 +76,18 @@ class RecordCommand(TyperCommand):
 def record(
     command: Annotated[
         list[str] | None,
-        typer.Argument(help="After --: a program to run with interception installed (records every planner call it makes)."),
+        typer.Argument(
+            metavar="COMMAND",
+            help="After --: a program to run with interception installed (records every planner call it makes).",
+        ),
     ] = None,
     matrix: Annotated[Path | None, typer.Option(help="Case matrix TOML (default: the one shipped in the package).")] = None,
     out: Annotated[Path, typer.Option(help="Folder the goldens are written to.")] = DEFAULT_GOLDENS,
     backend: RecordBackendOption = "auto",
     aiter_repo: AiterRepoOption = None,
     device: Annotated[
-        list[str] | None, typer.Option(help="ARCH:CU to plan every case for instead of the matrix's devices (repeatable).")
+        list[str] | None,
+        typer.Option(metavar="ARCH:CU", help="ARCH:CU to plan every case for instead of the matrix's devices (repeatable)."),
     ] = None,
     update: Annotated[bool, typer.Option("--update", help="Replace existing goldens that differ instead of refusing.")] = False,
     allow_empty: Annotated[
