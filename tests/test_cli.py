@@ -531,3 +531,14 @@ def test_output_into_a_closed_pipe_exits_141_not_the_divergence_code(command: li
         os.close(write_end)
     assert done.returncode == 128 + signal.SIGPIPE, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
+
+
+def test_a_bad_golden_is_named_once_on_its_line(tmp_path: Path) -> None:
+    shipped = Path(__file__).resolve().parent.parent / "goldens/prefill/dsv3-fp8-prefill/gfx950-cu256"
+    broken = tmp_path / "gfx950-cu256" / "h16-b4-t3117-115ed9cb.safetensors"
+    broken.parent.mkdir()
+    broken.write_bytes((shipped / broken.name).read_bytes()[:-100])
+    code, out = cli("check", tmp_path)
+    assert code == 2
+    [line] = [line for line in out.splitlines() if line.startswith("BAD ")]
+    assert line == f"BAD {broken}"

@@ -187,7 +187,7 @@ def _print_result(out: Any, r: Result) -> None:
         out.print(f"{verdict}{r.key}", markup=False)
         report = "  " + report[len(verdict) :]
     else:
-        out.print(f"{verdict}{r.key}" + (f" ({r.path})" if r.path else ""), markup=False)
+        out.print(f"{verdict}{r.key}" + (f" ({r.path})" if r.path and r.path != r.key else ""), markup=False)
     if r.message:
         out.print(f"  {r.message}", markup=False)
     if report:
