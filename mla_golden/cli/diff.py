@@ -79,8 +79,8 @@ def diff(
                 )
         header: dict[str, Any] = {"mode": "against", "expected": str(against), "actual": str(roots[0])}
     else:
-        chosen = resolve_backend(backend or "auto", quiet, aiter_repo, replay=True)
         require_goldens(roots)
+        chosen = resolve_backend(backend or "auto", quiet, aiter_repo, replay=True)
         files, results = golden_files(roots)
         results += run_with_progress(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")
         header = {"mode": "replay", "backend": chosen.to_dict()}
