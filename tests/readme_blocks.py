@@ -20,6 +20,7 @@ RUNNERS: dict[str, str] = {
     "def build_decode(seq_lens": "test_readme_vllm_recipe.py::test_the_library_form_prints_the_dtype_diff_of_the_raising_planner",
     '@pytest.mark.parametrize("arch"': "test_readme_vllm_recipe.py::test_the_fixture_form_writes_then_matches_goldens_with_each_archs_fp8",
     "reference.get_mla_metadata_v1(qo_indptr": "test_readme.py::test_the_reference_snippet",
+    "reference.get_ps_metadata_v1(qo_indptr": "test_readme.py::test_the_prefill_snippet_plans_as_on_buffers_sized_for_its_batch",
     'reference.at("v0.1.16.post2")': "test_readme.py::test_the_versions_snippet",
     'resolve("reference@v0.1.20")': "test_upgrade_preview.py::test_the_readme_upgrade_preview_is_what_a_run_shows",
     'mla_golden.aiter_src("v0.1.19"': "test_aiter_src.py::test_the_readme_snippet_plans_as_the_port",

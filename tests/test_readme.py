@@ -79,6 +79,20 @@ def test_the_reference_snippet(capsys: pytest.CaptureFixture[str]) -> None:
     assert "tensor(" in capsys.readouterr().out
 
 
+def test_the_prefill_snippet_plans_as_on_buffers_sized_for_its_batch(capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(block("reference.get_ps_metadata_v1(qo_indptr"), "README.md", "exec"), namespace)
+    assert "CU parts with work;" in capsys.readouterr().out
+    qo, lens = namespace["qo_indptr"], namespace["context_lens"]
+    with reference.device("gfx950", cu_num=256):
+        snug = [torch.empty(s, dtype=d) for s, d in reference.get_ps_metadata_info_v1(3, 16, 3000)]
+        ptrs, indptr, info, r_indptr, r_final, r_partial = snug
+        reference.get_ps_metadata_v1(qo, qo, lens, 1, 16, ptrs, indptr, info, r_indptr, r_final, r_partial, 1, 256, 128, 1, True)
+    works = int(snug[1][-1])
+    assert works > 0 and torch.equal(namespace["indptr"][: len(snug[1])], snug[1])
+    assert torch.equal(namespace["info"][:works], snug[2][:works])  # the same work items, whatever the buffers' size
+
+
 def test_the_expect_snippet(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "aiter", reference)  # expect()'s default module, "aiter"
     pytester.makepyfile(
