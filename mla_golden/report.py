@@ -100,7 +100,7 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
 
     out = io.StringIO()
     console = Console(file=out, width=width, no_color=True, highlight=False, emoji=False, soft_wrap=True)
-    verdict = "EQUAL" if diff.equal else "DIVERGED"
+    verdict = "EQUAL" if diff.equal else "RESIZED" if diff.cause is Cause.RESIZED else "DIVERGED"
     console.print(f"{verdict} {diff.op}: {diff.expected_name} (expected) vs {diff.actual_name} (actual)", markup=False)
     if diff.cause is Cause.RESIZED:  # the sizes are the news: "work_info_set buffer [a] -> [b]; written contents equal"
         console.print(f"  likely cause: {diff.cause_detail}; written contents equal", markup=False)

@@ -152,6 +152,7 @@ def test_a_buffer_size_only_change_says_so_in_the_headline() -> None:
     assert result.cause == "buffer sizes changed; written contents equal" and result.cause_detail == sizes
     assert not result.equal
     text = mla_golden.render_text(result)
+    assert text.startswith("RESIZED get_mla_metadata_v1: ")  # the verdict a run's result line gives it too
     assert text.splitlines()[1] == f"  likely cause: {headline}"
     assert "divergent work items" not in text and "schedule geometry" not in text
 
