@@ -23,6 +23,7 @@ than the planner call.
 
 from __future__ import annotations
 
+import mmap
 import os
 import time
 from collections.abc import Callable
@@ -59,7 +60,7 @@ def _decode(batch: int, heads: int, kv: int) -> Plan:
 
 def _prefill(lengths: list[int], heads: int, sized_for: tuple[int, int]) -> Plan:
     """Prefill of requests of ``lengths`` tokens on buffers sized for ``sized_for`` (requests, tokens each)."""
-    info = reference.get_ps_metadata_info_v1(*sized_for[:1], heads, sized_for[1])
+    info = reference.get_ps_metadata_info_v1(sized_for[0], heads, sized_for[1])
     bufs = [torch.empty(shape, dtype=dtype) for shape, dtype in info]
     indptr = _indptr(lengths)
     lens = torch.tensor(lengths, dtype=torch.int32)
@@ -102,14 +103,18 @@ def _ratio(plan: Plan, op: str, rounds: int) -> tuple[float, float, float]:
 
 
 def _keeping(megabytes: float, rounds: int) -> float:
-    """Best seconds of taking and filling ``megabytes`` of fresh memory, each round's kept: what holding a kept
-    capture's resident memory costs by itself. It grows with the bytes kept, not with the planner's work, and
-    its price is the machine's page-fault cost."""
+    """Best seconds of taking and filling ``megabytes`` of memory fresh from the kernel, each round's kept: what
+    holding a kept capture's resident memory costs by itself. It grows with the bytes kept, not with the
+    planner's work, and its price is the machine's page-fault cost. (Each round maps its own memory: freed
+    heap the allocator hands out again would cost no faults.)"""
+    nbytes = max(int(megabytes * 2**20) // 4 * 4, 4)
     kept, times = [], []
     for _ in range(rounds):
         start = time.process_time()
-        kept.append(torch.full((max(int(megabytes * 2**20) // 4, 0),), 1, dtype=torch.int32))
+        fresh = torch.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS), dtype=torch.int32)
+        fresh.fill_(1)
         times.append(time.process_time() - start)
+        kept.append(fresh)
     return min(times)
 
 

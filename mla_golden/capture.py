@@ -198,7 +198,14 @@ def _zeroed(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < _MAPPED:
         return np.zeros(shape, dtype=dtype)
-    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype).reshape(shape)
+    return np.frombuffer(_private_anonymous(nbytes), dtype=dtype).reshape(shape)
+
+
+def _private_anonymous(nbytes: int) -> mmap.mmap:
+    """A private anonymous mapping (``mmap.mmap(-1, n)`` alone is a shared one on POSIX: shmem, dearer pages)."""
+    if hasattr(mmap, "MAP_PRIVATE"):
+        return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return mmap.mmap(-1, nbytes)  # Windows: anonymous memory backed by the paging file
 
 
 #: Elements per step when :func:`_lean` walks a zero tail back, and zero bytes to compare a step with.
