@@ -630,12 +630,10 @@ def _store(flat: torch.Tensor, values: Sequence[int | None]) -> None:
         return
     if skipped == len(values):  # e.g. reduce_final_map when nothing is split: a loop per call saved
         return
-    # the per-element work at C speed (map, bytearray): the planners store every call
-    mask = torch.frombuffer(bytearray(map(operator.is_not, values, itertools.repeat(None))), dtype=torch.bool)
-    dense = list(values)
-    for index in (~mask).nonzero().flatten().tolist():
-        dense[index] = 0
-    region[mask.to(region.device)] = _int32_tensor(dense)[mask].to(region.device)  # type: ignore[arg-type]  # no None left
+    # the per-element work at C speed (map, bytearray, compress): the planners store every call
+    present = bytearray(map(operator.is_not, values, itertools.repeat(None)))
+    mask = torch.frombuffer(present, dtype=torch.bool)
+    region[mask.to(region.device)] = _int32_tensor(list(itertools.compress(values, present))).to(region.device)  # type: ignore[arg-type]
 
 
 def _int32_tensor(values: list[int]) -> torch.Tensor:

@@ -113,6 +113,27 @@ def _values(tensor: Any) -> list[int] | None:
     return tensor.tolist()
 
 
+def _sane_indptr(tensor: torch.Tensor, values: list[int]) -> bool:
+    """Is the indptr ``values`` (read from ``tensor``) non-negative and non-decreasing? On a CPU tensor through
+    numpy's view of it: a few microseconds where Python's min and pairwise walk took fifty at batch 1024."""
+    if not values:
+        return True
+    if tensor.device.type == "cpu":
+        array = tensor.numpy()
+        return bool(array.min() >= 0 and (array[1:] >= array[:-1]).all())
+    return min(values) >= 0 and all(map(operator.le, values, values[1:]))
+
+
+def _within(tensor: Any, values: list[int], low: int, high: int) -> bool:
+    """Is every one of ``values`` (read from ``tensor``) in ``[low, high]``? As :func:`_sane_indptr` does it."""
+    if not values:
+        return True
+    if isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu":
+        array = tensor.numpy()
+        return bool(low <= array.min() and array.max() <= high)
+    return low <= min(values) and max(values) <= high
+
+
 def _indptr_problems(name: str, tensor: Any, values: list[int] | None) -> list[tuple[str, str]]:
     if not isinstance(tensor, torch.Tensor):
         return [(name, f"must be a tensor, got {type(tensor).__name__}")]
@@ -120,9 +141,7 @@ def _indptr_problems(name: str, tensor: Any, values: list[int] | None) -> list[t
         return [(name, "is on the meta device: it holds no values to plan with")]
     if tensor.dim() == 0:
         return [(name, "must be 1-D (an indptr of batch + 1 entries), got a 0-d tensor")]
-    if values is None:
-        return []
-    if not values or (min(values) >= 0 and all(map(operator.le, values, values[1:]))):
+    if values is None or _sane_indptr(tensor, values):
         return []  # the usual case, checked at C speed: the planners pay it on every call
     negative = next((i for i, v in enumerate(values) if v < 0), None)
     if negative is not None:
@@ -142,7 +161,7 @@ def _last_page_problems(arguments: Mapping[str, Any], kv: list[int] | None, read
     page_size = _integer(arguments.get("page_size"))
     if last is None or kv is None or page_size is None:
         return []
-    if not last or 1 <= min(last) and max(last) <= page_size:
+    if _within(tensor, last, 1, page_size):
         return []  # every page holds 1..page_size tokens: nothing to find batch by batch
     for b, n in enumerate(last[: len(kv) - 1]):
         if kv[b + 1] > kv[b] and not 1 <= n <= page_size:
