@@ -22,6 +22,7 @@ from mla_golden.geometry import (
     ReduceGroup,
     bounded_indptr,
     geometry,
+    moved_parts,
     reduce_group,
     work_at,
     written_prefix,
@@ -530,7 +531,7 @@ def _decode_work(
     indptr_e = written_prefix(expected.outputs["work_indptr"], expected.written["work_indptr"])
     indptr_a = written_prefix(actual.outputs["work_indptr"], actual.written["work_indptr"])
     bounded_e, bounded_a = bounded_indptr(expected, "work_indptr"), bounded_indptr(actual, "work_indptr")
-    parts = sorted({i - 1 if i > 0 else 0 for i in divergent["work_indptr"]})  # work_indptr[i] ends part i - 1
+    parts = sorted(moved_parts(expected, actual))  # work_indptr[i] ends part i - 1 and starts part i
     result.cu_parts_differing = len(parts)
     for part in parts[:max_items]:
         result.cu_parts.append(

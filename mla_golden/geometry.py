@@ -185,6 +185,16 @@ def reduce_group(call: Call, group: int, indptr: list[int] | None = None) -> Red
     return ReduceGroup(qo_range=qo, partials=partials)
 
 
+def moved_parts(expected: Call, actual: Call) -> set[int]:
+    """CU parts whose work range (work_indptr[i], work_indptr[i + 1]) differs between the sides."""
+    if expected.error is not None or actual.error is not None:
+        return set()
+    e = written_prefix(expected.outputs["work_indptr"], expected.written["work_indptr"])
+    a = written_prefix(actual.outputs["work_indptr"], actual.written["work_indptr"])
+    parts = max(len(e), len(a)) - 1
+    return {p for p in range(max(parts, 0)) if e[p : p + 2] != a[p : p + 2]}
+
+
 def cu_part_of(indptr: list[int], row: int) -> int | None:
     """The CU part whose ``[indptr[i], indptr[i+1])`` holds work ``row`` (None when none does)."""
     lo, hi = 0, len(indptr) - 1

@@ -22,11 +22,11 @@ from typing import Any
 from mla_golden.call import Call
 from mla_golden.checks import INVARIANTS, CheckResult
 from mla_golden.differ import Cause, Diff, FieldDiff, WorkItemDiff
-from mla_golden.geometry import ReduceGroup, geometry
+from mla_golden.geometry import ReduceGroup, geometry, moved_parts
 from mla_golden.report import GEOMETRY_ROWS, render_text
 from mla_golden.schema import format_cell
 from mla_golden.svg import SIDE_WIDTH, draw
-from mla_golden.views import Marks, diff_marks, focus, moved_parts, parts_of, schedule
+from mla_golden.views import Marks, diff_marks, focus, parts_of, schedule
 
 #: Rows of each list in a verdict (work items, moved CU parts, reduce groups, violations) before the rest fold away.
 VERDICT_ROWS = 4

@@ -63,16 +63,6 @@ def diff_marks(expected: Call, actual: Call) -> Marks:
     return marks
 
 
-def moved_parts(expected: Call, actual: Call) -> set[int]:
-    """CU parts whose work range (work_indptr[i], work_indptr[i + 1]) differs between the sides."""
-    if expected.error is not None or actual.error is not None:
-        return set()
-    e = written_prefix(expected.outputs["work_indptr"], expected.written["work_indptr"])
-    a = written_prefix(actual.outputs["work_indptr"], actual.written["work_indptr"])
-    parts = max(len(e), len(a)) - 1
-    return {p for p in range(max(parts, 0)) if e[p : p + 2] != a[p : p + 2]}
-
-
 def parts_of(per_cu: list[list[Work]], works: Iterable[int]) -> set[int]:
     """The CU parts that hold any of ``works``."""
     wanted = set(works)

@@ -301,3 +301,13 @@ def test_a_callers_change_that_left_the_outputs_alike_says_so_in_the_headline() 
     actual.outputs["work_info_set"][2, 5] += 1
     text = mla_golden.render_text(mla_golden.diff(expected, actual))
     assert "likely cause: params changed" in text and "outputs equal" not in text
+
+
+def test_a_moved_boundary_moves_both_cu_parts_it_separates() -> None:
+    expected = _capture()
+    actual = copy.deepcopy(expected)
+    assert expected.outputs["work_indptr"][:3].tolist() == [0, 1, 2]
+    actual.outputs["work_indptr"][1] = 0  # part 0 now holds no work and part 1 holds works 0 and 1
+    result = mla_golden.diff(expected, actual)
+    assert [(p.cu_part, p.expected, p.actual) for p in result.cu_parts] == [(0, [0, 1], [0, 0]), (1, [1, 2], [0, 2])]
+    assert result.cu_parts_differing == 2

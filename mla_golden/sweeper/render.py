@@ -14,13 +14,14 @@ import html
 from collections.abc import Sequence
 
 from mla_golden.call import Call
+from mla_golden.geometry import moved_parts
 from mla_golden.report import render_text as render_diff
 from mla_golden.svg import draw
 from mla_golden.sweeper.driver import Findings, Reproducer
 from mla_golden.sweeper.evaluate import SKIPPED, UNDEFINED
 from mla_golden.sweeper.groups import Group
 from mla_golden.sweeper.regions import NOT_APPLICABLE
-from mla_golden.views import diff_marks, focus, moved_parts, parts_of, schedule
+from mla_golden.views import diff_marks, focus, parts_of, schedule
 
 #: Reproducers shown in full (text report and page); the JSON lists every one.
 MAX_SHOWN = 20
