@@ -466,14 +466,14 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
 
 
 def pair_worker(pairs: list[GoldenPair], max_items: int, render: bool, keep: bool = False) -> list[Result]:
-    """Diff goldens pairwise: (key, expected file, actual file); ``keep`` the calls of divergent pairs."""
+    """Diff goldens pairwise (see :data:`GoldenPair`); ``keep`` the calls of divergent pairs."""
     _single_threaded()
     results: list[Result] = []
     with _no_cycle_collection():
-        for key, expected, actual in pairs:
+        for key, expected, actual, by_inputs in pairs:
             if stop_requested():
                 break
-            _pair_paths(key, expected, actual, max_items, render, keep, results)
+            _pair_paths(key, expected, actual, by_inputs, max_items, render, keep, results)
     return results
 
 
@@ -496,7 +496,14 @@ def _no_cycle_collection() -> Iterator[None]:
 
 
 def _pair_paths(
-    key: str, expected_file: GoldenFile, actual_file: GoldenFile, max_items: int, render: bool, keep: bool, results: list[Result]
+    key: str,
+    expected_file: GoldenFile,
+    actual_file: GoldenFile,
+    by_inputs: bool,
+    max_items: int,
+    render: bool,
+    keep: bool,
+    results: list[Result],
 ) -> None:
     """Load one pair and diff it into ``results`` (a 'bad' result for each side that does not load)."""
     from mla_golden.errors import GoldenError
@@ -516,29 +523,41 @@ def _pair_paths(
         results.append(Result(key, Status.DIVERGED, actual_path, f"op {expected.call.op} -> {actual.call.op}"))
         return
     with _guard(key, actual_path, results):
-        results.append(_pair_one(key, expected, actual, expected_path, actual_path, max_items, render, keep))
+        results.append(_pair_one(key, expected, actual, expected_path, actual_path, by_inputs, max_items, render, keep))
 
 
 def _pair_one(
-    key: str, expected: Golden, actual: Golden, expected_path: str, actual_path: str, max_items: int, render: bool, keep: bool
+    key: str,
+    expected: Golden,
+    actual: Golden,
+    expected_path: str,
+    actual_path: str,
+    by_inputs: bool,
+    max_items: int,
+    render: bool,
+    keep: bool,
 ) -> Result:
-    """Diff one expected/actual pair of goldens."""
+    """Diff one expected/actual pair of goldens (``by_inputs``: paired by same op and input tensors, not by path)."""
     from mla_golden.differ import diff
 
     found = diff(expected.call, actual.call, expected_name=expected_path, actual_name=actual_path, max_items=max_items)
     result = _diff_result(key, actual_path, found, render, (expected.call, actual.call) if keep else None)
     result.against_path = expected_path
     if expected.key != actual.key:
-        result.notes.insert(0, f"paired by same op and input tensors; keys {expected.key!r} vs {actual.key!r}")
+        how = "by same op and input tensors" if by_inputs else "by path"
+        result.notes.insert(0, f"paired {how}; keys {expected.key!r} vs {actual.key!r}")
         if result.status is Status.EQUAL:
-            result.status, result.message = Status.DIVERGED, "same inputs and outputs, but recorded under another key"
-        else:
+            alike = "same inputs and outputs" if by_inputs else "the same call"
+            result.status, result.message = Status.DIVERGED, f"{alike}, but recorded under another key"
+        elif by_inputs:
             result.message = "same inputs, params changed" if found.params else "same inputs, recorded under another key"
+        else:
+            result.message = "recorded under another key"
     return result
 
 
-#: Two goldens to diff: (key, expected file, actual file).
-GoldenPair = tuple[str, "GoldenFile", "GoldenFile"]
+#: Two goldens to diff: (key, expected file, actual file, paired by same op and input tensors rather than by path).
+GoldenPair = tuple[str, "GoldenFile", "GoldenFile", bool]
 
 
 def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[GoldenPair], list[Result]]:
@@ -556,7 +575,7 @@ def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[GoldenPair]
         return str(tree[rel]), rel + SUFFIX
 
     expected, actual = index(expected_root), index(actual_root)
-    pairs = [(rel, found(expected, rel), found(actual, rel)) for rel in sorted(expected.keys() & actual.keys())]
+    pairs = [(rel, found(expected, rel), found(actual, rel), False) for rel in sorted(expected.keys() & actual.keys())]
     results: list[Result] = []
     lonely: dict[str, list[tuple[str, Golden]]] = {"expected": [], "actual": []}
     for side, tree, other in (("expected", expected, actual), ("actual", actual, expected)):
@@ -575,7 +594,7 @@ def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[GoldenPair]
         if twin is None:
             results.append(Result(golden.key, Status.ONLY_ACTUAL, str(actual[rel]), f"no golden for this call in {expected_root}"))
             continue
-        pairs.append((golden.key, found(expected, twin), found(actual, rel)))
+        pairs.append((golden.key, found(expected, twin), found(actual, rel), True))
         del unmatched[twin]
     for rel, golden in unmatched.items():
         results.append(Result(golden.key, Status.ONLY_EXPECTED, str(expected[rel]), f"no golden for this call in {actual_root}"))

@@ -170,6 +170,18 @@ def test_diff_against_pairs_a_renamed_call_by_its_inputs(tree: Path, tmp_path: P
     assert paired["diff"]["params"] == [{"path": "max_split_per_batch", "expected": -1, "actual": 4}]
 
 
+def test_diff_against_says_how_a_pair_of_other_keys_was_paired() -> None:
+    # two device folders of one case: the same file names, other keys, other inputs
+    shipped = Path(__file__).resolve().parent.parent / "goldens/decode/kimi-k2-mtp"
+    code, report = cli_json("diff", shipped / "gfx942-cu304", "--against", shipped / "gfx950-cu256")
+    paired = [r for r in report["results"] if r["status"] == "diverged"]
+    assert code == 1 and paired
+    for result in paired:
+        assert result["message"] == "recorded under another key", result
+        assert result["notes"][0].startswith("paired by path; keys 'decode/kimi-k2-mtp/gfx950-cu256/")
+        assert any(f["count"] for f in result["diff"]["inputs"])  # not "same inputs"
+
+
 def test_corrupt_golden_exits_2_and_the_others_are_still_checked(tree: Path, tmp_path: Path) -> None:
     clean = tmp_path / "clean"
     shutil.copytree(tree, clean)

@@ -71,7 +71,7 @@ def diff(
             say("error: --against compares two folders or two golden files: mla-golden diff ACTUAL --against EXPECTED")
             raise typer.Exit(EXIT_BAD)
         if two_files:  # e.g. a failing test's <name>.obtained.safetensors against its golden
-            results = pair_worker([(roots[0].stem, (str(against), None), (str(roots[0]), None))], max_items, render, keep)
+            results = pair_worker([(roots[0].stem, (str(against), None), (str(roots[0]), None), False)], max_items, render, keep)
         else:
             with progress(quiet, "comparing") as advance:
                 results = interruptible(
