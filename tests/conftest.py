@@ -5,6 +5,13 @@ from __future__ import annotations
 import time
 
 import pytest
+
+# Loaded before any pytester inline run: such a run restores sys.modules afterwards, dropping what it imported
+# first, so a rich imported there would be imported again later while mla_golden's cached console class still
+# renders with the first copy's classes (NotRenderableError, depending on which tests share a worker).
+import rich.console  # noqa: F401 - see above
+import rich.table  # noqa: F401
+import rich.text  # noqa: F401
 from browser import ARTIFACTS
 
 _STARTED = time.time()
