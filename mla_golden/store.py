@@ -396,7 +396,12 @@ class GoldenStore:
         return self.path_for(key).is_file()
 
     def read(self, key: str) -> Golden:
-        return load(self.path_for(key))
+        """The golden stored under ``key``; GoldenError when the file there holds another key (copied by hand)."""
+        path = self.path_for(key)
+        golden = load(path)
+        if golden.key != key:
+            raise GoldenError(path, f"holds the golden of key {golden.key[:80]!r}, not {key[:80]!r} (copied or renamed by hand?)")
+        return golden
 
     def write(self, golden: Golden, *, update: bool = False) -> WriteOutcome:
         path = self.path_for(golden.key)

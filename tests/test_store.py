@@ -479,3 +479,12 @@ def test_a_copy_under_another_key_is_refused_for_its_path(tmp_path: Path, golden
     assert isinstance(one, Golden) and isinstance(two, GoldenError) and "does not match the file's path" in two.problem
     one, two = load_pair((str(first), None), (str(second), None))  # files named on their own: no place to match
     assert isinstance(one, Golden) and isinstance(two, Golden) and two.key == "case/one"
+
+
+def test_a_store_refuses_a_golden_copied_by_hand_under_another_key(tmp_path: Path, call: mla_golden.Call) -> None:
+    store = GoldenStore(tmp_path)
+    store.write(Golden("tests/test_a", call))
+    store.path_for("tests/test_b").write_bytes(store.path_for("tests/test_a").read_bytes())
+    assert store.read("tests/test_a").key == "tests/test_a"
+    with pytest.raises(GoldenError, match="holds the golden of key 'tests/test_a', not 'tests/test_b'"):
+        store.read("tests/test_b")
