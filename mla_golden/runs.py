@@ -16,6 +16,7 @@ import contextlib
 import enum
 import gc
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -112,10 +113,52 @@ class Result:
     checked: tuple[Call, CheckResult] | None = field(default=None, repr=False, compare=False)
     #: Digest of the golden's content (all but key and provenance), to find copies in a tree; never in JSON.
     content: str | None = field(default=None, repr=False, compare=False)
+    #: (folder walked, file, where its key puts that folder: ``store.placement``) per golden found by a walk;
+    #: :func:`misplaced` reads them. Never in JSON.
+    placed: list[tuple[str, str, str]] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (the kept diff, calls, check and content digest left out)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("found", "calls", "checked", "content")}
+        """JSON-ready (the kept diff, calls, check, content digest and placements left out)."""
+        hidden = ("found", "calls", "checked", "content", "placed")
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
+
+
+def misplaced(results: Sequence[Result]) -> None:
+    """Make 'bad' each result holding a golden whose key puts the folder it was found in elsewhere in a tree
+    than the other goldens found there say (a walk may start inside a tree, so each key is checked only as far
+    as its path under the folder goes: a golden moved or copied in by hand would pass that alone)."""
+    found = [(result, *where) for result in results for where in result.placed]
+    for (root, path), message in misplaced_files([(root, path, spot) for _, root, path, spot in found]).items():
+        for result, at, file, _ in found:
+            if (at, file) == (root, path):
+                result.status, result.message = Status.BAD, message
+
+
+def misplaced_files(placed: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str], str]:
+    """(folder walked, file) -> why, for the files whose placement (``placed``: folder walked, file, where its
+    key puts the folder) is not the one most files of that folder share."""
+    counts: dict[str, Counter[str]] = {}
+    for root, _, spot in placed:
+        counts.setdefault(root, Counter())[spot] += 1
+    out = {}
+    for root, path, spot in placed:
+        (top, most), *rest = counts[root].most_common()
+        if spot != top or (rest and rest[0][1] == most):  # a tie: no placement stands for the folder
+            others = sum(counts[root].values()) - counts[root][spot]
+            out[root, path] = (
+                f"its key puts the folder walked ({root.rstrip('/') or '/'}) at {_spot(spot)} of a golden tree, where "
+                f"{others} other golden(s) found there put it {'elsewhere' if spot == top else 'at ' + _spot(top)} "
+                "(moved, copied or renamed?)"
+            )
+    return out
+
+
+def _spot(placement: str) -> str:
+    if not placement:
+        return "the top"
+    if placement.startswith("../"):
+        return f"above the top ({placement[3:]})"
+    return placement + "/"
 
 
 #: Copies a note names; the rest are counted.
@@ -289,6 +332,21 @@ def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
         results.append(Result(key, Status.FAILED, path, f"{type(exc).__name__}: {exc}"))
 
 
+def _placements(found: Iterable[tuple[GoldenFile, str]]) -> list[tuple[str, str, str]]:
+    """(folder walked, file, where the golden's key puts that folder) for each of ``found`` (file, key) from a walk."""
+    from mla_golden.store import placement
+
+    return [(path[: len(path) - len(under)], path, placement(key, under)) for (path, under), key in found if under is not None]
+
+
+def _note_placements(results: Sequence[Result], found: Sequence[tuple[GoldenFile, str]]) -> None:
+    """Give each result the placement of the golden it reports on (by path), for :func:`misplaced`."""
+    spots = {spot[1]: spot for spot in _placements(found)}
+    for result in results:
+        if result.path in spots:
+            result.placed.append(spots[result.path])
+
+
 def _load_or_bad(file: GoldenFile, results: list[Result]) -> Golden | None:
     """The golden ``file`` holds (a walked one's key agreeing with where it was found), or None after a 'bad'
     result naming the problem."""
@@ -433,12 +491,14 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
     backend = resolve(backend_spec)
     live = backend.live_device()
     results: list[Result] = []
+    found: list[tuple[GoldenFile, str]] = []
     for file in paths:
         if stop_requested():
             break
         path, golden = file[0], _load_or_bad(file, results)
         if golden is None:
             continue
+        found.append((file, golden.key))
         device = golden.call.device
         if live is not None and (device.get("arch"), device.get("cu_num")) != live:
             where, here = device_label(device.get("arch"), device.get("cu_num")), device_label(*live)
@@ -457,11 +517,12 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
                 message = f"{label}: it cannot express this call ({exc})"
                 results.append(Result(golden.key, Status.NOT_COMPARABLE, path, message, notes=[note] if note else [], cause_label=label))
                 continue
-            found = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{target.label} replay", max_items=max_items)
+            diffed = diff(golden.call, actual, expected_name=f"golden {path}", actual_name=f"{target.label} replay", max_items=max_items)
             if note:
-                found.notes.insert(0, note)
-            results.append(_diff_result(golden.key, path, found, render, (golden.call, actual) if keep else None))
+                diffed.notes.insert(0, note)
+            results.append(_diff_result(golden.key, path, diffed, render, (golden.call, actual) if keep else None))
             results[-1].notes += golden.notes
+    _note_placements(results, found)
     return results
 
 
@@ -519,11 +580,14 @@ def _pair_paths(
     if len(loaded) < 2:
         return
     expected, actual = loaded
+    start = len(results)
     if expected.call.op != actual.call.op:
         results.append(Result(key, Status.DIVERGED, actual_path, f"op {expected.call.op} -> {actual.call.op}"))
-        return
-    with _guard(key, actual_path, results):
-        results.append(_pair_one(key, expected, actual, expected_path, actual_path, by_inputs, max_items, render, keep))
+    else:
+        with _guard(key, actual_path, results):
+            results.append(_pair_one(key, expected, actual, expected_path, actual_path, by_inputs, max_items, render, keep))
+    for result in results[start:]:
+        result.placed += _placements([(expected_file, expected.key), (actual_file, actual.key)])
 
 
 def _pair_one(
@@ -619,6 +683,7 @@ def diff_trees(
     """
     pairs, results = pair_trees(Path(actual), Path(expected))
     results += run_items(pair_worker, pairs, (max_items, render, keep), jobs, advance)
+    misplaced(results)
     return sorted(results, key=lambda r: r.key)
 
 
@@ -631,16 +696,19 @@ def check_worker(paths: list[GoldenFile], keep: bool = False) -> list[Result]:
 
     _single_threaded()
     results: list[Result] = []
+    found: list[tuple[GoldenFile, str]] = []
     for file in paths:
         if stop_requested():
             break
         path, golden = file[0], _load_or_bad(file, results)
         if golden is None:
             continue
+        found.append((file, golden.key))
         with _guard(golden.key, path, results):
             results.append(_check_one(golden, path, keep))
             results[-1].content = content_key(golden.call)
             results[-1].notes += golden.notes
+    _note_placements(results, found)
     return results
 
 

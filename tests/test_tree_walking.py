@@ -129,3 +129,55 @@ def test_the_same_content_under_two_keys_is_reported(tree: Path) -> None:
     notes = {r["key"]: r["notes"] for r in report["results"]}
     assert any("same content as prefill/copy/of-it" in n for n in notes[golden.key])
     assert "the same content under 2 keys" in ran.stderr
+
+
+KIMI = SHIPPED / "decode" / "kimi-k2-mtp"  # two device folders holding goldens of the same file names
+
+
+def _leaf_with_a_stranger(tmp_path: Path, where: str) -> tuple[Path, Path]:
+    """A copied part of the shipped tree, and in it a golden of another device folder: copied over its twin in
+    a device folder's copy, or dropped beside a device folder."""
+    stranger = KIMI / "gfx942-cu304" / "h8-fp8-q2-b16-jitter16384-p1.safetensors"
+    if where == "over its twin":
+        part = tmp_path / "leaf"
+        shutil.copytree(KIMI / "gfx950-cu256", part)
+        target = part / stranger.name
+    else:
+        part = tmp_path / "part"
+        shutil.copytree(KIMI / "gfx950-cu256", part / "gfx950-cu256")
+        target = part / stranger.name
+    shutil.copy(stranger, target)
+    return part, target
+
+
+@pytest.mark.parametrize("where", ["over its twin", "dropped in"])
+@pytest.mark.parametrize("command", [["check"], ["diff", "--backend", "reference"], ["list"]], ids=" ".join)
+def test_a_golden_of_another_folder_copied_into_a_walked_part_is_bad(tmp_path: Path, command: list[str], where: str) -> None:
+    part, stranger = _leaf_with_a_stranger(tmp_path, where)
+    code, report = _json(command[0], str(part), *command[1:])
+    rows = report.get("results", report.get("goldens", []))
+    bad = [r for r in rows if r.get("status") == "bad" or r.get("problem")]
+    assert code == 2 and [r["path"] for r in bad] == [str(stranger)], bad
+    why = bad[0].get("message") or bad[0]["problem"]
+    assert "at decode/kimi-k2-mtp/gfx942-cu304/ of a golden tree" in why and "put it at decode/kimi-k2-mtp/" in why
+
+
+def test_two_files_of_one_walk_claiming_one_key_are_both_bad(tmp_path: Path) -> None:
+    twin = KIMI / "gfx950-cu256" / "h8-fp8-q2-b16-jitter16384-p1.safetensors"
+    (tmp_path / "gfx950-cu256").mkdir()
+    (tmp_path / "decode/kimi-k2-mtp/gfx950-cu256").mkdir(parents=True)
+    copies = [tmp_path / "gfx950-cu256" / twin.name, tmp_path / "decode/kimi-k2-mtp/gfx950-cu256" / twin.name]
+    for copy in copies:
+        shutil.copy(twin, copy)
+    code, report = _json("check", str(tmp_path))
+    assert code == 2 and sorted(r["path"] for r in report["results"] if r["status"] == "bad") == sorted(map(str, copies))
+
+
+def test_a_tree_diff_flags_a_golden_misplaced_alike_on_both_sides(tmp_path: Path) -> None:
+    sides = []
+    for name in ("a", "b"):
+        leaf, _ = _leaf_with_a_stranger(tmp_path / name, "over its twin")
+        sides.append(leaf)
+    code, report = _json("diff", str(sides[0]), "--against", str(sides[1]))
+    bad = [r for r in report["results"] if r["status"] == "bad"]
+    assert code == 2 and len(bad) == 1 and "gfx942-cu304" in bad[0]["message"], report["results"]

@@ -36,13 +36,14 @@ def check(
     \b
     mla-golden check goldens
     """
-    from mla_golden.runs import check_worker, golden_files, note_copies
+    from mla_golden.runs import check_worker, golden_files, misplaced, note_copies
 
     check_outputs(("--html", html), ("--junit-xml", junit_xml))
     roots = list(paths or [DEFAULT_GOLDENS])
     require_goldens(roots)
     files, results = golden_files(roots)
     results += run_with_progress(check_worker, files, (html is not None,), jobs, quiet, "checking")
+    misplaced(results)
     for group in note_copies(results):
         shown = ", ".join(r.key for r in group[:10]) + (f" and {len(group) - 10} more" if len(group) > 10 else "")
         say(f"warning: the same content under {len(group)} keys: {shown}")

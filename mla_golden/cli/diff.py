@@ -54,7 +54,7 @@ def diff(
     mla-golden diff goldens --backend aiter-src@REV --aiter-repo AITER_REPO   # any aiter commit
     mla-golden diff goldens-aiter-new --against goldens-aiter-old
     """
-    from mla_golden.runs import diff_trees, golden_files, pair_worker, replay_worker
+    from mla_golden.runs import diff_trees, golden_files, misplaced, pair_worker, replay_worker
 
     check_outputs(("--html", html), ("--png", png), ("--junit-xml", junit_xml))
     roots = list(paths or [DEFAULT_GOLDENS])
@@ -83,6 +83,7 @@ def diff(
         chosen = resolve_backend(backend or "auto", quiet, aiter_repo, replay=True)
         files, results = golden_files(roots)
         results += run_with_progress(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")
+        misplaced(results)
         header = {"mode": "replay", "backend": chosen.to_dict()}
     if html is not None:
         if against is not None:

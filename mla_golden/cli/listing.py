@@ -24,19 +24,23 @@ def list_goldens(
     """List goldens: one row per golden (op, device, shape/dtype, the planner that recorded it, error)."""
     from mla_golden.errors import GoldenError
     from mla_golden.planner_id import planner_label
-    from mla_golden.store import GoldenStore, load_placed, shape_label
+    from mla_golden.runs import misplaced_files
+    from mla_golden.store import GoldenStore, load_placed, placement, shape_label
 
     require_goldens([folder])
     if not folder.is_dir():
         say(f"error: {folder}: not a folder (list takes a golden folder; mla-golden show FILE shows one golden)")
         raise typer.Exit(EXIT_BAD)
     rows: list[dict[str, Any]] = []
+    placed: list[tuple[str, str, str]] = []
     for path in GoldenStore(folder).paths():
+        under = path.relative_to(folder).as_posix()
         try:
-            golden = load_placed(path, path.relative_to(folder).as_posix())
+            golden = load_placed(path, under)
         except GoldenError as exc:
             rows.append({"path": str(path), "problem": exc.problem})
             continue
+        placed.append((str(folder), str(path), placement(golden.key, under)))
         call = golden.call
         aiter = call.provenance.get("aiter") or {}
         rows.append(
@@ -52,6 +56,8 @@ def list_goldens(
                 "error": call.error,
             }
         )
+    outliers = {path: why for (_, path), why in misplaced_files(placed).items()}
+    rows = [{"path": r["path"], "problem": outliers[r["path"]]} if r["path"] in outliers else r for r in rows]
     code = EXIT_BAD if any("problem" in r for r in rows) else EXIT_OK
     if format is Format.json:
         typer.echo(json.dumps({"format": "mla-golden-list/1", "folder": str(folder), "goldens": rows}, indent=2))
