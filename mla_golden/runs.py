@@ -113,8 +113,7 @@ class Result:
     checked: tuple[Call, CheckResult] | None = field(default=None, repr=False, compare=False)
     #: Digest of the golden's content (all but key and provenance), to find copies in a tree; never in JSON.
     content: str | None = field(default=None, repr=False, compare=False)
-    #: (folder walked, file, where its key puts that folder: ``store.placement``) per golden found by a walk;
-    #: :func:`misplaced` reads them. Never in JSON.
+    #: (folder walked, file, key) per golden found by a walk, for :func:`misplaced`. Never in JSON.
     placed: list[tuple[str, str, str]] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,41 +123,36 @@ class Result:
 
 
 def misplaced(results: Sequence[Result]) -> None:
-    """Make 'bad' each result holding a golden whose key puts the folder it was found in elsewhere in a tree
-    than the other goldens found there say (a walk may start inside a tree, so each key is checked only as far
-    as its path under the folder goes: a golden moved or copied in by hand would pass that alone)."""
+    """Make 'bad' each result holding a golden copied or renamed into a walked tree by hand (see
+    :func:`misplaced_files`): a walk may start inside a tree, so a key is checked against its path only as far
+    as the path under the walked folder goes, and that alone lets such a golden pass."""
     found = [(result, *where) for result in results for where in result.placed]
-    for (root, path), message in misplaced_files([(root, path, spot) for _, root, path, spot in found]).items():
+    for (root, path), message in misplaced_files([(root, path, key) for _, root, path, key in found]).items():
         for result, at, file, _ in found:
             if (at, file) == (root, path):
                 result.status, result.message = Status.BAD, message
 
 
 def misplaced_files(placed: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str], str]:
-    """(folder walked, file) -> why, for the files whose placement (``placed``: folder walked, file, where its
-    key puts the folder) is not the one most files of that folder share."""
-    counts: dict[str, Counter[str]] = {}
-    for root, _, spot in placed:
-        counts.setdefault(root, Counter())[spot] += 1
+    """(folder walked, file) -> why, for ``placed`` (folder walked, file, key) goldens of one walk that cannot all
+    be where they are: goldens in one folder whose keys name other folders than most of their neighbours' do
+    (a tie names none). A golden alone in its folder is judged by its path only; one key in two places is
+    allowed (a folder may hold several trees, a whole one and a part)."""
+    by_folder: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for root, path, key in placed:
+        by_folder.setdefault((root, os.path.dirname(path)), []).append((path, key.rpartition("/")[0]))
     out = {}
-    for root, path, spot in placed:
-        (top, most), *rest = counts[root].most_common()
-        if spot != top or (rest and rest[0][1] == most):  # a tie: no placement stands for the folder
-            others = sum(counts[root].values()) - counts[root][spot]
-            out[root, path] = (
-                f"its key puts the folder walked ({root.rstrip('/') or '/'}) at {_spot(spot)} of a golden tree, where "
-                f"{others} other golden(s) found there put it {'elsewhere' if spot == top else 'at ' + _spot(top)} "
-                "(moved, copied or renamed?)"
-            )
+    for (root, _), files in by_folder.items():
+        counts = Counter(folder for _, folder in files)
+        (top, most), *rest = counts.most_common()
+        for path, folder in files:
+            if folder != top or (rest and rest[0][1] == most):
+                beside = len(files) - counts[folder]
+                out[root, path] = (
+                    f"its key names the folder {folder or '(the top)'}/, where the {beside} golden(s) beside it name "
+                    f"{'others' if folder == top else (top or '(the top)') + '/'} (copied or renamed here by hand?)"
+                )
     return out
-
-
-def _spot(placement: str) -> str:
-    if not placement:
-        return "the top"
-    if placement.startswith("../"):
-        return f"above the top ({placement[3:]})"
-    return placement + "/"
 
 
 #: Copies a note names; the rest are counted.
@@ -333,14 +327,12 @@ def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
 
 
 def _placements(found: Iterable[tuple[GoldenFile, str]]) -> list[tuple[str, str, str]]:
-    """(folder walked, file, where the golden's key puts that folder) for each of ``found`` (file, key) from a walk."""
-    from mla_golden.store import placement
-
-    return [(path[: len(path) - len(under)], path, placement(key, under)) for (path, under), key in found if under is not None]
+    """(folder walked, file, key) of each of ``found`` (file, key) that a walk found."""
+    return [(path[: len(path) - len(under)], path, key) for (path, under), key in found if under is not None]
 
 
 def _note_placements(results: Sequence[Result], found: Sequence[tuple[GoldenFile, str]]) -> None:
-    """Give each result the placement of the golden it reports on (by path), for :func:`misplaced`."""
+    """Give each result the walk, file and key of the golden it reports on (by path), for :func:`misplaced`."""
     spots = {spot[1]: spot for spot in _placements(found)}
     for result in results:
         if result.path in spots:

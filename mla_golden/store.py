@@ -252,19 +252,6 @@ def _decoded(path: Path, raw: safetensors_file.RawFile) -> Golden:
     return Golden(key=key, call=call, path=path, format=fmt, notes=[V1_NOTE] if fmt == FORMAT_V1 else [])
 
 
-def placement(key: str, under: str) -> str:
-    """Where a walked folder stands in the tree of ``key``, by the golden found ``under`` it: the key's parts above
-    the folder ('' at the tree's top), or '../' and the folders the walk started above the top.
-
-    One walk's goldens all say the same when the folder is a whole tree or a part of one copied as it was; a
-    golden moved, copied or renamed in by hand says otherwise (see ``runs.misplaced``).
-    """
-    want, have = _stored_parts(key), under.split("/")
-    if len(have) <= len(want):
-        return "/".join(want[: len(want) - len(have)])
-    return "../" + "/".join(have[: len(have) - len(want)])
-
-
 def load_placed(path: Path | str, under: str | None = None) -> Golden:
     """A golden found in a tree: :func:`load`, and its key must be the one its path (or ``under``, its path
     under the folder walked) stands for (:func:`key_matches_path`)."""

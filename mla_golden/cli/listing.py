@@ -25,7 +25,7 @@ def list_goldens(
     from mla_golden.errors import GoldenError
     from mla_golden.planner_id import planner_label
     from mla_golden.runs import misplaced_files
-    from mla_golden.store import GoldenStore, load_placed, placement, shape_label
+    from mla_golden.store import GoldenStore, load_placed, shape_label
 
     require_goldens([folder])
     if not folder.is_dir():
@@ -40,7 +40,7 @@ def list_goldens(
         except GoldenError as exc:
             rows.append({"path": str(path), "problem": exc.problem})
             continue
-        placed.append((str(folder), str(path), placement(golden.key, under)))
+        placed.append((str(folder), str(path), golden.key))
         call = golden.call
         aiter = call.provenance.get("aiter") or {}
         rows.append(
