@@ -168,30 +168,17 @@ OBTAINED_SUFFIX = OBTAINED + SUFFIX
 GoldenFile = tuple[str, str | None]
 
 
-def key_matches_path(key: str, path: Path | str, under: str | None = None) -> bool:
-    """Whether ``path``, as the user named it, ends with where ``key`` is stored; or with ``under`` (its path
-    under the folder walked), whether the key and ``under`` agree as far as both go, from the file name up.
+def key_matches_path(key: str, under: str) -> bool:
+    """Whether ``key`` and ``under``, the path of its file under the folder walked, agree as far as both go, from
+    the file name up: a walk may start inside a key's folders (a copied part of a tree) or above them.
 
-    A walk may start inside a key's folders (a copied part of a tree) or above
-    them: either way a golden moved to another folder of the tree disagrees.
-    Never the resolved path: a symlink named like one key and leading to
-    another key's golden would pass as the first.
+    ``under`` is the path as walked, never a resolved one: a symlink named like one key and leading to another
+    key's golden would pass as the first. Goldens beside each other must also name one folder
+    (``runs.misplaced_files``): a golden copied in by hand with only its file name under the walk passes here.
     """
-    want = _stored_parts(key)
-    if under is not None:
-        have = tuple(under.split("/"))
-        common = min(len(want), len(have))
-        return want[-common:] == have[-common:]
-    text, tail = os.fspath(path), "/".join(want)
-    if os.sep == "/" and (text == tail or text.endswith("/" + tail)):
-        return True  # as given (a tree walk's paths); the key's parts are plain, so the text's tail is its parts' tail
-    path = Path(path)
-    if path.parts[-len(want) :] == want:
-        return True
-    named = list(path.absolute().parts)
-    if named[-1].endswith(OBTAINED + SUFFIX):
-        named[-1] = named[-1].removesuffix(OBTAINED + SUFFIX) + SUFFIX
-    return tuple(named[-len(want) :]) == want
+    want, have = _stored_parts(key), tuple(under.split("/"))
+    common = min(len(want), len(have))
+    return want[-common:] == have[-common:]
 
 
 @functools.lru_cache(maxsize=8192)
@@ -252,14 +239,14 @@ def _decoded(path: Path, raw: safetensors_file.RawFile) -> Golden:
     return Golden(key=key, call=call, path=path, format=fmt, notes=[V1_NOTE] if fmt == FORMAT_V1 else [])
 
 
-def load_placed(path: Path | str, under: str | None = None) -> Golden:
-    """A golden found in a tree: :func:`load`, and its key must be the one its path (or ``under``, its path
-    under the folder walked) stands for (:func:`key_matches_path`)."""
+def load_placed(path: Path | str, under: str) -> Golden:
+    """A golden found by a walk: :func:`load`, and its key must agree with ``under``, its path under the folder
+    walked (:func:`key_matches_path`)."""
     return _placed(load(path), path, under)
 
 
-def _placed(golden: Golden, path: Path | str, under: str | None) -> Golden:
-    if not key_matches_path(golden.key, path, under):
+def _placed(golden: Golden, path: Path | str, under: str) -> Golden:
+    if not key_matches_path(golden.key, under):
         raise GoldenError(path, f"key {golden.key[:80]!r} does not match the file's path (moved, copied or renamed?)")
     return golden
 
