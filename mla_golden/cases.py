@@ -111,6 +111,21 @@ def kv_granularity(page_size: int) -> int:
     return max(page_size, 16)
 
 
+def decode_params(
+    heads: int, causal: bool, page_size: int, qlen: int, max_split_per_batch: int, q_dtype: str | None, kv_dtype: str | None
+) -> dict[str, object]:
+    """The scalar arguments of a decode planner call as vLLM's builder makes it (dtypes by name), for
+    ``schema.build_arguments``: the matrix and the sweep plan their decode calls with the same ones."""
+    return {
+        "num_heads_per_head_k": heads, "num_heads_k": 1, "is_causal": causal,
+        "page_size": page_size, "kv_granularity": kv_granularity(page_size),
+        "max_seqlen_qo": qlen, "uni_seqlen_qo": qlen, "fast_mode": True, "topk": -1,
+        "max_split_per_batch": max_split_per_batch, "intra_batch_mode": False,
+        "is_cp_round_robin": False, "mla_version": 0,
+        "dtype_q_nope": q_dtype, "dtype_q_rope": q_dtype, "dtype_kv_nope": kv_dtype, "dtype_kv_rope": kv_dtype,
+    }  # fmt: skip
+
+
 def lengths(mode: str, top: int, count: int, low: int, draw: Callable[[int, int], int]) -> tuple[int, ...]:
     """``count`` request lengths: all ``top`` (uniform), or each ``draw(lo, top)`` with lo = max(low, top // 8) (jitter).
 

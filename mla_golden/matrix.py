@@ -109,14 +109,7 @@ class Case:
         """An aiter before paged KV (739c63177e: no ``kv_last_page_lens`` / ``page_size``), called as its builders
         did, by keyword; a paged case it cannot express fails naming the argument (AdaptationError)."""
         name = str(dtype)
-        params = {
-            "num_heads_per_head_k": self.kernel_heads, "num_heads_k": 1, "is_causal": True,
-            "page_size": self.page_size, "kv_granularity": cases.kv_granularity(self.page_size),
-            "max_seqlen_qo": self.qlen, "uni_seqlen_qo": self.qlen, "fast_mode": True, "topk": -1,
-            "max_split_per_batch": self.max_split_per_batch, "intra_batch_mode": False,
-            "is_cp_round_robin": False, "mla_version": 0,
-            "dtype_q_nope": name, "dtype_q_rope": name, "dtype_kv_nope": name, "dtype_kv_rope": name,
-        }  # fmt: skip
+        params = cases.decode_params(self.kernel_heads, True, self.page_size, self.qlen, self.max_split_per_batch, name, name)
         kwargs, _ = build_arguments(self.op, planner, params, inputs, dict(zip(OUTPUTS, buffers)))
         planner(**kwargs)
 

@@ -104,14 +104,7 @@ def template(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
     inputs = inputs if inputs is not None else point_inputs(point)
     if point.op == DECODE:
         q, kv = cases.dtype_name(point.q_dtype, arch), cases.dtype_name(point.kv_dtype, arch)
-        params = {
-            "num_heads_per_head_k": point.heads, "num_heads_k": 1, "is_causal": point.causal,
-            "page_size": point.page_size, "kv_granularity": cases.kv_granularity(point.page_size),
-            "max_seqlen_qo": point.qlen, "uni_seqlen_qo": point.qlen, "fast_mode": True, "topk": -1,
-            "max_split_per_batch": point.max_split_per_batch, "intra_batch_mode": False,
-            "is_cp_round_robin": False, "mla_version": 0,
-            "dtype_q_nope": q, "dtype_q_rope": q, "dtype_kv_nope": kv, "dtype_kv_rope": kv,
-        }  # fmt: skip
+        params = cases.decode_params(point.heads, point.causal, point.page_size, point.qlen, point.max_split_per_batch, q, kv)
         sizing = {
             "batch_size": point.batch, "max_seqlen_qo": point.qlen, "num_head_qo": point.heads,
             "q_dtype": q, "kv_dtype": kv, "is_sparse": False, "fast_mode": True,
