@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from helpers.calls import spied_decode
 
 import mla_golden
 from mla_golden import reference
@@ -27,23 +28,9 @@ def _call(version: str, sizing_batch: int, helper_split: int = -1, call_split: i
     Buffers sized for ``sizing_batch`` requests with ``helper_split`` as the helper's split cap, the
     planner called with ``call_split``; ``extra_rows`` more work_info_set rows than the helper gives.
     """
-    planner = reference.at(version)
-    with reference.device("gfx950", cu_num=256):
-        shapes = planner.get_mla_metadata_info_v1(
-            sizing_batch, 1, 64, torch.bfloat16, torch.bfloat16, False, max_split_per_batch=helper_split
-        )
-        buffers = [torch.empty(shape, dtype=dtype) for shape, dtype in shapes]
-        buffers[2] = torch.empty((buffers[2].shape[0] + extra_rows, 8), dtype=torch.int32)
-        work_metadata_ptrs, work_indptr, work_info_set, *reduce = buffers
-        with mla_golden.spy(planner) as spy:
-            planner.get_mla_metadata_v1(
-                torch.arange(BATCH + 1, dtype=torch.int32), torch.arange(BATCH + 1, dtype=torch.int32) * 900,
-                torch.ones(BATCH, dtype=torch.int32), 64, 1, True,
-                work_metadata_ptrs, work_info_set, work_indptr, *reduce,
-                max_seqlen_qo=1, uni_seqlen_qo=1, max_split_per_batch=call_split,
-                dtype_q=torch.bfloat16, dtype_kv=torch.bfloat16,
-            )  # fmt: skip
-    return spy.calls.one()
+    call, _ = spied_decode(reference.at(version), BATCH, 64, torch.bfloat16, 900, sizing_batch=sizing_batch,
+                           helper_split=helper_split, call_split=call_split, extra_rows=extra_rows)  # fmt: skip
+    return call
 
 
 def _helper_specs(version: str, sizing_batch: int, split: int = -1) -> dict[str, dict[str, Any]]:
