@@ -126,11 +126,13 @@ def misplaced(results: Sequence[Result]) -> None:
     """Make 'bad' each result holding a golden copied or renamed into a walked tree by hand (see
     :func:`misplaced_files`): a walk may start inside a tree, so a key is checked against its path only as far
     as the path under the walked folder goes, and that alone lets such a golden pass."""
-    found = [(result, *where) for result in results for where in result.placed]
-    for (root, path), message in misplaced_files([(root, path, key) for _, root, path, key in found]).items():
-        for result, at, file, _ in found:
-            if (at, file) == (root, path):
-                result.status, result.message = Status.BAD, message
+    holding: dict[tuple[str, str], list[Result]] = {}
+    for result in results:
+        for root, path, _ in result.placed:
+            holding.setdefault((root, path), []).append(result)
+    for spot, message in misplaced_files([where for result in results for where in result.placed]).items():
+        for result in holding[spot]:
+            result.status, result.message = Status.BAD, message
 
 
 def misplaced_files(placed: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str], str]:
@@ -149,10 +151,14 @@ def misplaced_files(placed: Sequence[tuple[str, str, str]]) -> dict[tuple[str, s
             if folder != top or (rest and rest[0][1] == most):
                 beside = len(files) - counts[folder]
                 out[root, path] = (
-                    f"its key names the folder {folder or '(the top)'}/, where the {beside} golden(s) beside it name "
-                    f"{'others' if folder == top else (top or '(the top)') + '/'} (copied or renamed here by hand?)"
+                    f"its key names the folder {_folder(folder)}, where the {beside} golden(s) beside it name "
+                    f"{'others' if folder == top else _folder(top)} (copied or renamed here by hand?)"
                 )
     return out
+
+
+def _folder(name: str) -> str:
+    return f"{name}/" if name else "the top of the tree"
 
 
 #: Copies a note names; the rest are counted.
