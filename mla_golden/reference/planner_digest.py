@@ -150,11 +150,20 @@ def planner_digest(cpp_sources: Mapping[str, str], attention_py: str | None) -> 
     under metadata/; ``attention_py``: the text of ``aiter/ops/attention.py``
     (None when the tree has none).
     """
+    cpp = {path: normalise_cpp(text) for path, text in cpp_sources.items()}
+    return digest_of(cpp, planner_functions(attention_py) if attention_py is not None else {})
+
+
+def digest_of(cpp_normalised: Mapping[str, str], functions: Mapping[str, str]) -> str:
+    """The digest of sources already normalised: :func:`normalise_cpp` per C++ file, :func:`planner_functions`.
+
+    A reader of git history normalises each file version once and digests many commits from the pieces.
+    """
     h = hashlib.sha256(f"normalisation {NORMALISATION}\n".encode())
-    for path in sorted(cpp_sources):
-        h.update(f"file {path}\n{normalise_cpp(cpp_sources[path])}\n".encode())
-    for name, dumped in planner_functions(attention_py).items() if attention_py is not None else ():
-        h.update(f"def {name}\n{dumped}\n".encode())
+    for path in sorted(cpp_normalised):
+        h.update(f"file {path}\n{cpp_normalised[path]}\n".encode())
+    for name in sorted(functions):
+        h.update(f"def {name}\n{functions[name]}\n".encode())
     return h.hexdigest()
 
 

@@ -26,16 +26,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mla_golden.aiter_build.repo import AiterRepo
 from mla_golden.files import atomic_write
 from mla_golden.reference import versions
-from mla_golden.reference.planner_digest import (
-    ATTENTION_PY,
-    CPP_DIR,
-    CPP_FILE,
-    DIGESTS_FILE,
-    NORMALISATION,
-    planner_digest,
-)
+from mla_golden.reference.planner_digest import DIGESTS_FILE, NORMALISATION
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "mla_golden" / "reference" / "aiter_tags.json"
@@ -46,28 +40,15 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
 
 
-def commit_digest(repo: Path, commit: str) -> str:
-    """The planner digest of ``commit``, read from the repository with git."""
-    cpp = {
-        path: git(repo, "show", f"{commit}:{path}")
-        for path in git(repo, "ls-tree", "-r", "--name-only", commit, "--", CPP_FILE, CPP_DIR).splitlines()
-    }
-    try:
-        attention: str | None = git(repo, "show", f"{commit}:{ATTENTION_PY}")
-    except subprocess.CalledProcessError:
-        attention = None
-    return planner_digest(cpp, attention)
-
-
-def tag_map(repo: Path, ported: dict[str, str]) -> list[dict[str, str | None]]:
+def tag_map(repo: AiterRepo, ported: dict[str, str]) -> list[dict[str, str | None]]:
     """One row per release tag; ``ported``: digest -> the name of the ported version with it."""
     rows: list[dict[str, str | None]] = []
-    for tag in git(repo, "tag", "-l").split():
+    for tag in git(repo.path, "tag", "-l").split():
         if not RELEASE_TAG.match(tag):
             continue
-        commit = git(repo, "rev-parse", f"{tag}^{{commit}}").strip()
-        date = git(repo, "log", "-1", "--format=%cs", commit).strip()
-        digest = commit_digest(repo, commit)
+        commit = repo.resolve(tag)
+        date = repo.commit(commit).date
+        digest = repo.digest(commit)
         rows.append({"tag": tag, "commit": commit, "date": date, "planner_digest": digest, "same_planner_as": ported.get(digest)})
     rows.sort(key=lambda r: (str(r["date"]), str(r["tag"])))
     return rows
@@ -84,11 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not (args.repo / "HEAD").exists() and not (args.repo / ".git").exists():
         p.error(f"--repo {args.repo}: not a git repository")
-    digests = {v.commit: commit_digest(args.repo, v.commit) for v in versions()}
+    repo = AiterRepo(args.repo)
+    digests = {v.commit: repo.digest(v.commit) for v in versions()}
     ported: dict[str, str] = {}
     for v in versions():
         ported.setdefault(digests[v.commit], v.name)
-    rows = tag_map(args.repo, ported)
+    rows = tag_map(repo, ported)
     atomic_write(args.out, json.dumps(rows, indent=1) + "\n")
     digests_out = args.out.with_name(DIGESTS_FILE.name)
     atomic_write(digests_out, json.dumps({"normalisation": NORMALISATION, "versions": digests}, indent=1) + "\n")
