@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,6 +29,9 @@ from mla_golden.geometry import (
 )
 from mla_golden.planner_id import planner_label
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
+
+if TYPE_CHECKING:
+    from mla_golden.soundness import Soundness
 
 #: Decoded work items / reduce groups / samples kept per diff.
 DEFAULT_MAX_ITEMS = 20
@@ -195,6 +198,8 @@ class Diff:
     cause_detail: str = ""
     #: Schedule summaries (works per CU part, split tiles...), both sides; None for an errored call.
     geometry: dict[str, Geometry | None] = field(default_factory=dict)
+    #: Each side judged by ``check`` with what a kernel engineer reads first; for a pair whose content differs.
+    soundness: Soundness | None = None
 
     @property
     def same_content(self) -> bool:
@@ -228,6 +233,7 @@ class Diff:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, schema 'mla-golden-diff/1' (docs/cli.md, "Diff JSON")."""
         data = asdict(self)
+        data["soundness"] = self.soundness.to_dict() if self.soundness is not None else None
         data["cause_label"] = self.cause_label
         data["equal"] = self.equal
         data["format"] = "mla-golden-diff/1"
@@ -411,8 +417,12 @@ def diff(
     expected_name: str = "expected",
     actual_name: str = "actual",
     max_items: int = DEFAULT_MAX_ITEMS,
+    judge: bool = True,
 ) -> Diff:
-    """Compare ``actual`` against ``expected`` (a golden's call, usually)."""
+    """Compare ``actual`` against ``expected`` (a golden's call, usually).
+
+    ``judge``: when the two differ, judge each side with ``check`` (:attr:`Diff.soundness`).
+    """
     if expected.op != actual.op:
         raise ValueError(f"cannot diff a {expected.op} call against a {actual.op} call")
     schema = schema_for(expected.op)
@@ -431,6 +441,8 @@ def diff(
         raised = " and ".join(side for side, call in (("expected", expected), ("actual", actual)) if call.error is not None)
         result.notes.append(f"output buffers not compared: the {raised} call raised (a call that raised keeps no outputs)")
         _attribute(result)
+        if judge:
+            _judge(result, expected, actual)
         return result
     divergent: dict[str, list[int]] = {}
     for name in OUTPUTS:
@@ -450,7 +462,18 @@ def diff(
     if not all(f.equal for f in result.fields):
         result.geometry = {"expected": geometry(expected), "actual": geometry(actual)}
     _attribute(result)
+    if judge:
+        _judge(result, expected, actual)
     return result
+
+
+def _judge(result: Diff, expected: Call, actual: Call) -> None:
+    """Judge both sides of a pair whose content differs: is each a plan the kernels can run?"""
+    if result.same_content:
+        return
+    from mla_golden.soundness import judge_pair
+
+    result.soundness = judge_pair(expected, actual)
 
 
 def same_content(a: Call, b: Call) -> bool:
@@ -458,7 +481,7 @@ def same_content(a: Call, b: Call) -> bool:
 
     Inputs passed with other strides are another call too (aiter may reject one and not the other).
     """
-    return a.op == b.op and a.strides == b.strides and diff(a, b, max_items=1).same_content
+    return a.op == b.op and a.strides == b.strides and diff(a, b, max_items=1, judge=False).same_content
 
 
 def _attribute(result: Diff) -> None:

@@ -25,6 +25,7 @@ from mla_golden.differ import Cause, Diff, FieldDiff, WorkItemDiff
 from mla_golden.geometry import ReduceGroup, geometry, moved_parts
 from mla_golden.report import GEOMETRY_ROWS, render_text
 from mla_golden.schema import format_cell
+from mla_golden.soundness import Soundness
 from mla_golden.svg import SIDE_WIDTH, draw
 from mla_golden.views import Marks, diff_marks, focus, parts_of, schedule
 
@@ -82,6 +83,13 @@ class Entry:
     actual: Call | None = None
     #: The cause group it is listed under (default: :func:`cause_group` of ``diff``), for calls not drawn.
     group: str | None = None
+    #: Both sides judged (``Soundness.to_dict``), for calls not drawn too; default: ``diff``'s.
+    soundness: dict[str, Any] | None = None
+
+    def judged(self) -> dict[str, Any] | None:
+        if self.soundness is not None:
+            return self.soundness
+        return self.diff.soundness.to_dict() if self.diff is not None and self.diff.soundness is not None else None
 
 
 @dataclass
@@ -188,6 +196,7 @@ def _verdict(diff: Diff, marks: Marks, moved: int, anchor: str, hoisted: frozens
         f'<p class="headline"><span class="diverged">DIVERGED</span> likely cause: <b>{_e(diff.cause_label)}</b>'
         + (f" ({_e(diff.cause_detail)})" if diff.cause_detail and not itemised else "")
         + f' <a class="jump" href="#{anchor}-where">pictures</a></p>'
+        + (_soundness_line(diff.soundness) if diff.soundness is not None else "")
     )
     left = []
     changes = [
@@ -232,6 +241,27 @@ def _verdict(diff: Diff, marks: Marks, moved: int, anchor: str, hoisted: frozens
     if notes:
         right.append("<h3>Notes</h3><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
     return f'<div class="verdict">{headline}<div class="facts"><div>{"".join(left)}</div><div>{"".join(right)}</div></div></div>'
+
+
+def _soundness_line(soundness: Soundness) -> str:
+    """One line under the headline: does each side pass check, and the numbers read first, old -> new; each side's
+    whole judgement folded below it."""
+    sides = (("expected", soundness.expected), ("actual", soundness.actual))
+    rows = [
+        [_td(name, "l"), _td(side.verdict(), "l " + ("equal" if side.sound else "bad" if side.sound is False else "")),
+         _td(side.works), _td(side.split_requests), _td(side.reduce_groups),
+         _td(f"{side.kv_max} / {side.kv_mean:g} ({side.balance:g}x)"), _td(side.kernel or "-", "l")]
+        for name, side in sides
+    ]  # fmt: skip
+    notes = "".join(f"<li>{name}: {_e(note)}</li>" for name, side in sides for note in side.notes)
+    headers = ["", "check", "works", "split requests", "reduce groups", "kv per CU part max / mean", "kernel path"]
+    cls = "equal" if soundness.both_sound else "bad"
+    return (
+        f'<details class="soundness"><summary>soundness: <span class="{cls}">{_e(soundness.headline())}</span> '
+        f"({_e(soundness.changes())})</summary>{_table(headers, rows, 'soundness')}"
+        + (f"<ul>{notes}</ul>" if notes else "")
+        + "</details>"
+    )
 
 
 def _group_text(group: ReduceGroup | None) -> str:
@@ -358,8 +388,16 @@ def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: 
     # by the run's own statuses (diverged, resized, ...), as the CLI counts them; the groups below say why
     by_status = Counter(entries[i].status for i in flagged)
     said = ", ".join(f"{n} {status}" for status, n in by_status.most_common()) or f"0 {bad_word}"
+    judged = [(e.name, doc) for e in entries if isinstance(e, Entry) and (doc := e.judged()) is not None]
+    sound = ""
+    if judged:
+        from mla_golden.soundness import verdict_of
+
+        verdict = verdict_of(judged)
+        cls = "equal" if all(doc.get("both_sound", True) for _, doc in judged) else "bad"
+        sound = f' (<span class="{cls}">{_e(verdict)}</span>)'
     out = [
-        f'<div class="summary"><p><b>{len(entries)} call(s)</b>: <span class="diverged">{_e(said)}</span>, '
+        f'<div class="summary"><p><b>{len(entries)} call(s)</b>: <span class="diverged">{_e(said)}</span>{sound}, '
         f'<span class="equal">{len(good)} {good_word}</span>'
         + (f', <span class="bad">{unusable} not usable</span>' if unusable else "")
         + "</p>"

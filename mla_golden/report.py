@@ -10,6 +10,7 @@ from typing import Any
 from mla_golden.checks.results import INVARIANTS, CheckResult, Violation
 from mla_golden.differ import Cause, Diff, FieldDiff, FieldStatus, WorkItem
 from mla_golden.schema import format_cell
+from mla_golden.soundness import Soundness
 
 
 def to_json(diff: Diff, *, indent: int | None = 2) -> str:
@@ -111,6 +112,8 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
             + ("; outputs equal" if alike else ""),
             markup=False,
         )
+    if diff.soundness is not None:
+        _soundness_lines(console, diff.soundness)
     for title, changes in (("params changed", diff.params), ("device changed", diff.device), ("env changed", diff.env)):
         if changes:
             console.print(f"  {title}:", markup=False)
@@ -148,8 +151,10 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
                 ]
                 table.add_row(str(item.index) if side == "expected" else "", side, *marked)
         console.print(table)
-        console.print("  (* marks the columns that differ)", markup=False)
-        _more(console, diff.work_items_differing - len(diff.work_items), "divergent work item(s)", "  ")
+        hidden = diff.work_items_differing - len(diff.work_items)
+        _more(console, hidden, "divergent work item(s)", "  (* marks the columns that differ) " if hidden > 0 else "")
+        if hidden <= 0:
+            console.print("  (* marks the columns that differ)", markup=False)
     if diff.reduce_groups:
         console.print("  divergent reduce groups:", markup=False)
         for g in diff.reduce_groups:
@@ -161,6 +166,14 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     for note in diff.notes:
         console.print(f"  note: {note}", markup=False)
     return out.getvalue().rstrip() + "\n"
+
+
+def _soundness_lines(console: Any, soundness: Soundness) -> None:
+    """Whether each side is a plan the kernels can run, and the numbers read first, old -> new."""
+    console.print(f"  soundness: {soundness.headline()} ({soundness.changes()})", markup=False)
+    for side, judged in (("old", soundness.expected), ("new", soundness.actual)):
+        for note in judged.notes:
+            console.print(f"    {side} plan: {note}", markup=False)
 
 
 #: Causes that are the caller's changes: when the outputs came out the same anyway, the headline says so.

@@ -186,6 +186,15 @@ def note_copies(results: Sequence[Result]) -> list[list[Result]]:
     return copies
 
 
+def soundness_verdict(results: Sequence[Result]) -> str | None:
+    """Whether the plans of the run's diverged and resized calls pass ``check`` on both sides, in a few words
+    (None when no result was judged)."""
+    from mla_golden.soundness import verdict_of
+
+    judged = [(r.key, r.diff["soundness"]) for r in results if r.diff and r.diff.get("soundness")]
+    return verdict_of(judged) if judged else None
+
+
 def exit_code(results: Sequence[Result]) -> int:
     """The run's exit status: the worst any result contributes (0 for none)."""
     return max((r.status.exit_code for r in results), default=EXIT_OK)

@@ -24,8 +24,10 @@ from typing import Any
 import pytest
 import torch
 from conformance import record_call, record_params, records
+from helpers.calls import incident
 
 import mla_golden
+from mla_golden import reference
 from mla_golden.call import Call
 from mla_golden.capture import planner_env, replay
 from mla_golden.checks import HAZARDS, INVARIANTS, CheckResult, check
@@ -316,6 +318,13 @@ def _break_seqlen_qo(call: Call) -> Call:
     return replay(declared, get_mla_metadata_v1)
 
 
+def _break_folding(call: Call) -> Call:
+    """v0.1.16.post2's plan of a 32-head fp8 gfx950 call (folded 16 x 2), labelled as e4048607's (which runs it native)."""
+    folded = incident(reference.at("v0.1.16.post2"))[0]
+    planner = {**folded.provenance["planner"], "version": "e4048607", "commit": None}
+    return Call(**{**folded.__dict__, "provenance": {**folded.provenance, "planner": planner}})
+
+
 def _break_precondition(call: Call) -> None:
     """A gqa ratio of -1: aiter's prefill planner takes it without a word (and ignores it)."""
     call.params["gqa_ratio"] = -1
@@ -325,6 +334,7 @@ BREAKS: list[tuple[str, str, Callable[[Call], Call | None]]] = [
     ("work_indptr", "decode", _break_work_indptr),
     ("work_indptr", "prefill", _break_work_indptr),
     ("work.batch", "decode", _break_batch),
+    ("work.folding", "decode", _break_folding),
     ("work.qo_range", "decode", _break_qo_range),
     ("work.qo_range", "prefill", _break_qo_range),
     ("work.kv_range", "decode", _break_kv_range),

@@ -51,7 +51,9 @@ def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summ
     ran = CliRunner().invoke(app, ["diff", str(actual), "--against", str(expected), "--format", "github", "--junit-xml", str(junit)])
     assert ran.exit_code == 1, ran.output
     lines = ran.stdout.splitlines()
-    assert lines[0] == "mla-golden diff: 4 result(s): 2 equal, 2 diverged"  # the counts lead
+    # the counts lead, then whether the new plans still pass check: work 0's kv_end moved alone breaks its kv_offset
+    assert lines[0].startswith("mla-golden diff: 4 result(s): 2 equal, 2 diverged, 2 unsound: "), lines[0]
+    assert f"{sorted(changed)[0]}: the new plan breaks work.kv_offset at work 0" in lines[0], lines[0]
     annotations = [_parse_annotation(line) for line in lines if line.startswith("::")]
     assert sorted(props["title"] for props, _ in annotations) == sorted(f"mla-golden diff: diverged {k}" for k in changed)
     for props, message in annotations:

@@ -49,8 +49,10 @@ def check(call: Call) -> CheckResult:
     invariant is violated; hazards never make a call fail.
     """
     from mla_golden import limits
+    from mla_golden.planner_id import rules_version
 
     checker = Checker(call)
+    checker.result.rules = rules_version(call.provenance).name
     beyond = limits.problems(call)
     if beyond:  # the checks plan with the params: not with ones no aiter call can have
         for problem in beyond:

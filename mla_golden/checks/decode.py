@@ -136,7 +136,7 @@ def _observed_folding(c: Checker, layout: DecodeLayout, works: list[Work], batch
     else:
         return layout
     c.flag(
-        "work.batch",
+        "work.folding",
         "work_info_set batch_idx",
         f"works are planned with qk_batch_ratio={ratio} ({batches * ratio} batches of {heads // ratio} heads) "
         f"but aiter {rules_version(c.call.provenance).name} runs {heads} heads with these dtypes on {c.call.device.get('arch')} as "
@@ -337,6 +337,9 @@ def check_decode(c: Checker) -> None:
             f"holds {call.outputs['work_indptr'].numel()} entries; aiter fills {layout.num_cu + 1}",
         )
     layout = _observed_folding(c, layout, works, len(qo) - 1)
+    c.result.folding = 1 if layout.is_sparse else layout.qk_batch_ratio  # sparse works name the request itself
+    path = "parallel" if layout.dispatch.kernel_name.endswith("parallel") else "serial"
+    c.result.kernel = f"{path}/" + (f"folded x{layout.qk_batch_ratio}" if layout.qk_batch_ratio > 1 else "native")
     if not _fits_its_buffer(c, layout, qo):
         return
     try:

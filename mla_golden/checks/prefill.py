@@ -106,6 +106,7 @@ def check_prefill(c: Checker) -> None:
         c.result.skipped.append("the call raised: no metadata" if call.error is not None else "no outputs recorded")
         return
     check_pointers(c)
+    c.result.kernel = "prefill"
     if not _fits_its_buffer(c, qo):
         return
     cu_num = call.device.get("cu_num")

@@ -16,6 +16,7 @@ INVARIANTS: dict[str, str] = {
     "written": "the planner wrote the metadata the kernels read",
     "work_indptr": "work_indptr starts at 0, never decreases, ends at the number of works, fits its buffer",
     "work.batch": "batch_idx names a batch the kernel plans (folded or sparse space as aiter plans it)",
+    "work.folding": "heads are folded into batches as the kernel of the judging aiter version reads them",
     "work.qo_range": "[qo_start, qo_end) is one of its batch's query tiles",
     "work.kv_range": "[kv_start, kv_end) is non-empty and lies inside its batch's kv range",
     "work.kv_offset": "kv_offset agrees with kv_end and the batch end as aiter defines it",
@@ -72,6 +73,12 @@ class CheckResult:
     hazards: list[Hazard] = field(default_factory=list)
     #: Checks that did not run, each as "what: why" (reports show them as "skipped: ...").
     skipped: list[str] = field(default_factory=list)
+    #: The aiter version whose rules judged the call (its recording version, else the newest ported one).
+    rules: str | None = None
+    #: The kernel path the plan was checked under (``serial/native``, ``parallel/folded x2``, ``prefill``), when known.
+    kernel: str | None = None
+    #: Planned batches per caller batch that batch_idx counts (decode head folding): request = batch_idx // folding.
+    folding: int = 1
 
     @property
     def ok(self) -> bool:
@@ -93,4 +100,6 @@ class CheckResult:
             "violations": [asdict(v) for v in self.violations],
             "hazards": [asdict(h) for h in self.hazards],
             "skipped": list(self.skipped),
+            "rules": self.rules,
+            "kernel": self.kernel,
         }

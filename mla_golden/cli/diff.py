@@ -119,7 +119,7 @@ def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = 
             entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls))
         elif r.status in _DIFFERED and r.diff is not None:
             not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
-            entries.append(Entry(r.key, r.status, not_drawn, group=cause_group(r.diff)))
+            entries.append(Entry(r.key, r.status, not_drawn, group=cause_group(r.diff), soundness=r.diff.get("soundness")))
         else:
             entries.append(Entry(r.key, r.status, r.message))
     with writing(path, "--html"):

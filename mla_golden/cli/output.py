@@ -18,7 +18,18 @@ import typer
 
 from mla_golden.cli.options import Format, RunFormat
 from mla_golden.cli.stops import interrupted_by
-from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK, STATUS_EXIT, CauseGroup, Result, by_cause, exit_code, not_comparable
+from mla_golden.runs import (
+    EXIT_BAD,
+    EXIT_DIVERGED,
+    EXIT_OK,
+    STATUS_EXIT,
+    CauseGroup,
+    Result,
+    by_cause,
+    exit_code,
+    not_comparable,
+    soundness_verdict,
+)
 
 #: The summary tables fit a 100-column terminal or review page, whatever the console's width.
 SUMMARY_WIDTH = 100
@@ -117,6 +128,7 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
             **header,
             "results": [r.to_dict() for r in results],
             "summary": counts,
+            "soundness": soundness_verdict(results),
             "by_cause": [g.to_dict() for g in groups],
             "not_comparable": [g.to_dict() for g in apart],
             "exit_code": code,
@@ -129,6 +141,8 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
 
     out = stdout()
     tally = ", ".join(f"{counts[status]} {status}" for status in STATUS_EXIT if counts.get(status))
+    judged = soundness_verdict(results)
+    tally += f", {judged}" if judged else ""
     out.print(f"mla-golden {command}: {len(results)} result(s): {tally or 'none'}", markup=False)  # CI logs: counts first
     if not quiet:
         for group in groups:
