@@ -65,6 +65,10 @@ _EXPORTS = {
     "assert_matches_golden": "mla_golden.assertions",
     "golden_key": "mla_golden.assertions",
     "sweep": "mla_golden.sweeper",
+    "bisect": "mla_golden.triage.bisect",
+    "Bisection": "mla_golden.triage.bisect",
+    "history": "mla_golden.triage.changelog",
+    "Changelog": "mla_golden.triage.changelog",
 }
 
 #: Old names kept for one release: name -> (module, new name).

@@ -172,8 +172,12 @@ class Backend:
         return actual
 
     def _caller_buffers(self, call: Call) -> tuple[dict[str, dict[str, Any]] | None, str | None]:
-        """The buffers a caller of this version allocates for ``call`` (None: the golden's), and a note."""
-        if self.version is None:
+        """The buffers a caller of this version allocates for ``call`` (None: the golden's), and a note.
+
+        A reference version and an aiter tree size by their own helper; live
+        aiter replays on the golden's buffers (its helper needs the GPU it runs on).
+        """
+        if self.version is None and self.name != AITER_SRC:
             return None, None  # live aiter: its version is not a ported one to size by
         from mla_golden import reference
         from mla_golden.caller_sizing import Resizing, caller_buffers
@@ -181,11 +185,14 @@ class Backend:
         from mla_golden.context import plan_for
         from mla_golden.planner_id import recorded_planner, reference_version
 
-        recorded = reference_version(recorded_planner(call.provenance))
+        planner = recorded_planner(call.provenance)
+        recorded = reference_version(planner)
         helper = SIZERS[call.op]
-        if recorded == self.version:
+        if recorded is not None and recorded == self.version:
             return None, None
         if recorded is None:
+            if self.name == AITER_SRC and planner.label == self.label:
+                return None, None  # recorded on this very tree
             return None, f"buffers as the golden's: the planner that recorded it is no ported version, whose {helper} is unknown"
         target = self.sizer(call.op)
         old = getattr(reference.at(recorded), helper)

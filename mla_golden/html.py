@@ -17,7 +17,7 @@ import html
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mla_golden.call import Call
 from mla_golden.checks import INVARIANTS, CheckResult
@@ -28,6 +28,9 @@ from mla_golden.schema import format_cell
 from mla_golden.soundness import Soundness
 from mla_golden.svg import SIDE_WIDTH, draw
 from mla_golden.views import Marks, diff_marks, focus, parts_of, schedule
+
+if TYPE_CHECKING:
+    from mla_golden.triage.bisect import Bisection
 
 #: Rows of each list in a verdict (work items, moved CU parts, reduce groups, violations) before the rest fold away.
 VERDICT_ROWS = 4
@@ -587,3 +590,38 @@ def render_check_page(entries: Iterable[CheckEntry], title: str = "mla-golden ch
     if len(entries) == 1 and passed:
         body.append('<p class="equal">PASSED: every invariant holds.</p>')
     return _page(title, body, "work that breaks an invariant")
+
+
+def render_bisect_page(result: Bisection) -> str:
+    """A bisection: the answer first, then per commit its calls, its files, soundness and one call's diff drawn."""
+    from mla_golden.soundness import verdict_of
+    from mla_golden.triage.render import cost, headline
+
+    body = [f'<p class="compared">{_e(cost(result))}</p>']
+    if result.notes:
+        body.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in result.notes) + "</ul>")
+    rows = []
+    for i, change in enumerate(result.changes):
+        commit = change.state.commit if change.state else None
+        where = f"{commit.short} {commit.date} {commit.subject}" if commit else "GOOD's own branch, before the merge base"
+        cls = "equal" if change.all_sound else "bad"
+        rows.append([f'<td class="l"><a href="#c{i}">{_e(where)}</a></td>', _td(change.kind), _td(len(change.keys)),
+                     f'<td class="l {cls}">{_e(verdict_of(list(change.soundness.items())))}</td>'])  # fmt: skip
+    if rows:
+        body.append(_table(["commit", "change", "calls", "soundness"], rows, "groups"))
+    for i, change in enumerate(result.changes):
+        commit = change.state.commit if change.state else None
+        out = [f'<section class="commit" id="c{i}"><h2>{_e(f"{commit.short} {commit.subject}" if commit else "before the merge base")}</h2>']
+        if change.state is not None and commit is not None:
+            out.append(
+                f"<p>{_e(commit.date)}; {_e(f'pull request #{commit.pr}; ' if commit.pr else '')}planner files touched: "
+                f"{_e(', '.join(change.state.touched) or '(none: a merge)')}</p>"
+            )
+        if len(change.candidates) > 1:
+            out.append(f"<p class='bad'>the first change is one of: {_e(', '.join(s.commit.short for s in change.candidates))} (skipped commits)</p>")
+        out.append(f"<p>{len(change.keys)} call(s) {_e(change.kind)}: {_e(', '.join(change.keys))}</p>")
+        if change.calls is not None:
+            out.append(_diff_section(Entry(change.keys[0], change.kind, "", change.diff, *change.calls), f"c{i}-diff", full=False))
+        out.append("</section>")
+        body.append("".join(out))
+    return _page(f"mla-golden bisect: {headline(result)}", body, "divergent work")

@@ -132,6 +132,9 @@ def judge(call: Call) -> Side:
         if folding:
             violations = [v for v in violations if v.invariant != FOLDING]
             notes.append(f"head folding not judged: {recorded_planner(call.provenance).label} is no ported version ({folding[0].message})")
+    kernel = result.kernel
+    if not own_rules and kernel is not None and "/" in kernel:
+        kernel = kernel.split("/", 1)[1]  # serial or parallel is that aiter's own dispatch: only the folding is seen
     shape = geometry(call)
     first = violations[0] if violations else None
     return Side(
@@ -144,7 +147,7 @@ def judge(call: Call) -> Side:
         reduce_groups=shape.reduce_groups,
         kv_max=shape.kv_per_cu[2],
         kv_mean=shape.kv_per_cu[1],
-        kernel=result.kernel,
+        kernel=kernel,
         rules=result.rules,
         notes=notes,
     )

@@ -30,8 +30,8 @@ def _options() -> dict[str, dict[str, Any]]:
 
 def test_shared_options_read_the_same_in_every_command_that_takes_them() -> None:
     commands = _options()
-    shared = {"--aiter-repo": {"record", "diff"}, "--max-items": {"record", "diff"}, "--junit-xml": {"diff", "check"},
-              "--jobs": {"record", "diff", "check"}, "--quiet": {"record", "diff", "check"}}  # fmt: skip
+    shared = {"--aiter-repo": {"record", "diff", "bisect", "history"}, "--max-items": {"record", "diff"}, "--junit-xml": {"diff", "check"},
+              "--jobs": {"record", "diff", "check", "bisect", "history"}, "--quiet": {"record", "diff", "check"}}  # fmt: skip
     for flag, names in shared.items():
         assert names <= {n for n, params in commands.items() if flag in params}, flag
         seen = {
@@ -40,6 +40,6 @@ def test_shared_options_read_the_same_in_every_command_that_takes_them() -> None
         }
         assert len(seen) == 1, (flag, seen)
     formats = {n: getattr(params["--format"], "help", None) for n, params in commands.items() if "--format" in params}
-    assert set(formats) == {"record", "diff", "check", "show", "list", "versions", "sweep"}
-    assert len({formats[n] for n in ("record", "show", "list", "versions", "sweep")}) == 1
+    assert set(formats) == {"record", "diff", "check", "show", "list", "versions", "sweep", "bisect", "history"}
+    assert len({formats[n] for n in ("record", "show", "list", "versions", "sweep", "bisect", "history")}) == 1
     assert formats["diff"] == formats["check"] != formats["record"]

@@ -53,6 +53,8 @@ class Harness:
 
     binary: Path
     signatures: dict[str, tuple[CppParam, ...]]
+    #: This call compiled it (False: the cache had it, or another process built it while this one waited).
+    compiled: bool = False
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,10 +286,12 @@ def build(checkout: Path, cache_dir: Path) -> Harness:
         return Harness(binary, signatures)
     cxx = compiler()
     cache_dir.mkdir(parents=True, exist_ok=True)
+    compiled = False
     with FileLock(str(cache_dir / f"{digest}.lock")):
         if not binary.is_file():  # another process may have built it while we waited
             _compile(cxx, checkout, cu_text, sources, headers, signatures, cache_dir, out_dir)
-    return Harness(binary, signatures)
+            compiled = True
+    return Harness(binary, signatures, compiled)
 
 
 def _compile(

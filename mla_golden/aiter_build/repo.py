@@ -18,6 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from mla_golden.aiter_build.build import INCLUDE_DIR
 from mla_golden.errors import AiterSourceError
 from mla_golden.reference.planner_digest import (
     ATTENTION_PY,
@@ -185,6 +186,20 @@ class AiterRepo:
         """Does ``rev`` hold the planner sources a build needs (metadata.cu and attention.py)?"""
         blobs = self._planner_blobs(rev)
         return CPP_FILE in blobs and ATTENTION_PY in blobs
+
+    def build_key(self, rev: str) -> tuple[tuple[str, str], ...]:
+        """What a host build of ``rev`` compiles, as (path, blob id) pairs: the C++ planner and ``csrc/include``'s
+        headers. Two commits with one key share one build (their Python may still differ)."""
+        sha = self.resolve(rev)
+        listing = self._run("ls-tree", sha, "--", f"{INCLUDE_DIR}/") or ""
+        headers = {}
+        for line in listing.splitlines():
+            meta, _, path = line.partition("\t")
+            kind, oid = meta.split()[1:3]
+            if kind == "blob" and path.endswith(".h"):
+                headers[path] = oid
+        cpp = {path: oid for path, oid in self._planner_blobs(sha).items() if path != ATTENTION_PY}
+        return tuple(sorted({**cpp, **headers}.items()))
 
     def _planner_blobs(self, rev: str) -> dict[str, str]:
         """Repository path -> blob id of each planner source at ``rev``."""

@@ -1,4 +1,5 @@
-"""The ``mla-golden`` command line: record, diff, check, show, list and textconv goldens; list planner versions; sweep.
+"""The ``mla-golden`` command line: record, diff, check, show, list and textconv goldens; list planner versions; sweep;
+bisect aiter's history and list its planner changes.
 
 A thin typer layer over the library: the runs themselves (workers, tree
 pairing, results, the exit policy) are :mod:`mla_golden.runs`; each command's
@@ -19,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from mla_golden.cli.bisect import bisect, history
 from mla_golden.cli.check import check
 from mla_golden.cli.diff import diff
 from mla_golden.cli.listing import list_goldens
@@ -67,6 +69,8 @@ app.command("list")(list_goldens)
 app.command()(textconv)
 app.command()(versions)
 app.command()(sweep)
+app.command()(bisect)
+app.command()(history)
 
 
 def main() -> None:
