@@ -62,6 +62,7 @@ bench: install-test
 	$(PY) benchmarks/bench_bounds.py
 	$(PY) benchmarks/bench_planners.py
 	$(PY) benchmarks/bench_capture.py
+	$(PY) benchmarks/bench_bisect.py
 
 clean:
 	rm -rf $(VENV) .mla-golden-out

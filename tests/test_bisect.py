@@ -240,7 +240,8 @@ AITER_REPO = os.environ.get("MLA_GOLDEN_AITER_REPO")
 def test_the_upgrade_previews_calls_bisect_to_their_pull_requests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert AITER_REPO is not None
     monkeypatch.setenv(CACHE_ENV, os.environ.get("MLA_GOLDEN_REAL_CACHE", str(tmp_path / "cache")))
-    goldens = tmp_path / "goldens-0.1.16"
+    monkeypatch.chdir(tmp_path)
+    goldens = Path("goldens-0.1.16")
     assert run("record", "--backend", "reference@v0.1.16.post2", "--out", goldens, "--quiet").code == 0
     result = mla_golden.bisect([goldens], good="v0.1.16.post2", bad="v0.1.20", repo=AITER_REPO)
     found = {c.state.commit.pr: (c.kind, len(c.keys)) for c in result.changes if c.state is not None}
@@ -248,6 +249,13 @@ def test_the_upgrade_previews_calls_bisect_to_their_pull_requests(tmp_path: Path
     assert found == {3304: ("diverged", 3), 3874: ("resized", 3), 3188: ("diverged", 3)}
     assert len(result.unchanged) == 111 and all(c.all_sound for c in result.changes)
     assert result.merge_base is not None and result.merge_base.short == "0730b33fcf"
+    # the README's "Whose change was it?" shows this very run
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    shown = readme[readme.index("$ mla-golden bisect goldens-0.1.16 --good v0.1.16.post2 --bad v0.1.20 --quiet\n") :]
+    ran = run("bisect", goldens, "--good", "v0.1.16.post2", "--bad", "v0.1.20", "--quiet", "--aiter-repo", AITER_REPO)
+    block = shown.split("\n", 1)[1].split("```", 1)[0]
+    cost_apart = lambda text: [line for line in text.splitlines() if "planners tried:" not in line]  # noqa: E731 - cold or warm
+    assert ran.code == 1 and cost_apart(ran.stdout) == cost_apart(block)
     log = mla_golden.history("v0.1.16..v0.1.20", repo=AITER_REPO)
     assert [e.state.commit.pr for e in log.entries] == [3750, 3304, 3855, 3465, 3874, 3188, 3459, 4227, 4258, 4521, 4565, 4729]
     ported = {e.state.commit.pr: e.state.ported.name for e in log.entries if e.state.ported}

@@ -346,6 +346,9 @@ def test_the_readme_upgrade_preview_is_what_a_run_shows(tmp_path: Path, monkeypa
     resized = "buffer sizes changed; written contents equal"
     assert code == 1 and report["summary"] == {"equal": 111, "resized": 3, "diverged": 6}
     assert [(g["label"], g["count"]) for g in report["by_cause"]] == [(label, 6), (resized, 3)]
+    code, quiet, _ = run("diff", "goldens-0.1.16", "--backend", "reference@v0.1.20", "--quiet")
+    assert code == 1 and quiet.splitlines()[0] in section.splitlines()  # the counts and the soundness lead
+    assert quiet.splitlines()[0].endswith("6 diverged, all sound on both sides")
     shown = re.sub(r"\s+", " ", section)
     assert "│ equal │ 111 │" in shown and "│ resized │ 3 │" in shown and "│ diverged │ 6 │" in shown
     assert f"│ {label} │ 6 │" in shown and f"│ {resized} │ 3 │" in shown
