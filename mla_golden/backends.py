@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
@@ -287,9 +289,13 @@ def _python(target: str) -> Backend:
     """The object ``MODULE[:ATTR]`` names as a backend, BackendError saying what is missing."""
     module_name, _, attr = target.partition(TARGET_SEP)
     try:
+        _current_folder_importable()
         found: Any = importlib.import_module(module_name)
     except Exception as exc:  # a plug-in's import can fail in any way; say how
-        raise BackendError(f"module {module_name} does not import: {type(exc).__name__}: {exc}") from exc
+        where = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name == module_name.split(".")[0]:
+            where = f" (looked in the current folder {os.getcwd()} and on sys.path, as python -m does)"
+        raise BackendError(f"module {module_name} does not import: {type(exc).__name__}: {exc}{where}") from exc
     for part in filter(None, attr.split(".")):
         if not hasattr(found, part):
             raise BackendError(f"{module_name}:{attr} cannot be found: {type(found).__name__} has no attribute {part}")
@@ -298,6 +304,14 @@ def _python(target: str) -> Backend:
     if missing:
         raise BackendError(f"{target} has no {', '.join(missing)} (a plug-in needs the planner and sizing functions of both ops)")
     return Backend("python", found, f"plug-in planner {target}", "cpu", target=target)
+
+
+def _current_folder_importable() -> None:
+    """Let a plug-in module in the current folder import, as under ``python -m`` and pytest (an installed console
+    script's sys.path holds no current folder); it stays there, for the plug-in's own later imports."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
 
 
 def _reference(version: str | None = None) -> Backend:

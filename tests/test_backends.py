@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +88,16 @@ def test_a_bad_version_names_the_known_ones() -> None:
         resolve("reference@v9")
     with pytest.raises(BackendError, match="only the reference has versions"):
         resolve("auto@aded0f84")
+
+
+def test_a_plug_in_in_the_current_folder_imports_from_the_installed_command(tmp_path: Path) -> None:
+    """``--b python:my_planners:patched`` as the README writes it: the module sits in the folder the command runs in.
+    The console script's sys.path holds no current folder (python -m and pytest's do); the backend adds it."""
+    (tmp_path / "my_planners.py").write_text("from mla_golden import reference as patched\n")
+    script = Path(sys.executable).with_name("mla-golden")
+    goldens = Path(__file__).resolve().parent.parent / "goldens" / "decode" / "dsv3-tp" / "gfx950-cu256"
+    ran = subprocess.run([str(script), "diff", str(goldens), "--backend", "python:my_planners:patched", "--quiet"],
+                         cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert ran.returncode == 0 and "│ equal  │    16 │" in ran.stdout, ran.stderr  # the plug-in (the reference) replays equal
+    ran = subprocess.run([str(script), "diff", str(goldens), "--backend", "python:not_here:patched"], cwd=tmp_path, capture_output=True, text=True)
+    assert ran.returncode == 2 and f"looked in the current folder {tmp_path}" in ran.stderr, ran.stderr
