@@ -243,6 +243,7 @@ def test_cli_json_html_and_exit_status(tmp_path: Path) -> None:
     [
         (["--a", "reference", "--b", "nope"], "unknown backend 'nope'"),
         (["--a", "reference@deadbeef", "--b", "reference"], "unknown aiter planner version"),
+        (["--a", "reference", "--b", "reference:gfx999:100"], "unknown arch 'gfx999'"),
         (["--a", "reference", "--b", "reference", "--cases", "5", "--time", "1"], "one budget"),
         (["--a", "reference", "--b", "reference", "--space", "missing.toml"], "missing.toml: cannot read"),
         (["--a", "reference", "--b", "reference", "ray://x:1"], "a Ray address goes after --ray"),

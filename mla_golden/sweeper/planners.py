@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mla_golden.cases import arch_problem
 from mla_golden.errors import BackendError, SpecError
 from mla_golden.reference._device import FULL_PART_CUS
 from mla_golden.schema import ENV_VARS
@@ -98,8 +99,9 @@ def parse_spec(text: str) -> PlannerSpec:
     if version == "" or (cu is not None and cu.startswith("0")):  # no version after '@'; a CU count of 0 or 08
         raise SpecError(f"planner {text!r}: expected {_SPEC_FORM}")
     arch = match.group("arch")
-    if match.group("cu") is None and arch is not None and arch not in FULL_PART_CUS:
-        raise SpecError(f"planner {text!r}: no default CU count for {arch}; write {arch}:CU")
+    problem = None if arch is None else arch_problem(arch)
+    if problem is not None:  # with or without a CU count: every case would plan into the same arch error
+        raise SpecError(f"planner {text!r}: {problem}")
     env: list[tuple[str, str | None]] = []
     for item in filter(None, match.group("env").split("+")):
         name, _, value = item.partition("=")
