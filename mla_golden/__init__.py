@@ -28,6 +28,7 @@ _EXPORTS = {
     "derived_key": "mla_golden.store",
     "MlaGoldenError": "mla_golden.errors",
     "GoldenError": "mla_golden.errors",
+    "NotAGoldenError": "mla_golden.errors",
     "CallNotFound": "mla_golden.errors",
     "NothingToIntercept": "mla_golden.errors",
     "AdaptationError": "mla_golden.errors",

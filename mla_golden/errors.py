@@ -38,6 +38,19 @@ class GoldenError(MlaGoldenError):
         return type(self), (self.path, self.problem)
 
 
+class NotAGoldenError(GoldenError):
+    """A file that holds no golden at all: not a safetensors file, or one without mla-golden's metadata (model
+    weights, another tool's tensors). The message says what the file holds; a golden that is corrupt is a plain
+    :class:`GoldenError` naming the rule it breaks."""
+
+    def __init__(self, path: Path | str, holds: str) -> None:
+        super().__init__(path, f"not an mla-golden file: {holds}")
+        self.holds = holds
+
+    def __reduce__(self) -> tuple[type, tuple[Path, str]]:
+        return type(self), (self.path, self.holds)
+
+
 class CallNotFound(MlaGoldenError, LookupError):
     """``Calls.one`` found zero or several calls."""
 

@@ -380,9 +380,7 @@ def encode(call: Call, key: str) -> tuple[dict[str, torch.Tensor], dict[str, str
 def decode(path: Any, raw: RawFile) -> tuple[str, Call, str]:
     """(key, call, format) from a checked safetensors file; GoldenError naming ``path`` otherwise."""
     metadata, tensors = raw.metadata, raw.tensors
-    fmt = metadata.get("format")
-    if fmt is None:
-        raise GoldenError(path, "not an mla-golden file: metadata 'format' missing")
+    fmt = metadata["format"]  # an mla-golden/ family name: the reader refused a file without one
     if fmt not in _OPTIONAL:
         raise GoldenError(path, f"unknown format {str(fmt)[:80]!r} (this mla-golden reads {FORMAT!r} and {FORMAT_V1!r})")
     missing = sorted(_REQUIRED - metadata.keys())

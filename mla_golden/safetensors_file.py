@@ -21,12 +21,16 @@ from typing import Any
 
 import torch
 
-from mla_golden.errors import GoldenError
+from mla_golden.errors import GoldenError, NotAGoldenError
 
 #: A golden's header is a few KiB; a larger claim is refused before it is read.
 MAX_HEADER_BYTES = 1 << 20
 #: Larger tensors are refused as absurd (aiter's largest buffers hold a few million elements).
 MAX_ELEMENTS = 1 << 25
+#: What every mla-golden format's ``format`` metadata starts with; a file without it holds something else.
+FORMAT_FAMILY = "mla-golden/"
+#: How a Git LFS pointer file starts (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md).
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 DTYPES = {"I32": torch.int32, "I64": torch.int64, "U64": torch.uint64, "BOOL": torch.bool}
 
 
@@ -128,17 +132,22 @@ def read(path: Path) -> RawFile:
             size = os.fstat(fh.fileno()).st_size
             prefix = fh.read(8)
             if len(prefix) < 8:
-                raise GoldenError(path, f"not a safetensors file: only {len(prefix)} bytes")
+                raise NotAGoldenError(path, f"not a safetensors file (only {len(prefix)} bytes)")
             (header_len,) = struct.unpack("<Q", prefix)
+            if prefix == _LFS_POINTER[:8] and size <= 1024:
+                raise NotAGoldenError(path, _lfs_pointer(prefix + fh.read(1024)))
             if not 2 <= header_len <= MAX_HEADER_BYTES:
-                raise GoldenError(path, f"not a golden: header size {header_len} bytes (allowed 2..{MAX_HEADER_BYTES})")
+                raise NotAGoldenError(path, f"not a safetensors file (header size {header_len} bytes, allowed 2..{MAX_HEADER_BYTES})")
             if 8 + header_len > size:
                 raise GoldenError(path, f"truncated: header claims {header_len} bytes, file has {size - 8} after the length")
             header_bytes = fh.read(header_len)
             header = _parse_header(path, header_bytes)
             metadata = header.pop("__metadata__", None)
-            if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-                raise GoldenError(path, "not a golden: no string __metadata__ in the safetensors header")
+            family = metadata.get("format") if isinstance(metadata, dict) else None
+            if not (isinstance(family, str) and family.startswith(FORMAT_FAMILY)):
+                raise NotAGoldenError(path, _holds(header, metadata, size))
+            if not all(isinstance(v, str) for v in metadata.values()):
+                raise GoldenError(path, "__metadata__ holds a value that is not a string")
             specs = {name: _spec(path, name, spec) for name, spec in header.items()}
             body_len = _check_layout(path, specs)
             if 8 + header_len + body_len != size:
@@ -156,6 +165,26 @@ def read(path: Path) -> RawFile:
         if code == "BOOL":
             tensors[name]  # built now: a bool tensor holding other values is refused on reading
     return RawFile(metadata=metadata, tensors=tensors, raw=raw, head=prefix + header_bytes, body=body)
+
+
+def _holds(header: dict[str, Any], metadata: object, size: int) -> str:
+    """What a safetensors file that is no golden holds, in a line: its tensors' count and dtypes, its size and
+    its metadata's ``format`` (model weights read "... (BF16, F32), 3355 bytes, metadata format 'pt'")."""
+    dtypes = sorted({str(spec.get("dtype"))[:16] for spec in header.values() if isinstance(spec, dict)})
+    kinds = f" ({', '.join(dtypes[:6])}{', ...' if len(dtypes) > 6 else ''})" if dtypes else ""
+    count = f"{len(header)} tensor{'' if len(header) == 1 else 's'}"
+    family = metadata.get("format") if isinstance(metadata, dict) else None
+    if isinstance(family, str):
+        meta = f"metadata format {family[:40]!r}"
+    else:
+        meta = "no metadata" if metadata is None else "no mla-golden metadata"
+    return f"a safetensors file of {count}{kinds}, {size} bytes, {meta}"
+
+
+def _lfs_pointer(text: bytes) -> str:
+    """A Git LFS pointer's object, in a line: what git stores for a file kept in LFS (model weights, often)."""
+    fields = dict(line.partition(" ")[::2] for line in text.decode("utf-8", "replace").splitlines())
+    return f"a Git LFS pointer to {fields.get('oid', '?')[:80]}, size {fields.get('size', '?')[:20]}"
 
 
 def holds(path: Path, raw: RawFile) -> bool:
@@ -177,15 +206,15 @@ def holds(path: Path, raw: RawFile) -> bool:
 
 def _parse_header(path: Path, raw: bytes) -> dict[str, Any]:
     if not raw.startswith(b"{"):
-        raise GoldenError(path, "not a safetensors file: header does not start with '{'")
+        raise NotAGoldenError(path, "not a safetensors file (its header does not start with '{')")
     try:
         header = _HEADER_JSON.decode(raw.decode("utf-8"))
     except _Repeated as exc:
-        raise GoldenError(path, f"not a safetensors file: header repeats the key {exc.key[:80]!r}") from exc
+        raise NotAGoldenError(path, f"not a safetensors file (its header repeats the key {exc.key[:80]!r})") from exc
     except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, absurd nesting or numbers
-        raise GoldenError(path, f"not a safetensors file: header is not JSON ({type(exc).__name__}: {str(exc)[:200]})") from exc
+        raise NotAGoldenError(path, f"not a safetensors file (its header is not JSON: {type(exc).__name__}: {str(exc)[:200]})") from exc
     if not isinstance(header, dict):
-        raise GoldenError(path, "not a safetensors file: header is not a JSON object")
+        raise NotAGoldenError(path, "not a safetensors file (its header is not a JSON object)")
     return header
 
 

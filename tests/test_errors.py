@@ -13,7 +13,7 @@ from mla_golden.reference import AiterCheckError, BufferTooSmallError, Undefined
 
 def test_every_error_class_derives_from_the_base_and_is_exported() -> None:
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
-    assert len(classes) == 23  # Interrupted and AiterSourceError are the newest
+    assert len(classes) == 24  # NotAGoldenError is the newest
     for cls in classes:
         assert issubclass(cls, errors.MlaGoldenError), cls
         assert getattr(mla_golden, cls.__name__) is cls
@@ -39,6 +39,7 @@ def test_builtin_bases_are_kept_for_callers_that_catch_them() -> None:
     assert issubclass(errors.UnknownVersionError, ValueError)
     assert issubclass(errors.AiterSourceError, ValueError) and issubclass(errors.AiterSourceError, errors.BackendError)
     assert issubclass(errors.CallNotFound, LookupError)
+    assert issubclass(errors.NotAGoldenError, errors.GoldenError), "loading raises one error type"
     assert issubclass(errors.PlotExtraMissing, ImportError)
     # a failed expectation is a failed assertion to pytest
     assert issubclass(errors.GoldenMismatch, AssertionError) and issubclass(errors.InvariantsViolated, AssertionError)

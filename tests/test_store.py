@@ -212,9 +212,35 @@ def test_huge_header_claim_is_refused_without_reading(tmp_path: Path) -> None:
     _expect_golden_error(tmp_path, struct.pack("<Q", 100 * 1024 * 1024) + b"{}", "header size")
 
 
-def test_foreign_safetensors_file(tmp_path: Path) -> None:
-    _expect_golden_error(tmp_path, save({"weight": torch.zeros(3)}), "not a golden")
-    _expect_golden_error(tmp_path, save({"x": torch.zeros(3, dtype=torch.int32)}, metadata={"a": "b"}), "format")
+def test_a_foreign_safetensors_file_is_named_as_no_golden(tmp_path: Path) -> None:
+    weights = save({"embed": torch.zeros(4, 3, dtype=torch.bfloat16), "head": torch.zeros(2, dtype=torch.float16)},
+                   metadata={"format": "pt"})  # fmt: skip
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(weights)
+    with pytest.raises(mla_golden.NotAGoldenError) as info:
+        load(path)
+    assert str(info.value) == (
+        f"{path}: not an mla-golden file: a safetensors file of 2 tensors (BF16, F16), {len(weights)} bytes, metadata format 'pt'"
+    )
+    _expect_golden_error(tmp_path, save({"weight": torch.zeros(3)}), "not an mla-golden file: a safetensors file of 1 tensor (F32)")
+    _expect_golden_error(tmp_path, save({"x": torch.zeros(3, dtype=torch.int32)}, metadata={"a": "b"}), "no mla-golden metadata")
+    lfs = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"ab" * 32 + b"\nsize 14000000000\n"
+    _expect_golden_error(tmp_path, lfs, f"not an mla-golden file: a Git LFS pointer to sha256:{'ab' * 32}, size 14000000000")
+    _expect_golden_error(tmp_path, b"PK\x03", "not an mla-golden file: not a safetensors file (only 3 bytes)")
+
+
+def test_a_corrupt_golden_is_no_foreign_file(tmp_path: Path, golden_bytes: bytes) -> None:
+    """A file with mla-golden's metadata that breaks a rule keeps the rule's own message, not 'no golden'."""
+    half = _rewrite(golden_bytes, lambda t, m: t.update({"input.seqlens_qo_indptr": t["input.seqlens_qo_indptr"].half()}), redigest=False)
+    for data, problem in [
+        (half, "tensor 'input.seqlens_qo_indptr': unsupported dtype or malformed shape/offsets in header"),
+        (_rewrite(golden_bytes, lambda t, m: m.update(format="mla-golden/9")), "unknown format 'mla-golden/9'"),
+    ]:
+        path = tmp_path / "bad.safetensors"
+        path.write_bytes(data)
+        with pytest.raises(GoldenError) as info:
+            load(path)
+        assert problem in str(info.value) and not isinstance(info.value, mla_golden.NotAGoldenError)
 
 
 def _rewrite(golden_bytes: bytes, edit: Any, *, redigest: bool = True) -> bytes:
@@ -391,7 +417,7 @@ def test_a_huge_foreign_file_is_refused_without_reading_it(tmp_path: Path) -> No
     with path.open("wb") as fh:
         fh.write(struct.pack("<Q", len(header)) + header)
         fh.truncate(8 + len(header) + 2**30)  # sparse: 1 GiB of data that is never read
-    with pytest.raises(mla_golden.GoldenError, match="not a golden"):
+    with pytest.raises(mla_golden.NotAGoldenError, match="a safetensors file of 1 tensor"):
         load(path)
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
@@ -84,3 +85,43 @@ def test_git_diff_of_a_changed_golden_names_the_changed_work_rows(tmp_path: Path
     assert len(removed) == len(added) == 1, shown
     assert removed[0].startswith("-work 3: ") and added[0].startswith("+work 3: ")
     assert f"kv_end={int(changed[3, 5])}" in added[0] and f"kv_end={int(changed[3, 5]) - 7}" in removed[0]
+
+
+def test_textconv_of_a_file_that_is_no_golden_is_one_line_exit_0(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    weights = tmp_path / "model.safetensors"
+    save_file({"embed": torch.zeros(4, 3, dtype=torch.bfloat16)}, str(weights), metadata={"format": "pt"})
+    ran = CliRunner().invoke(app, ["textconv", str(weights)])
+    assert ran.exit_code == 0 and ran.stderr == ""
+    assert ran.stdout == f"not an mla-golden file: a safetensors file of 1 tensor (BF16), {weights.stat().st_size} bytes, metadata format 'pt'\n"
+    corrupt = tmp_path / "corrupt.safetensors"
+    corrupt.write_bytes(_decode_golden().read_bytes()[:-1])
+    ran = CliRunner().invoke(app, ["textconv", str(corrupt)])
+    assert ran.exit_code == 0 and ran.stdout.startswith("unreadable mla-golden file: truncated") and str(corrupt) not in ran.stdout
+    assert ran.stderr.startswith(f"warning: {corrupt}: truncated"), "the precise problem, with the path, on stderr"
+    ran = CliRunner().invoke(app, ["textconv", str(tmp_path)])
+    assert ran.exit_code == 2 and "not a regular file (a folder)" in ran.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_diff_and_log_survive_model_weights_beside_the_goldens(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    (repo / ".gitattributes").write_text("*.safetensors diff=mla-golden\n")
+    _git(repo, "config", "diff.mla-golden.textconv", f"{sys.executable} -m mla_golden.cli textconv")
+    weights = repo / "model.safetensors"
+    save_file({"w": torch.zeros(3, dtype=torch.float16)}, str(weights), metadata={"format": "pt"})
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "weights")
+    save_file({"w": torch.zeros(5, dtype=torch.float16)}, str(weights), metadata={"format": "pt"})
+    shown = _git(repo, "diff")  # check=True: rc 128 raises
+    assert "-not an mla-golden file: a safetensors file of 1 tensor (F16)" in shown
+    assert "+not an mla-golden file: a safetensors file of 1 tensor (F16)" in shown
+    _git(repo, "commit", "-qam", "bigger weights")
+    assert "+not an mla-golden file" in _git(repo, "log", "-p")

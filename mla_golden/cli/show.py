@@ -140,18 +140,31 @@ def show(
 def textconv(golden: GoldenArgument) -> None:
     """Print a golden as stable text, one line per row, for git diff (params, device, written runs, rows).
 
+    A file that is no golden (model weights) or a golden that does not load is one line saying so, exit 0:
+    git dies on a textconv that fails.
+
     \b
     echo '*.safetensors diff=mla-golden' >> .gitattributes
     git config diff.mla-golden.textconv "mla-golden textconv"
     """
-    from mla_golden.errors import GoldenError
+    import os
+
+    from mla_golden.errors import GoldenError, NotAGoldenError
+    from mla_golden.safetensors_file import open_regular
     from mla_golden.store import load
     from mla_golden.textconv import golden_text
 
     require_goldens([golden])
     try:
-        text = golden_text(load(golden))
+        os.close(open_regular(golden))  # a file git could not have handed over (a folder, unreadable) is exit 2
     except GoldenError as exc:
         say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
+    try:
+        text = golden_text(load(golden))
+    except NotAGoldenError as exc:  # not the path: git names its own temp files
+        text = f"{exc.problem}\n"
+    except GoldenError as exc:
+        say(f"warning: {exc}")
+        text = f"unreadable mla-golden file: {exc.problem}\n"
     typer.echo(text, nl=False)
