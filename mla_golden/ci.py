@@ -3,7 +3,9 @@
 GitHub Actions turns a ``::error file=...,title=...::message`` line of a
 job's log into an annotation, and renders the markdown a step appends to
 ``$GITHUB_STEP_SUMMARY`` on the run's page; every CI reads JUnit XML as test
-results. One golden is one annotation, one summary row, one testcase.
+results. One golden is one annotation, one summary row, one testcase. A golden's strings in each are
+neutralised for it (``mla_golden.sanitize``): they cannot add a workflow command, a line, markdown or a character
+XML forbids.
 """
 
 from __future__ import annotations
@@ -12,13 +14,19 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from mla_golden.runs import STATUS_EXIT, Result, Status
+from mla_golden.sanitize import github_data, github_property, inline, markdown, markdown_code, xml_text
 
 #: Statuses a JUnit testcase reports as a failure (the golden says no); the other not-ok ones are errors.
 FAILURES = {Status.REFUSED, Status.DIVERGED, Status.VIOLATED, Status.ONLY_EXPECTED, Status.ONLY_ACTUAL}
 
 
 def headline(result: Result) -> str:
-    """The first thing that differs, in one line: a params change, an error, or a field's first element."""
+    """The first thing that differs, in one line (a golden's strings in it escaped: ``sanitize.inline``): a params
+    change, an error, or a field's first element."""
+    return inline(_first_difference(result))
+
+
+def _first_difference(result: Result) -> str:
     diff = result.diff
     if diff is None:
         return result.message
@@ -42,32 +50,17 @@ def headline(result: Result) -> str:
 # ---------------------------------------------------------------- GitHub Actions
 
 
-def _escape_data(text: str) -> str:
-    """A workflow command's message: ``%``, CR and LF escaped (GitHub's toolkit rules)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    """A workflow command's property value: the message escapes plus ``:`` and ``,``."""
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def github_annotations(command: str, results: Sequence[Result]) -> list[str]:
     """One ``::error`` line per golden that is not ok, on its file, titled with its status and key."""
     lines = []
     for r in results:
         if r.status.ok:
             continue
-        props = [f"title={_escape_property(f'mla-golden {command}: {r.status.value} {r.key}')}"]
+        props = [f"title={github_property(f'mla-golden {command}: {r.status.value} {r.key}')}"]
         if r.path:
-            props.insert(0, f"file={_escape_property(r.path)}")
-        lines.append(f"::error {','.join(props)}::{_escape_data(headline(r) or r.status.value)}")
+            props.insert(0, f"file={github_property(r.path)}")
+        lines.append(f"::error {','.join(props)}::{github_data(headline(r) or r.status.value)}")
     return lines
-
-
-def _cell(text: str) -> str:
-    """Text a markdown table cell can hold: pipes escaped, on one line."""
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def github_summary(command: str, results: Sequence[Result], code: int) -> str:
@@ -79,7 +72,7 @@ def github_summary(command: str, results: Sequence[Result], code: int) -> str:
     problems = [r for r in results if not r.status.ok]
     if problems:
         lines += ["", "| status | golden | first difference |", "|---|---|---|"]
-        lines += [f"| {r.status.value} | `{_cell(r.key)}` | {_cell(headline(r))} |" for r in problems]
+        lines += [f"| {r.status.value} | {markdown_code(r.key)} | {markdown(headline(r))} |" for r in problems]
     return "\n".join(lines) + "\n"
 
 
@@ -96,15 +89,15 @@ def junit_xml(command: str, results: Sequence[Result]) -> str:
         errors=str(sum(not r.status.ok and r.status not in FAILURES for r in results)),
         skipped=str(sum(r.status is Status.SKIPPED for r in results)),
     )
-    for r in results:
-        case = ET.SubElement(suite, "testcase", classname=f"mla-golden.{command}", name=r.key)
+    for r in results:  # every string one a golden chose: attributes on one line, and nothing XML forbids
+        case = ET.SubElement(suite, "testcase", classname=f"mla-golden.{command}", name=inline(r.key))
         if r.path:
-            case.set("file", r.path)
+            case.set("file", inline(r.path))
         if r.status is Status.SKIPPED:
-            ET.SubElement(case, "skipped", message=r.message)
+            ET.SubElement(case, "skipped", message=inline(r.message))
         elif not r.status.ok:
             kind = "failure" if r.status in FAILURES else "error"
             element = ET.SubElement(case, kind, message=headline(r) or r.status.value, type=r.status.value)
-            element.text = r.report or r.message
+            element.text = xml_text(r.report or r.message)
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

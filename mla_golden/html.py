@@ -13,7 +13,6 @@ schedules out, so a page over a whole tree stays small. ``show`` and
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from mla_golden.checks import INVARIANTS, CheckResult
 from mla_golden.differ import Cause, Diff, FieldDiff, WorkItemDiff
 from mla_golden.geometry import ReduceGroup, geometry, moved_parts
 from mla_golden.report import GEOMETRY_ROWS, render_text
+from mla_golden.sanitize import html_text
 from mla_golden.schema import format_cell
 from mla_golden.soundness import Soundness
 from mla_golden.svg import SIDE_WIDTH, draw
@@ -121,7 +121,7 @@ class _Group:
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value))
+    return html_text(value)
 
 
 def _page(title: str, body: Iterable[str], marked: str) -> str:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from mla_golden.checks.results import INVARIANTS, CheckResult, Violation
 from mla_golden.differ import Cause, Diff, FieldDiff, FieldStatus, WorkItem
+from mla_golden.sanitize import inline
 from mla_golden.schema import format_cell
 from mla_golden.soundness import Soundness
 
@@ -100,41 +102,45 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
     from rich.table import Table
 
     out = io.StringIO()
-    console = Console(file=out, width=width, no_color=True, highlight=False, emoji=False, soft_wrap=True)
+    console = Console(file=out, width=width, no_color=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
+
+    def say(line: str) -> None:
+        """One line of the report, whatever the goldens' strings in it hold (keys, planner names, notes)."""
+        console.print(inline(line))
+
     verdict = "EQUAL" if diff.equal else "RESIZED" if diff.cause is Cause.RESIZED else "DIVERGED"
-    console.print(f"{verdict} {diff.op}: {diff.expected_name} (expected) vs {diff.actual_name} (actual)", markup=False)
+    say(f"{verdict} {diff.op}: {diff.expected_name} (expected) vs {diff.actual_name} (actual)")
     if diff.cause is Cause.RESIZED:  # the sizes are the news: "work_info_set buffer [a] -> [b]; written contents equal"
-        console.print(f"  likely cause: {diff.cause_detail}; written contents equal", markup=False)
+        say(f"  likely cause: {diff.cause_detail}; written contents equal")
     elif not diff.equal:
         alike = diff.cause in _CALLER_CAUSES and bool(diff.fields) and all(f.equal for f in diff.fields)
-        console.print(
+        say(
             f"  likely cause: {diff.cause_label}" + (f" ({diff.cause_detail})" if diff.cause_detail else "")
-            + ("; outputs equal" if alike else ""),
-            markup=False,
+            + ("; outputs equal" if alike else "")
         )
     if diff.soundness is not None:
-        _soundness_lines(console, diff.soundness)
+        _soundness_lines(say, diff.soundness)
     for title, changes in (("params changed", diff.params), ("device changed", diff.device), ("env changed", diff.env)):
         if changes:
-            console.print(f"  {title}:", markup=False)
+            say(f"  {title}:")
             for c in changes:
-                console.print(f"    {c.path}: {_fmt(c.expected)} -> {_fmt(c.actual)}", markup=False)
+                say(f"    {c.path}: {_fmt(c.expected)} -> {_fmt(c.actual)}")
     if diff.error:
-        console.print(f"  error status changed: {_fmt(diff.error.expected)} -> {_fmt(diff.error.actual)}", markup=False)
+        say(f"  error status changed: {_fmt(diff.error.expected)} -> {_fmt(diff.error.actual)}")
     for hazard in diff.hazards:
-        console.print(f"  hazard: {hazard}", markup=False)
+        say(f"  hazard: {hazard}")
     for fd in diff.inputs:
         if not fd.equal:
-            console.print(f"  {fd.name}: {_field_line(fd)}", markup=False)
+            say(f"  {fd.name}: {_field_line(fd)}")
     for fd in diff.fields:
         if not fd.equal:
-            console.print(f"  {fd.name}: {_field_line(fd)}", markup=False)
+            say(f"  {fd.name}: {_field_line(fd)}")
     if diff.geometry and not all(f.status is FieldStatus.RESIZED for f in diff.fields if not f.equal):
         _geometry_table(console, diff)
     if diff.cu_parts:
-        console.print("  CU parts whose work range moved (work_indptr):", markup=False)
+        say("  CU parts whose work range moved (work_indptr):")
         for cp in diff.cu_parts:
-            console.print(f"    cu part {cp.cu_part}: works {cp.expected} -> {cp.actual}", markup=False)
+            say(f"    cu part {cp.cu_part}: works {cp.expected} -> {cp.actual}")
         _more(console, diff.cu_parts_differing - len(diff.cu_parts), "CU part(s) whose work range moved", "    ")
     if diff.work_items:
         columns = next(
@@ -154,26 +160,26 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
         hidden = diff.work_items_differing - len(diff.work_items)
         _more(console, hidden, "divergent work item(s)", "  (* marks the columns that differ) " if hidden > 0 else "")
         if hidden <= 0:
-            console.print("  (* marks the columns that differ)", markup=False)
+            say("  (* marks the columns that differ)")
     if diff.reduce_groups:
-        console.print("  divergent reduce groups:", markup=False)
+        say("  divergent reduce groups:")
         for g in diff.reduce_groups:
             for side, rg in (("expected", g.expected), ("actual", g.actual)):
                 qo = "(not written)" if rg is None or rg.qo_range is None else rg.qo_range
                 text = "(none)" if rg is None else f"qo {qo} <- partials {_clipped(rg.partials)}"
-                console.print(f"    group {g.group} {side}: {text}", markup=False)
+                say(f"    group {g.group} {side}: {text}")
         _more(console, diff.reduce_groups_differing - len(diff.reduce_groups), "divergent reduce group(s)", "    ")
     for note in diff.notes:
-        console.print(f"  note: {note}", markup=False)
+        say(f"  note: {note}")
     return out.getvalue().rstrip() + "\n"
 
 
-def _soundness_lines(console: Any, soundness: Soundness) -> None:
+def _soundness_lines(say: Callable[[str], None], soundness: Soundness) -> None:
     """Whether each side is a plan the kernels can run, and the numbers read first, old -> new."""
-    console.print(f"  soundness: {soundness.headline()} ({soundness.changes()})", markup=False)
+    say(f"  soundness: {soundness.headline()} ({soundness.changes()})")
     for side, judged in (("old", soundness.expected), ("new", soundness.actual)):
         for note in judged.notes:
-            console.print(f"    {side} plan: {note}", markup=False)
+            say(f"    {side} plan: {note}")
 
 
 #: Causes that are the caller's changes: when the outputs came out the same anyway, the headline says so.
@@ -206,4 +212,4 @@ def render_check_text(result: CheckResult, *, per_invariant: int = TEXT_PER_INVA
             lines.append(f"    ... {len(items) - per_invariant} more")
     for note in result.skipped:
         lines.append(f"  skipped: {note}")
-    return "\n".join(lines)
+    return "\n".join(map(inline, lines))  # a golden's strings in a message stay on their line

@@ -9,11 +9,11 @@ carries ``data-work``, ``data-cu`` and ``data-side`` and a hover title.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
 from mla_golden.call import Call
 from mla_golden.geometry import Work, batch_colour
+from mla_golden.sanitize import html_text
 from mla_golden.schema import format_cell
 from mla_golden.views import Marks, schedule
 
@@ -126,7 +126,7 @@ def _row(out: list[str], side: str, op: str, band: _Band, works: list[Work], mar
         out.append(
             f'<rect class="{klass}" data-work="{w.index}" data-side="{side}" data-cu="{cu}" x="{x:.1f}" y="{band.y}" '
             f'width="{width:.1f}" height="{style.bar}" fill="{colour(w.batch_idx)}">'
-            f"<title>{html.escape(_tip(w, op, what))}</title></rect>"
+            f"<title>{html_text(_tip(w, op, what))}</title></rect>"
         )
         if w.split:
             out.append(f'<rect class="split" x="{x:.1f}" y="{band.y}" width="{min(width, 3.0):.1f}" height="{style.bar}"/>')
@@ -147,7 +147,7 @@ def _row(out: list[str], side: str, op: str, band: _Band, works: list[Work], mar
         out.append(f'<line class="leader" x1="{lead:.1f}" y1="{band.y + style.bar}" x2="{lead:.1f}" y2="{base - 3:.1f}"/>')
         room = len(text) * _CHAR
         lx = lead + 3 if lead + 3 + room <= SIDE_WIDTH else max(SIDE_WIDTH - room, 2.0)
-        out.append(f'<text class="mark-label" data-work="{w.index}" x="{lx:.1f}" y="{base:.1f}">{html.escape(text)}</text>')
+        out.append(f'<text class="mark-label" data-work="{w.index}" x="{lx:.1f}" y="{base:.1f}">{html_text(text)}</text>')
     if len(marked) > MAX_LABELS:
         base = band.y + style.row + MAX_LABELS * style.label_line + 9
         out.append(f'<text class="mark-label" x="{x0}" y="{base:.1f}">+{len(marked) - MAX_LABELS} more marked works</text>')
@@ -173,7 +173,7 @@ def draw(sides: dict[str, Call], marks: Marks, rows: list[int] | None = None, *,
     pictures = {}
     for side, call in sides.items():
         if call.error is not None:
-            pictures[side] = f'<p class="bad">{side}: the planner raised: {html.escape(call.error)}</p>'
+            pictures[side] = f'<p class="bad">{side}: the planner raised: {html_text(call.error)}</p>'
             continue
         n_marked = sum(1 for cu in range(len(per_cu[side])) for w in per_cu[side][cu] if w.index in marks)
         title = f"{side}: {len(per_cu[side])} CU parts" + (f", {n_marked} marked work(s)" if marks else "")
@@ -181,7 +181,7 @@ def draw(sides: dict[str, Call], marks: Marks, rows: list[int] | None = None, *,
         out = [
             f'<svg xmlns="http://www.w3.org/2000/svg" class="schedule" width="{SIDE_WIDTH}" height="{height:.0f}" '
             f'data-side="{side}" data-view="{"enlarged" if enlarged else "full"}">{_STYLE}',
-            f'<text class="head" x="0" y="12">{html.escape(title)}</text>',
+            f'<text class="head" x="0" y="12">{html_text(title)}</text>',
         ]
         for band in bands:
             if band.cu is None:

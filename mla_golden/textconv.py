@@ -17,6 +17,7 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.planner_id import planner_label
+from mla_golden.sanitize import inline
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, format_cell, schema_for
 from mla_golden.store import Golden
 
@@ -35,11 +36,11 @@ def golden_text(golden: Golden) -> str:
         lines += _flat_rows(f"input {name}", tensor.reshape(-1).tolist(), None)
     if call.error is not None:
         lines.append(f"error {call.error}")
-        return "\n".join(lines) + "\n"
-    for name in OUTPUTS:
-        if name in call.buffers:
-            lines += _buffer_lines(call, name)
-    return "\n".join(lines) + "\n"
+    else:
+        for name in OUTPUTS:
+            if name in call.buffers:
+                lines += _buffer_lines(call, name)
+    return "".join(f"{inline(line)}\n" for line in lines)  # a key or error holding a newline stays on its line
 
 
 def _value(value: Any) -> str:

@@ -37,6 +37,7 @@ def check(
     mla-golden check goldens
     """
     from mla_golden.runs import check_worker, golden_files, misplaced, note_copies
+    from mla_golden.sanitize import inline
 
     check_outputs(("--html", html), ("--junit-xml", junit_xml))
     roots = list(paths or [DEFAULT_GOLDENS])
@@ -45,7 +46,7 @@ def check(
     results += run_with_progress(check_worker, files, (html is not None,), jobs, quiet, "checking")
     misplaced(results)
     for group in note_copies(results):
-        shown = ", ".join(r.key for r in group[:10]) + (f" and {len(group) - 10} more" if len(group) > 10 else "")
+        shown = ", ".join(inline(r.key) for r in group[:10]) + (f" and {len(group) - 10} more" if len(group) > 10 else "")
         say(f"warning: the same content under {len(group)} keys: {shown}")
     if html is not None:
         _write_check_html(html, results, quiet, f"goldens under {', '.join(map(str, roots))} against what aiter's kernels rely on")

@@ -131,6 +131,7 @@ def _write_png(path: Path, results: list[Result], quiet: bool) -> None:
     """Draw the first divergent call, expected beside actual (the plot extra)."""
     from mla_golden.errors import PlotExtraMissing
     from mla_golden.plot import save_png
+    from mla_golden.sanitize import inline
 
     first = drawn(results, 1)
     if not first or first[0].calls is None:
@@ -143,4 +144,4 @@ def _write_png(path: Path, results: list[Result], quiet: bool) -> None:
     except PlotExtraMissing as exc:
         say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
-    say(f"PNG of {first[0].key}: {path}", quiet)
+    say(f"PNG of {inline(first[0].key)}: {path}", quiet)

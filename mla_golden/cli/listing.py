@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from mla_golden.cli.options import DEFAULT_GOLDENS, Format, FormatOption
-from mla_golden.cli.output import say, stdout
+from mla_golden.cli.output import echo_json, say, stdout
 from mla_golden.cli.running import require_goldens
 from mla_golden.runs import EXIT_BAD, EXIT_OK
 
@@ -60,14 +59,16 @@ def list_goldens(
     rows = [{"path": r["path"], "problem": outliers[r["path"]]} if r["path"] in outliers else r for r in rows]
     code = EXIT_BAD if any("problem" in r for r in rows) else EXIT_OK
     if format is Format.json:
-        typer.echo(json.dumps({"format": "mla-golden-list/1", "folder": str(folder), "goldens": rows}, indent=2))
+        echo_json({"format": "mla-golden-list/1", "folder": str(folder), "goldens": rows})
         raise typer.Exit(code)
     from rich.table import Table
     from rich.text import Text
 
+    from mla_golden.sanitize import inline
+
     out = stdout()
     table = Table(title=f"{len(rows)} golden(s) in {folder}", title_justify="left")
-    longest = max((len(r.get("key", r["path"])) for r in rows), default=0)
+    longest = max((len(inline(r.get("key", r["path"]))) for r in rows), default=0)
     table.add_column("key", overflow="fold", min_width=max(min(longest, out.width - LIST_TABLE_REST), 1))  # whole keys when there is room
     for header in ("op", "device", "shape/dtype", "planner", "error"):
         table.add_column(header, overflow="fold")
@@ -77,6 +78,6 @@ def list_goldens(
         else:
             error = (r["error"][:60] + "...") if r["error"] and len(r["error"]) > 60 else (r["error"] or "")
             cells = [r["key"], r["op"], r["device"], r["shape"], r["planner"], error]
-        table.add_row(*(Text(c) for c in cells))
+        table.add_row(*(Text(inline(c)) for c in cells))
     out.print(table)
     raise typer.Exit(code)

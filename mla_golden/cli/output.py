@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import signal
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from mla_golden.runs import (
     not_comparable,
     soundness_verdict,
 )
+from mla_golden.sanitize import inline, json_text, log_lines, visible
 
 #: The summary tables fit a 100-column terminal or review page, whatever the console's width.
 SUMMARY_WIDTH = 100
@@ -47,9 +47,13 @@ EXIT_PIPE = 128 + signal.SIGPIPE
 @functools.cache
 def _console_class() -> Any:
     from rich.console import Console
+    from rich.segment import Segment
+
 
     class PipedConsole(Console):
-        """rich's console, ending a run whose reader closed the pipe with :data:`EXIT_PIPE`."""
+        """rich's console, ending a run whose reader closed the pipe with :data:`EXIT_PIPE`, and writing only
+        text that shows: a golden's or plug-in's string that reaches it cannot send the terminal an escape or
+        start a CI workflow command (``mla_golden.sanitize``)."""
 
         def on_broken_pipe(self) -> None:
             try:
@@ -57,18 +61,31 @@ def _console_class() -> Any:
             except SystemExit:
                 raise SystemExit(EXIT_PIPE) from None
 
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            # a string's CR and BEL escaped before rich sees them (its Text drops them without a word)
+            super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+        def _render_buffer(self, buffer: Any) -> str:
+            # rich's own styles and cursor moves are added after this (a segment's style, a control segment)
+            shown = (segment if segment.control else Segment(visible(segment.text), segment.style) for segment in buffer)
+            return log_lines(super()._render_buffer(shown))
+
     return PipedConsole
 
 
+#: How the commands' consoles print: strings as text (a key's ``[/]`` is no markup, its ``:smile:`` no emoji).
+_PLAIN = {"highlight": False, "markup": False, "emoji": False, "soft_wrap": True}
+
+
 def stderr() -> Any:
-    return _console_class()(stderr=True, highlight=False, soft_wrap=True)
+    return _console_class()(stderr=True, **_PLAIN)
 
 
 def stdout() -> Any:
     """Where reports go; piped output gets a wide page so tables keep their columns."""
-    console = _console_class()(highlight=False, soft_wrap=True)
+    console = _console_class()(**_PLAIN)
     if not console.is_terminal:
-        console = _console_class()(highlight=False, soft_wrap=True, width=200)
+        console = _console_class()(width=200, **_PLAIN)
     return console
 
 
@@ -76,6 +93,11 @@ def say(message: str, quiet: bool = False) -> None:
     """A line for people, on stderr (stdout stays data under --format json)."""
     if not quiet:
         stderr().print(message, markup=False)
+
+
+def echo_json(document: Any) -> None:
+    """One JSON document on stdout, as a CI log may show it (``sanitize.json_text``)."""
+    typer.echo(json_text(document))
 
 
 @contextlib.contextmanager
@@ -97,7 +119,7 @@ def _group_counts(title: str, column: str, groups: list[CauseGroup]) -> Any:
     table.add_column(column, overflow="fold")
     table.add_column("count", justify="right")
     for group in groups:
-        table.add_row(group.label, str(len(group.results)))
+        table.add_row(inline(group.label), str(len(group.results)))
     return table
 
 
@@ -133,7 +155,7 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
             "not_comparable": [g.to_dict() for g in apart],
             "exit_code": code,
         }
-        typer.echo(json.dumps(document, indent=2, default=str))
+        echo_json(document)
         return code
     from rich.table import Table
 
@@ -167,7 +189,7 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
         from rich.text import Text
 
         status_width = max(len("status"), *(len(r.status) for r in problems))
-        longest = max(len(r.key) for r in problems)
+        longest = max(len(inline(r.key)) for r in problems)
         # whole keys, growing the table up to the terminal's width; the first difference folds instead
         width = min(out.width, max(SUMMARY_WIDTH, status_width + longest + KEY_TABLE_REST))
         key_width = max(min(longest, width - status_width - KEY_TABLE_REST), 8)
@@ -176,7 +198,7 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
         where.add_column("key", overflow="fold", width=key_width)
         where.add_column("first difference", overflow="fold", width=max(width - status_width - key_width - 10, 8))
         for r in problems:
-            where.add_row(r.status, Text(r.key), Text(headline(r)))
+            where.add_row(r.status, Text(inline(r.key)), Text(headline(r)))
         out.print(where, width=width)
     verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
     out.print(f"exit {code} ({verdict})", markup=False)
@@ -188,22 +210,22 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
 def _print_group(out: Any, group: CauseGroup, headed: bool, suffix: str = "") -> None:
     """One group of results: its heading, then each result."""
     if headed:
-        out.print(f"== {group.label}{suffix}: {len(group.results)} call(s)", markup=False)
+        out.print(f"== {inline(group.label)}{suffix}: {len(group.results)} call(s)", markup=False)
     for r in group.results:
         _print_result(out, r)
 
 
 def _print_result(out: Any, r: Result) -> None:
     """One result: its status and key, then its message and report; the verdict is said once."""
-    report = r.report.rstrip() if r.report else ""
+    report = r.report.rstrip() if r.report else ""  # its lines are one line each already (report.py)
     verdict = f"{r.status.upper()} "
     if report.startswith(verdict):  # the rendered diff leads with the verdict too: fold it into this line
-        out.print(f"{verdict}{r.key}", markup=False)
+        out.print(f"{verdict}{inline(r.key)}", markup=False)
         report = "  " + report[len(verdict) :]
     else:
-        out.print(f"{verdict}{r.key}" + (f" ({r.path})" if r.path and r.path != r.key else ""), markup=False)
+        out.print(f"{verdict}{inline(r.key)}" + (f" ({inline(r.path)})" if r.path and r.path != r.key else ""), markup=False)
     if r.message:
-        out.print(f"  {r.message}", markup=False)
+        out.print(f"  {inline(r.message)}", markup=False)
     if report:
         out.print(report, markup=False)
     out.print()

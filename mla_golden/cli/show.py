@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from mla_golden.cli.options import Format, FormatOption, GoldenArgument
-from mla_golden.cli.output import say, stdout, writing
+from mla_golden.cli.output import echo_json, say, stdout, writing
 from mla_golden.cli.running import check_outputs, require_goldens
 from mla_golden.runs import EXIT_BAD
 
@@ -94,27 +94,33 @@ def show(
         say(f"PNG picture: {png}")
     data = _show_data(loaded, cu, work)
     if format is Format.json:
-        typer.echo(json.dumps(data, indent=2, default=str))
+        echo_json(data)
         return
     from rich.table import Table
 
+    from mla_golden.sanitize import inline
+
     out = stdout()
-    p = out.print
-    p(f"{data['key']}  ({data['op']}, {data['path']})", markup=False)
+
+    def p(line: str) -> None:
+        """One line, whatever the golden's strings in it hold."""
+        out.print(inline(line))
+
+    p(f"{data['key']}  ({data['op']}, {data['path']})")
     prov = data["provenance"]
-    p(f"recorded by {data['planner']} at {prov.get('created')}, torch {prov.get('torch')}", markup=False)
-    p(f"device: {json.dumps(data['device'])}", markup=False)
-    p(f"env: {json.dumps(data['env'])}", markup=False)
-    p("params: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()), markup=False)
+    p(f"recorded by {data['planner']} at {prov.get('created')}, torch {prov.get('torch')}")
+    p(f"device: {json.dumps(data['device'])}")
+    p(f"env: {json.dumps(data['env'])}")
+    p("params: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()))
     for note in [*data["notes"], *prov.get("capture", {}).get("notes", [])]:
-        p(f"note: {note}", markup=False)
+        p(f"note: {note}")
     for name, values in data["inputs"].items():
-        p(f"input {name}: {_clip(values)}", markup=False)
+        p(f"input {name}: {_clip(values)}")
     if data["error"] is not None:
-        p(f"the planner raised: {data['error']}", markup=False)
+        p(f"the planner raised: {data['error']}")
         return
     for name, spec in data["buffers"].items():
-        p(f"buffer {name}: {spec['dtype']} {spec['shape']}, {spec['written']} element(s) written", markup=False)
+        p(f"buffer {name}: {spec['dtype']} {spec['shape']}, {spec['written']} element(s) written")
     from mla_golden.schema import format_cell, schema_for
 
     columns = schema_for(data["op"]).work_columns
@@ -131,9 +137,9 @@ def show(
             table.add_row(str(part["cu_part"]), "-", "(no work)", *[""] * (len(columns) - 1))
     out.print(table)
     if data["reduce_groups"]:
-        p("reduce groups:", markup=False)
+        p("reduce groups:")
         for g in data["reduce_groups"]:
-            p(f"  group {g['group']}: qo {g['qo_range']} <- partials {g['partials']}", markup=False)
+            p(f"  group {g['group']}: qo {g['qo_range']} <- partials {g['partials']}")
 
 
 
@@ -151,6 +157,7 @@ def textconv(golden: GoldenArgument) -> None:
 
     from mla_golden.errors import GoldenError, NotAGoldenError
     from mla_golden.safetensors_file import open_regular
+    from mla_golden.sanitize import inline, log_lines
     from mla_golden.store import load
     from mla_golden.textconv import golden_text
 
@@ -163,8 +170,8 @@ def textconv(golden: GoldenArgument) -> None:
     try:
         text = golden_text(load(golden))
     except NotAGoldenError as exc:  # not the path: git names its own temp files
-        text = f"{exc.problem}\n"
+        text = f"{inline(exc.problem)}\n"
     except GoldenError as exc:
-        say(f"warning: {exc}")
-        text = f"unreadable mla-golden file: {exc.problem}\n"
-    typer.echo(text, nl=False)
+        say(f"warning: {inline(exc)}")
+        text = f"unreadable mla-golden file: {inline(exc.problem)}\n"
+    typer.echo(log_lines(text), nl=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +10,7 @@ from typing import Annotated
 import typer
 
 from mla_golden.cli.options import Format, FormatOption
-from mla_golden.cli.output import say, stderr, stdout
+from mla_golden.cli.output import echo_json, say, stderr, stdout
 from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK
 
 
@@ -65,7 +64,7 @@ def sweep(
         say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
     if format is Format.json:
-        typer.echo(json.dumps(findings.to_dict(), indent=2))
+        echo_json(findings.to_dict())
     else:
         stdout().print(render_text(findings, quiet=quiet), markup=False)
     if html is not None:

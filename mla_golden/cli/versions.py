@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from mla_golden.cli.options import Format, FormatOption
-from mla_golden.cli.output import say, stdout
+from mla_golden.cli.output import echo_json, say, stdout
 from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK
 
 
@@ -42,7 +41,7 @@ def versions(
              "backend": f"reference@{v.name}", "newest": v == known[-1]}  # fmt: skip
             for v in known
         ]
-        typer.echo(json.dumps({"format": "mla-golden-versions/1", "versions": rows}, indent=2))
+        echo_json({"format": "mla-golden-versions/1", "versions": rows})
         return
     out = stdout()
     out.print(f"{len(known)} aiter planner versions, oldest first (--backend reference@NAME; plain reference = the newest)", markup=False)
@@ -73,7 +72,7 @@ def _aiter_tree_verdict(tree: Path, fmt: Format) -> int:
             "version": version.name if version is not None else None,
             "backend": backend,
         }
-        typer.echo(json.dumps(document, indent=2))
+        echo_json(document)
     elif version is not None:
         typer.echo(f"exact: {backend} (the planner sources of {tree} mean the same as aiter {version.commit[:10]}'s)")
     else:

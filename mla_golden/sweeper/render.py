@@ -10,12 +10,12 @@ counts come last, folded away.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 from mla_golden.call import Call
 from mla_golden.geometry import moved_parts
 from mla_golden.report import render_text as render_diff
+from mla_golden.sanitize import html_text
 from mla_golden.svg import draw
 from mla_golden.sweeper.driver import Findings, Reproducer
 from mla_golden.sweeper.evaluate import SKIPPED, UNDEFINED
@@ -149,8 +149,8 @@ p,code{overflow-wrap:anywhere} .note{color:#555}
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    head = "".join(f"<th>{html_text(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -162,11 +162,11 @@ def _groups_table(findings: Findings) -> list[str]:
     for i, group in enumerate(findings.groups):
         rep = group.reproducer
         rule = group.rule.describe() if group.rule else "-"
-        key = f"<a href='#rep-{i}'>{html.escape(rep.key)}</a>"
+        key = f"<a href='#rep-{i}'>{html_text(rep.key)}</a>"
         rows.append(
-            f"<tr><td>{html.escape(group.cls)}</td><td>{html.escape(group.cause())}</td><td>{group.cases}</td>"
-            f"<td>{html.escape(rule)}</td><td>{key} ({len(rep.point['seq_lens'])} request(s), "
-            f"{sum(rep.point['seq_lens'])} KV tokens{html.escape(_exhausted(rep))})</td></tr>"
+            f"<tr><td>{html_text(group.cls)}</td><td>{html_text(group.cause())}</td><td>{group.cases}</td>"
+            f"<td>{html_text(rule)}</td><td>{key} ({len(rep.point['seq_lens'])} request(s), "
+            f"{sum(rep.point['seq_lens'])} KV tokens{html_text(_exhausted(rep))})</td></tr>"
         )
     head = "".join(f"<th>{h}</th>" for h in ("class", "cause", "cases", "where (rule)", "reproducer"))
     return [f"<h2>Causes ({len(findings.groups)})</h2>", f"<table class='groups'><tr>{head}</tr>{''.join(rows)}</table>"]
@@ -209,14 +209,14 @@ def _group_section(i: int, group: Group, drawn: bool) -> str:
     """One group, collapsible: its rule, cause, reproducer call, the pair drawn zoomed, the diff."""
     rep = group.reproducer
     lens = rep.point["seq_lens"]
-    summary = (f"{html.escape(group.cls)}: {html.escape(', '.join(group.fields) or group.kind)} "
-               f"({html.escape(group.kind)}) · {group.cases} case(s)")  # fmt: skip
+    summary = (f"{html_text(group.cls)}: {html_text(', '.join(group.fields) or group.kind)} "
+               f"({html_text(group.kind)}) · {group.cases} case(s)")  # fmt: skip
     body = [
-        f"<p><b>cause</b>: {html.escape(group.cause())}<br><b>where</b>: "
-        f"{html.escape(group.rule.describe() if group.rule else 'no judged cases')}<br>"
-        f"<b>reproducer</b> <code>{html.escape(rep.key)}</code>, {len(lens)} request(s), {sum(lens)} KV tokens"
-        f"{html.escape(_exhausted(rep))}; {len(group.minimal_calls)} distinct minimal call(s) in the group<br>"
-        f"{html.escape(_point_line(rep))}<br>{html.escape(rep.detail)}</p>"
+        f"<p><b>cause</b>: {html_text(group.cause())}<br><b>where</b>: "
+        f"{html_text(group.rule.describe() if group.rule else 'no judged cases')}<br>"
+        f"<b>reproducer</b> <code>{html_text(rep.key)}</code>, {len(lens)} request(s), {sum(lens)} KV tokens"
+        f"{html_text(_exhausted(rep))}; {len(group.minimal_calls)} distinct minimal call(s) in the group<br>"
+        f"{html_text(_point_line(rep))}<br>{html_text(rep.detail)}</p>"
     ]
     if drawn and rep.calls is not None and rep.diff is not None:
         a, b = rep.calls
@@ -224,7 +224,7 @@ def _group_section(i: int, group: Group, drawn: bool) -> str:
         note = "every CU part" if rows is None else f"{len(rows)} CU part(s): where the sides part, with neighbours (else the parts in use)"
         pictures = draw({"A": a, "B": b}, diff_marks(a, b), rows, enlarged=rows is not None)
         body.append(f"<p class='note'>drawn: {note}</p><div class='pair'>" + "".join(pictures.values()) + "</div>")
-        body.append(f"<pre>{html.escape(render_diff(rep.diff))}</pre>")
+        body.append(f"<pre>{html_text(render_diff(rep.diff))}</pre>")
     elif not drawn:
         body.append(f"<p class='note'>not drawn (the page draws the first {MAX_SHOWN} groups)</p>")
     return f"<details class='group' id='rep-{i}'><summary>{summary}</summary>{''.join(body)}</details>"
@@ -237,20 +237,20 @@ def render_html(findings: Findings) -> str:
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mla-golden sweep</title><style>{_CSS}</style></head><body>",
         "<h1>mla-golden sweep</h1>",
-        f"<p class='verdict {cls}'>{html.escape(headline(findings))}</p>",
-        f"<p class='compared'>compared: {html.escape(_compared(findings))}</p>",
-        f"<p>{html.escape(paths)}</p>" if paths else "",
+        f"<p class='verdict {cls}'>{html_text(headline(findings))}</p>",
+        f"<p class='compared'>compared: {html_text(_compared(findings))}</p>",
+        f"<p>{html_text(paths)}</p>" if paths else "",
         *_groups_table(findings),
     ]
     notes = _notes(findings)
     if notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html_text(n)}</li>" for n in notes) + "</ul>")
     if findings.groups:
         drawn = min(len(findings.groups), MAX_SHOWN)
         parts.append(f"<h2>Groups ({len(findings.groups)}; reproducers drawn {drawn} of {len(findings.groups)}, "
                      "behaviour changes first)</h2>")  # fmt: skip
         if findings.out:
-            parts.append(f"<p>Goldens: <code>mla-golden diff {html.escape(str(findings.out))}/b --against {html.escape(str(findings.out))}/a</code></p>")
+            parts.append(f"<p>Goldens: <code>mla-golden diff {html_text(str(findings.out))}/b --against {html_text(str(findings.out))}/a</code></p>")
         parts += [_group_section(i, group, i < MAX_SHOWN) for i, group in enumerate(findings.groups)]
     parts += [
         "<details class='regions'><summary>Regions and per-parameter counts</summary>",
