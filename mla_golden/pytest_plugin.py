@@ -33,6 +33,8 @@ _WRITTEN = pytest.StashKey[list[tuple[str, str]]]()
 _TOUCHED = pytest.StashKey[set[str]]()
 #: node id -> passed (every phase), from the reports the controller receives.
 _TESTS = pytest.StashKey[dict[str, bool]]()
+#: node id -> its file's path relative to the rootdir, as the reports give it (``golden_paths.file_of_test``).
+_LOCATIONS = pytest.StashKey[dict[str, str]]()
 #: xdist workers that ended without reporting their reads (crashed): unused goldens cannot be told apart.
 _SILENT = pytest.StashKey[list[str]]()
 #: After a full run: the unused goldens and whether they were deleted.
@@ -75,19 +77,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 class _TestOutcomes:
     """Which tests passed every phase (on the xdist controller too): only they vouch for their goldens."""
 
-    def __init__(self, tests: dict[str, bool]) -> None:
+    def __init__(self, tests: dict[str, bool], locations: dict[str, str]) -> None:
         self.tests = tests
+        self.locations = locations
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.tests[report.nodeid] = self.tests.get(report.nodeid, True) and report.passed
+        self.locations[report.nodeid] = report.location[0]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_WRITTEN] = []
     config.stash[_TOUCHED] = set()
     config.stash[_TESTS] = {}
+    config.stash[_LOCATIONS] = {}
     config.stash[_SILENT] = []
-    config.pluginmanager.register(_TestOutcomes(config.stash[_TESTS]), "mla-golden-test-outcomes")
+    config.pluginmanager.register(_TestOutcomes(config.stash[_TESTS], config.stash[_LOCATIONS]), "mla-golden-test-outcomes")
 
 
 def _golden_dir(config: pytest.Config) -> Path:
@@ -98,8 +103,11 @@ def _golden_dir(config: pytest.Config) -> Path:
 class MlaGoldenFixture:
     """What a test holds: ``spy()`` / ``expect()`` to capture calls, ``assert_matches(call)`` to compare one."""
 
-    def __init__(self, nodeid: str, golden_dir: Path, update: bool, config: pytest.Config) -> None:
+    def __init__(self, nodeid: str, golden_dir: Path, update: bool, config: pytest.Config, location: str | None = None) -> None:
         self.nodeid = nodeid
+        #: The test file's path relative to the rootdir (``item.location[0]``): its keys' first part when the
+        #: node id has none (a test file outside the rootdir).
+        self.location = location
         self.golden_dir = golden_dir
         self.update = update
         self.max_items: int = config.getoption("mla_golden_max_items")
@@ -120,7 +128,7 @@ class MlaGoldenFixture:
         made = ReportingSpy(
             *targets,
             golden_dir=self.golden_dir,
-            folder=folder_of_test(self.golden_dir, self.nodeid),
+            folder=folder_of_test(self.golden_dir, self.nodeid, self.location),
             on_compare=self._record,
             max_items=self.max_items,
         )
@@ -138,7 +146,7 @@ class MlaGoldenFixture:
         if name is None:
             name = str(self._counter)
             self._counter += 1
-        return f"{key_of_test(self.nodeid)}/{name}"
+        return f"{key_of_test(self.nodeid, self.location)}/{name}"
 
     def _record(self, result: Comparison) -> None:
         self._config.stash[_TOUCHED].add(str(result.path.resolve()))
@@ -193,7 +201,8 @@ class MlaGoldenFixture:
 def mla_golden(request: pytest.FixtureRequest) -> Iterator[MlaGoldenFixture]:
     """Check planner calls against goldens named after this test."""
     config = request.config
-    fixture = MlaGoldenFixture(request.node.nodeid, _golden_dir(config), bool(config.getoption("mla_golden_update")), config)
+    update = bool(config.getoption("mla_golden_update"))
+    fixture = MlaGoldenFixture(request.node.nodeid, _golden_dir(config), update, config, request.node.location[0])
     yield fixture
     missed = fixture.missed()
     if missed:
@@ -248,7 +257,8 @@ def _find_unused(config: pytest.Config) -> None:
     if config.stash[_SILENT]:
         return  # a worker's passing tests read goldens nobody heard of: any "unused" one may be theirs
     tests: dict[str, bool] = config.stash[_TESTS]
-    unused = unused_goldens(_golden_dir(config), [Path(p) for p in config.stash[_TOUCHED]], tests, Path(config.rootpath))
+    touched = [Path(p) for p in config.stash[_TOUCHED]]
+    unused = unused_goldens(_golden_dir(config), touched, tests, Path(config.rootpath), config.stash[_LOCATIONS])
     delete = bool(config.getoption("mla_golden_update"))
     if delete:
         for path in unused:

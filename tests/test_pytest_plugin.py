@@ -364,3 +364,35 @@ def test_a_crashed_xdist_worker_keeps_every_golden_and_is_named(project: pytest.
     result.stdout.fnmatch_lines(["*mla-golden: worker gw* did not report the goldens its tests read*nothing deleted*"])
     assert "deleted" not in result.stdout.str().replace("nothing deleted", "")
     assert all(p.exists() for p in goldens)
+
+
+# --- a test file outside the rootdir -----------------------------------------------------------
+
+
+def test_a_test_file_outside_the_rootdir_keeps_its_goldens_inside_the_goldens_folder(pytester: pytest.Pytester) -> None:
+    """pytest names such a test ``::test_decode_metadata`` (no file part): its keys take the file's path relative
+    to the rootdir, ``..`` escaped, and stay relative; a full update run finds its unused goldens without crashing."""
+    root, other = pytester.path / "root", pytester.path / "other"
+    root.mkdir()
+    other.mkdir()
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (other / "standins.py").write_text(STANDINS)
+    (other / "test_outside.py").write_text(TEST_FILE)
+    args = ["--rootdir", str(root), str(other / "test_outside.py")]
+    result = pytester.runpytest(*args, "--mla-golden-update")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    goldens = root / "goldens"
+    written = sorted(p.relative_to(goldens).as_posix() for p in goldens.rglob("*.safetensors"))
+    folder = r"\[\.\.\]/other/test_outside\.py/test_decode_metadata"
+    assert len(written) == 2 and all(re.fullmatch(folder + r"/(0|decode)\.safetensors", w) for w in written), written
+    assert not list(pytester.path.glob("*.safetensors")) and not list(other.rglob("*.safetensors"))
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    stale = goldens / written[0].rsplit("/", 1)[0] / "gone.safetensors"
+    stale.write_bytes((goldens / written[0]).read_bytes())
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()  # unused: the run fails, it does not crash
+    result.stdout.fnmatch_lines(["*1 golden(s) under * that no test read or wrote fail this run*", "*/test_decode_metadata/gone.safetensors"])
+    result = pytester.runpytest(*args, "--mla-golden-update")
+    assert result.ret == pytest.ExitCode.OK and not stale.exists()
+    result.stdout.fnmatch_lines(["*mla-golden: deleted 1 unused golden(s)*"])
