@@ -15,6 +15,7 @@ import bisect
 import copy
 import itertools
 import json
+import math
 import random
 from collections.abc import Callable
 from functools import cache
@@ -330,6 +331,44 @@ def _break_precondition(call: Call) -> None:
     call.params["gqa_ratio"] = -1
 
 
+def _break_head_count(call: Call) -> None:
+    """24 fp8 query heads: aiter's decode host code fails its head-count check (no folding into 16-head batches)."""
+    call.params["num_heads_per_head_k"] = 24
+    for name in ("dtype_q_nope", "dtype_q_rope", "dtype_kv_nope", "dtype_kv_rope"):
+        call.params[name] = "torch.float8_e4m3fn"
+
+
+def _break_kv_granularity(call: Call) -> None:
+    call.params["kv_granularity"] = 24  # metadata.cu: "kv_granularity Must be power of 2!"
+
+
+def _break_dtype(call: Call) -> None:
+    call.params["dtype_kv_nope"] = "torch.float64"  # aiter's wrapper: "Unsupported dtype"
+
+
+def _break_pointer_buffer(call: Call) -> None:
+    """One pointer slot: the planner writes two, and the reference refuses the buffer (BufferTooSmallError)."""
+    call.buffers["work_metadata_ptrs"]["shape"] = [1]
+    call.outputs["work_metadata_ptrs"] = call.outputs["work_metadata_ptrs"][:1].clone()
+    call.written["work_metadata_ptrs"] = call.written["work_metadata_ptrs"][:1].clone()
+
+
+def _break_kvlen_granularity(call: Call) -> None:
+    call.params["kvlen_granularity"] = 96  # metadata.cu: "kvlen_granlarity Must be power of 2!"
+
+
+def _break_qlen_granularity(call: Call) -> None:
+    call.params["qlen_granularity"] = 0  # the planner's query tiling loop never ends
+
+
+def _break_final_map_rows(call: Call) -> None:
+    """reduce_final_map with a part row: the prefill planner copies whole host rows back, past its end."""
+    odd = call.outputs["reduce_final_map"].numel() - 1
+    call.buffers["reduce_final_map"]["shape"] = [odd]
+    call.outputs["reduce_final_map"] = call.outputs["reduce_final_map"].reshape(-1)[:odd].clone()
+    call.written["reduce_final_map"] = call.written["reduce_final_map"].reshape(-1)[:odd].clone()
+
+
 BREAKS: list[tuple[str, str, Callable[[Call], Call | None]]] = [
     ("work_indptr", "decode", _break_work_indptr),
     ("work_indptr", "prefill", _break_work_indptr),
@@ -356,6 +395,13 @@ BREAKS: list[tuple[str, str, Callable[[Call], Call | None]]] = [
     ("call.seqlen_qo", "decode", _break_seqlen_qo),
     ("buffer.undersized", "decode", _break_undersized),
     ("call.precondition", "prefill", _break_precondition),
+    ("call.precondition", "decode", _break_head_count),
+    ("call.precondition", "decode", _break_kv_granularity),
+    ("call.precondition", "decode", _break_dtype),
+    ("call.precondition", "decode", _break_pointer_buffer),
+    ("call.precondition", "prefill", _break_kvlen_granularity),
+    ("call.precondition", "prefill", _break_qlen_granularity),
+    ("call.precondition", "prefill", _break_final_map_rows),
 ]
 
 
@@ -363,7 +409,7 @@ def test_every_invariant_has_a_breaking_test() -> None:
     assert {name for name, _op, _fn in BREAKS} == set(INVARIANTS)
 
 
-@pytest.mark.parametrize(("invariant", "op", "breaker"), BREAKS, ids=[f"{n}-{o}" for n, o, _f in BREAKS])
+@pytest.mark.parametrize(("invariant", "op", "breaker"), BREAKS, ids=[f"{n}-{o}-{f.__name__}" for n, o, f in BREAKS])
 def test_breaking_one_invariant_reports_exactly_it(
     invariant: str, op: str, breaker: Callable[[Call], Call | None]
 ) -> None:
@@ -376,6 +422,49 @@ def test_breaking_one_invariant_reports_exactly_it(
     assert invariant in render_check_text(result)
     assert json.loads(json.dumps(result.to_dict()))["ok"] is False
     assert {v["invariant"] for v in result.to_dict()["violations"]} == {invariant}
+
+
+def test_a_head_count_the_recording_planner_refuses_is_a_violation() -> None:
+    """2^31-8 heads on a 128-head plan: within int32, but aiter's head-count check fails, so no plan comes back."""
+    golden = next(mla_golden.load(p) for p in GOLDENS if "dsv3-tp" in p.parts and "gfx942-cu304" in p.parts)
+    lie = _clone(golden.call)
+    lie.params["num_heads_per_head_k"] = 2**31 - 8
+    result = check(lie)
+    assert result.invariants == {"call.precondition"}, render_check_text(result)
+    (violation,) = result.violations
+    assert violation.where == "params" and "refuses these arguments" in violation.message and "#heads" in violation.message
+    unknown = _clone(lie)  # a planner no ported version is: a later aiter may take these heads
+    unknown.provenance = {"backend": "my_planners", "planner": {"backend": "my_planners", "version": None, "commit": None}}
+    result = check(unknown)
+    assert result.ok and "aborts" in result.hazard_names, render_check_text(result)
+    raised = _clone(lie)  # the same call recorded as raising is what that planner does
+    raised.outputs, raised.written, raised.error = {}, {}, "[AITER] only supports #heads in [16, 64, 128]"
+    result = check(raised)
+    assert result.ok and "aborts" in result.hazard_names, render_check_text(result)
+
+
+def _reshaped_info(call: Call, shape: list[int]) -> Call:
+    """``call`` with its work_info_set buffer given ``shape`` (its first elements kept, as aiter's raw pointer sees them)."""
+    out = _clone(call)
+    count = math.prod(shape)
+    out.buffers["work_info_set"]["shape"] = shape
+    out.outputs["work_info_set"] = call.outputs["work_info_set"].reshape(-1)[:count].reshape(shape).clone()
+    out.written["work_info_set"] = call.written["work_info_set"].reshape(-1)[:count].reshape(shape).clone()
+    return out
+
+
+def test_a_decode_work_info_set_of_any_shape_is_read_as_rows_of_eight() -> None:
+    """aiter takes work_info_set as a raw pointer: a part row at its end holds no work (it crashed check), one that
+    was written held a work cut short, which the planner never writes."""
+    base = _decode_base()
+    rows = base.outputs["work_info_set"].shape[0]
+    used = int(base.written["work_info_set"].any(dim=1).sum())
+    assert used < rows, "the base call leaves rows unwritten"
+    assert check(_reshaped_info(base, [rows * 8 - 3])).ok
+    assert check(_reshaped_info(base, [rows, 7])).ok  # 7-int32 rows of memory, read as rows of 8
+    cut = _reshaped_info(base, [used * 8 - 3])
+    result = check(cut)
+    assert result.invariants == {"call.precondition"} and result.violations[0].where == "work_info_set", render_check_text(result)
 
 
 def test_a_check_that_cannot_run_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -525,7 +614,10 @@ def test_whatever_the_reference_plans_passes(seed: int) -> None:
 def test_a_prefill_sizing_check_that_cannot_run_says_so() -> None:
     golden = next(mla_golden.load(p) for p in GOLDENS if "prefill" in p.parts)
     call = _clone(golden.call)
-    call.params["qlen_granularity"] = 0
+    call.params["qlen_granularity"] = 0  # with queries to tile, the planner never returns: a violation of its own
+    assert check(call).invariants == {"call.precondition"}
+    call.inputs["seqlens_qo_indptr"].zero_()  # no queries: the plan's works fit no tile, and the helper cannot size
     result = check(call)
+    assert not result.ok and "call.precondition" not in result.invariants, render_check_text(result)
     assert "buffer.undersized: aiter's sizing helper divides by qlen_granularity=0" in result.skipped
     assert "skipped: buffer.undersized" in render_check_text(result)

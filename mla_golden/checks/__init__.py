@@ -33,7 +33,7 @@ written (``indeterminate`` in conformance records) are never read.
 from __future__ import annotations
 
 from mla_golden.call import Call
-from mla_golden.checks.common import Checker
+from mla_golden.checks.common import Checker, refused_buffers
 from mla_golden.checks.decode import check_decode
 from mla_golden.checks.prefill import check_prefill
 from mla_golden.checks.results import HAZARDS, INVARIANTS, CheckResult, Hazard, Violation
@@ -58,6 +58,12 @@ def check(call: Call) -> CheckResult:
         for problem in beyond:
             checker.flag("call.precondition", "params", problem)
         checker.skip("every other check", "the params are beyond what aiter takes or can address")
+        return checker.result
+    refused = refused_buffers(call)
+    if refused:  # no plan of the planner's sits in buffers it refuses
+        for buffer, problem in refused:
+            checker.flag("call.precondition", buffer, problem)
+        checker.skip("every other check", "the planner refuses these buffers")
         return checker.result
     if call.op == MLA_OP:
         check_decode(checker)

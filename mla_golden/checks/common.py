@@ -17,7 +17,7 @@ import torch
 from mla_golden.call import Call
 from mla_golden.checks.results import HAZARDS, CheckResult, Hazard, Violation
 from mla_golden.geometry import Work, works_by_cu, written_prefix
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, WORK_ROW
+from mla_golden.schema import MLA_OP, OUTPUTS, POINTER_OUTPUT, PS_OP, WORK_ROW
 from mla_golden.schema import WorkColumn as C
 
 
@@ -85,18 +85,57 @@ class Checker:
 
 
 def _rows_of_eight(call: Call) -> Call:
-    """``call`` with a flat work_info_set seen as the rows of 8 int32 the planner and kernels make of it.
+    """``call`` with its work_info_set seen as the rows of 8 int32 the planner and kernels make of it.
 
     aiter takes work_info_set as a raw pointer (``p_work_info_set_raw`` in
     csrc/kernels/mla/metadata/v1_2_device.cuh, aiter e4048607) and checks no
-    shape: a flat buffer of 8 x #work elements is planned and read alike.
+    shape: a flat buffer (or one of other rows) is planned and read alike, and
+    a part row at its end holds no work (:func:`refused_buffers` flags one the
+    planner wrote into).
     """
     info = call.outputs.get("work_info_set")
-    if info is None or info.dim() != 1 or info.numel() % WORK_ROW:
+    if info is None or (info.dim() == 2 and info.shape[1] == WORK_ROW):
         return call
-    outputs = {**call.outputs, "work_info_set": info.reshape(-1, WORK_ROW)}
-    written = {**call.written, "work_info_set": call.written["work_info_set"].reshape(-1, WORK_ROW)}
+    whole = info.numel() - info.numel() % WORK_ROW
+
+    def rows(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.reshape(-1)[:whole].reshape(-1, WORK_ROW)
+
+    outputs = {**call.outputs, "work_info_set": rows(info)}
+    written = {**call.written, "work_info_set": rows(call.written["work_info_set"])}
     return dataclasses.replace(call, outputs=outputs, written=written)
+
+
+#: Elements per row the prefill planner copies back whole (work_info_set, reduce_final_map).
+_PS_ROWS = {"work_info_set": WORK_ROW, "reduce_final_map": 2}
+
+
+def refused_buffers(call: Call) -> list[tuple[str, str]]:
+    """(buffer, problem) for each output buffer a call that returned cannot have had: the planner refuses it
+    (the reference raises, as aiter fails or writes past it).
+
+    work_metadata_ptrs holds the two pointers the decode planner writes; a work_info_set whose part row at its
+    end was written held a work cut short (the planner writes whole rows, and refuses a buffer its plan overruns);
+    the prefill planner copies back whole host rows of work_info_set and reduce_final_map (8 and 2 int32s,
+    ``v1_2_host.cuh`` at aiter e4048607), so those must hold whole rows.
+    """
+    if call.error is not None or not call.outputs:
+        return []
+    found = []
+    if call.op == MLA_OP and math.prod(call.buffers[POINTER_OUTPUT]["shape"]) < 2:
+        found.append((POINTER_OUTPUT, "holds fewer than the 2 pointers the planner writes (work_indptr's, work_info_set's)"))
+    rows = _PS_ROWS if call.op == PS_OP else {}
+    for name, width in rows.items():
+        size = call.outputs[name].numel()
+        if size % width:
+            problem = f"holds {size} int32s, not whole rows of {width}: the planner copies whole rows back, past its end"
+            found.append((name, problem))
+    written = call.written["work_info_set"].reshape(-1)
+    part = written.numel() % WORK_ROW
+    if not rows and part and bool(written[written.numel() - part :].any()):
+        problem = f"a part row at its end ({part} of {WORK_ROW} int32s) was written: the planner writes whole rows"
+        found.append(("work_info_set", problem + " and refuses a buffer its plan overruns"))
+    return found
 
 
 def ints(tensor: torch.Tensor | None) -> list[int]:

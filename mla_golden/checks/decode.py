@@ -32,7 +32,7 @@ from mla_golden.checks.results import HAZARDS
 from mla_golden.context import plan_for
 from mla_golden.errors import AiterCheckError, UndefinedResultError
 from mla_golden.geometry import Work
-from mla_golden.planner_id import rules_version
+from mla_golden.planner_id import recorded_planner, reference_version, rules_version
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout, decode_layout
 from mla_golden.schema import WORK_ROW, to_dtype
 from mla_golden.schema import WorkColumn as C
@@ -83,13 +83,29 @@ def _check_seqlen_qo(c: Checker, qo: list[int], max_seqlen_qo: int, uni_seqlen_q
 
 
 def _decode_layout(c: Checker) -> DecodeLayout | None:
-    """aiter's host decision (folding, tiles, clusters) for this call, or None when aiter aborts."""
+    """aiter's host decision (folding, tiles, clusters) for this call, or None when aiter refuses the call.
+
+    A refusal (a head count, granularity or page size its checks fail, a dtype its wrapper cannot pass) is a
+    ``call.precondition`` violation when the call returned and the version that refused it is the one that
+    recorded it: that planner never returns for these arguments, so the outputs are not its plan. Judged by
+    the newest version instead (a planner no ported version is), it is a hazard only: a later aiter may take them.
+    """
     call = c.call
+    version = rules_version(call.provenance)
     try:
         with planner_env(call.env), plan_for(call.device):
-            return decode_layout(call.inputs, call.params, numel(call, "reduce_indptr"), rules_version(call.provenance).features)
-    except AiterCheckError as error:
-        c.hazard("aborts", f"{HAZARDS['aborts']}: {error}")
+            return decode_layout(call.inputs, call.params, numel(call, "reduce_indptr"), version.features)
+    except (AiterCheckError, AssertionError) as error:
+        recorder = reference_version(recorded_planner(call.provenance))
+        if call.error is None and recorder is not None:
+            c.flag(
+                "call.precondition",
+                "params",
+                f"aiter {version.name}, which recorded this call, refuses these arguments ({error}): "
+                "it never returns a plan for them",
+            )
+        elif isinstance(error, AiterCheckError):
+            c.hazard("aborts", f"{HAZARDS['aborts']}: {error}")
     except UndefinedResultError as error:
         c.hazard("undefined", f"{HAZARDS['undefined']}: {error}")
     return None

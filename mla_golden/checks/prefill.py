@@ -69,7 +69,8 @@ def _ps_tiles(c: Checker, qo: list[int], kv: list[int], ctx: list[int], plane: s
 
 
 def _fits_its_buffer(c: Checker, qo: list[int]) -> bool:
-    """Every (query tile, KV head) needs a work: inputs asking for more than work_info_set has rows cannot be covered.
+    """Every (query tile, KV head) needs a work: inputs asking for more than work_info_set has rows cannot be covered;
+    nor can granularities the planner refuses or never finishes with have given a plan.
 
     Checked first, in O(batches), so a wild length or head count in a golden
     costs nothing: the per-tile checks below run only on a plan that could exist.
@@ -81,7 +82,17 @@ def _fits_its_buffer(c: Checker, qo: list[int]) -> bool:
         c.flag("call.precondition", name, f"must be a positive int, got {sizes[name]!r}")
     if odd:
         return False
-    q_gran, heads = p.get("qlen_granularity"), p.get("num_heads_k")
+    q_gran, heads, kv_gran = p.get("qlen_granularity"), p.get("num_heads_k"), p["kvlen_granularity"]
+    if kv_gran & (kv_gran - 1):  # metadata.cu's AITER_CHECK (aiter e4048607): the planner aborts, no plan returns
+        c.flag("call.precondition", "kvlen_granularity", f"is {kv_gran}; aiter's planner refuses one that is no power of 2")
+        return False
+    if any(b > a for a, b in zip(qo, qo[1:])) and not (isinstance(q_gran, int) and q_gran > 0):
+        c.flag(
+            "call.precondition",
+            "qlen_granularity",
+            f"is {q_gran!r}: aiter's query tiling loop never ends on a batch with queries, so no plan returns",
+        )
+        return False
     if not (isinstance(q_gran, int) and isinstance(heads, int) and q_gran > 0 and heads > 0):
         return True  # no tiles, or no head planes: nothing to walk
     tiles = sum(-(-(b - a) // q_gran) for a, b in zip(qo, qo[1:]) if b > a)

@@ -10,7 +10,10 @@ INVARIANTS: dict[str, str] = {
     "call.indptr": "input indptrs start at 0, never decrease, have batch+1 entries",
     "call.kv_pages": "kv page counts agree with kv_last_page_lens / context_lens and the page size",
     "call.seqlen_qo": "declared max_seqlen_qo / uni_seqlen_qo agree with seqlens_qo_indptr",
-    "call.precondition": "the arguments keep the planner's unchecked preconditions (reference.preconditions)",
+    "call.precondition": (
+        "the arguments keep the planner's preconditions: those it leaves unchecked (reference.preconditions), and "
+        "for a call that returned those it refuses (head counts, granularities, dtypes, buffers)"
+    ),
     "buffer.undersized": "no written region reaches the end of a buffer smaller than the planner's own sizing",
     "pointers": "work_metadata_ptrs point at the work_indptr / work_info_set buffers passed in",
     "written": "the planner wrote the metadata the kernels read",

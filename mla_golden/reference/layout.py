@@ -21,9 +21,9 @@ import torch
 
 from mla_golden.reference._cint import c_div, c_mod, integer_divide_ceil
 from mla_golden.reference.features import PlannerFeatures
-from mla_golden.reference.mla_v1 import FP8_DTYPES, plan_mla_metadata_v1
+from mla_golden.reference.mla_v1 import _aiter_dtype_id, plan_mla_metadata_v1
 from mla_golden.reference.mla_v1_comm import QoState, mla_v12_num_qo_tiles
-from mla_golden.reference.mla_v1_dispatch import AITER_DTYPE_BF16, AITER_DTYPE_FP8, MlaV12Dispatch
+from mla_golden.reference.mla_v1_dispatch import MlaV12Dispatch
 from mla_golden.schema import to_dtype
 
 
@@ -41,13 +41,10 @@ class _NoneAfterEnd(list[int]):
 
 
 def _dtype_id(name: str | None) -> int | None:
-    """AiterDtype id as the decode planner tells dtypes apart (fp8, bf16, anything else)."""
+    """AiterDtype id of a dtype param, as aiter's wrapper converts it: AssertionError ("Unsupported dtype") for
+    one it cannot pass, as the planner raises."""
     dtype = to_dtype(name)
-    if dtype is None:
-        return None
-    if dtype in FP8_DTYPES:
-        return AITER_DTYPE_FP8
-    return AITER_DTYPE_BF16 if dtype == torch.bfloat16 else -1
+    return None if dtype is None else _aiter_dtype_id(dtype)
 
 
 @dataclass(frozen=True)
@@ -200,8 +197,8 @@ def decode_layout(
 
     Plans for the reference's current device and reads the planner env as
     aiter does: call it inside ``mla_golden.reference.device(...)`` and with
-    the call's env set. Raises AiterCheckError where aiter aborts and
-    UndefinedResultError where its decision is undefined.
+    the call's env set. Raises AiterCheckError where aiter aborts, AssertionError for a dtype its wrapper
+    cannot pass, and UndefinedResultError where its decision is undefined.
     """
     p = params
     return DecodeLayout(
