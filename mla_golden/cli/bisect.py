@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +16,7 @@ from mla_golden.cli.options import (
     MaxItemsOption,
     QuietOption,
 )
-from mla_golden.cli.output import say, stdout, writing
+from mla_golden.cli.output import echo_json, say, stdout, writing
 from mla_golden.cli.running import check_outputs, require_goldens
 from mla_golden.runs import EXIT_BAD
 
@@ -73,7 +72,7 @@ def bisect(
             atomic_write(html, render_bisect_page(result))
         say(f"HTML report: {html}", quiet)
     if format is Format.json:
-        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        echo_json(result.to_dict())
     else:
         stdout().print(render_bisection(result, quiet=quiet), markup=False, end="")
     raise typer.Exit(result.exit_code)
@@ -113,7 +112,7 @@ def history(
         say(f"error: {error}")
         raise typer.Exit(EXIT_BAD) from error
     if format is Format.json:
-        typer.echo(json.dumps(log.to_dict(), indent=2, default=str))
+        echo_json(log.to_dict())
     else:
         stdout().print(render_changelog(log), markup=False, end="")
     raise typer.Exit(EXIT_BAD if log.unreadable else 0)

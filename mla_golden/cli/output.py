@@ -165,7 +165,7 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
     tally = ", ".join(f"{counts[status]} {status}" for status in STATUS_EXIT if counts.get(status))
     judged = soundness_verdict(results)
     tally += f", {judged}" if judged else ""
-    out.print(f"mla-golden {command}: {len(results)} result(s): {tally or 'none'}", markup=False)  # CI logs: counts first
+    out.print(inline(f"mla-golden {command}: {len(results)} result(s): {tally or 'none'}"))  # CI logs: counts first
     if not quiet:
         for group in groups:
             _print_group(out, group, headed=len(groups) > 1 or bool(group.causes))
