@@ -512,20 +512,23 @@ def replay(
     inputs = {n: _laid_out(t.to(on), call.strides.get(n)) for n, t in call.inputs.items()}
     specs = call.buffers if buffers is None else buffers
     shapes = {n: torch.empty(spec["shape"], dtype=to_dtype(spec["dtype"]), device=on) for n, spec in specs.items()}
-    kwargs, notes = build_arguments(op, fn, call.params, inputs, shapes)
+    args, kwargs, notes = build_arguments(op, fn, call.params, inputs, shapes)
     schema = schema_for(op)
     sig = signature_of(fn, schema)
-    buffer_params = {n: schema.canonical(n) for n in sig.parameters if schema.canonical(n) in OUTPUTS}
+    # Positional arguments follow aiter's signature (build_arguments); keywords name theirs.
+    at: dict[int | str, str] = {**dict(enumerate(schema.canonical(n) for n in schema.signature[: len(args)])),
+          **{n: schema.canonical(n) for n in kwargs}}  # fmt: skip
 
-    input_params = {n: schema.canonical(n) for n in kwargs if schema.canonical(n) in inputs}
+    def fresh(where: int | str, value: Any, scratch: dict[str, torch.Tensor]) -> Any:
+        canonical = at.get(where)
+        if canonical in scratch:
+            return scratch[canonical]
+        if canonical in inputs:  # fresh copies: a planner changing them changes no golden
+            return _like(inputs[canonical], inputs[canonical])
+        return value
 
     def invoke(scratch: dict[str, torch.Tensor]) -> None:
-        trial = dict(kwargs)
-        for name, canonical in buffer_params.items():
-            trial[name] = scratch[canonical]
-        for name, canonical in input_params.items():  # fresh copies: a planner changing them changes no golden
-            trial[name] = _like(inputs[canonical], inputs[canonical])
-        fn(**trial)
+        fn(*(fresh(i, v, scratch) for i, v in enumerate(args)), **{n: fresh(n, v, scratch) for n, v in kwargs.items()})
 
     bound = BoundCall(op, dict(call.params), inputs, shapes, list(sig.parameters), notes)
     with planner_env(call.env), _device_context(fn, call.device):

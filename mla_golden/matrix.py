@@ -110,8 +110,8 @@ class Case:
         did, by keyword; a paged case it cannot express fails naming the argument (AdaptationError)."""
         name = str(dtype)
         params = cases.decode_params(self.kernel_heads, True, self.page_size, self.qlen, self.max_split_per_batch, name, name)
-        kwargs, _ = build_arguments(self.op, planner, params, inputs, dict(zip(OUTPUTS, buffers)))
-        planner(**kwargs)
+        args, kwargs, _ = build_arguments(self.op, planner, params, inputs, dict(zip(OUTPUTS, buffers)))
+        planner(*args, **kwargs)
 
     def _invoke_prefill(self, backend: Backend) -> None:
         """vLLM ``_build_fp8_prefill_ps_metadata``: host-side indptrs, new tokens only (kv == q)."""

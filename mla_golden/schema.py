@@ -17,10 +17,10 @@ from __future__ import annotations
 import contextlib
 import inspect
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -108,6 +108,14 @@ class OpSchema:
     implied_inputs: Mapping[str, str] = field(default_factory=dict)
     #: Environment variables the planner reads.
     env_vars: tuple[str, ...] = ()
+    #: The newest aiter signature's parameters, in order and as it spells them (its legacy aliases left
+    #: out), and how many lead without a default: what callers such as vLLM pass by position, the rest
+    #: by keyword. A planner taking ``*args`` / ``**kwargs`` is called this way (:func:`build_arguments`).
+    signature: tuple[str, ...] = ()
+    positional: int = 0
+    #: The same for the sizing helper (:attr:`sizer`).
+    sizer_signature: tuple[str, ...] = ()
+    sizer_positional: int = 0
 
     @property
     def work_columns(self) -> tuple[str, ...]:
@@ -162,7 +170,21 @@ MLA = OpSchema(
     # Before aiter 739c63177e (2026-02-02) there was no paging: every last page holds one token.
     implied_inputs={"kv_last_page_lens": "ones"},
     env_vars=ENV_VARS,
-)
+    # aiter/ops/attention.py at e4048607: get_mla_metadata_v1, get_mla_metadata_info_v1
+    signature=(
+        "seqlens_qo_indptr", "seqlens_kv_indptr", "kv_last_page_lens", "num_heads_per_head_k", "num_heads_k",
+        "is_causal", "work_metadata_ptrs", "work_info_set", "work_indptr", "reduce_indptr", "reduce_final_map",
+        "reduce_partial_map", "page_size", "kv_granularity", "max_seqlen_qo", "uni_seqlen_qo", "fast_mode", "topk",
+        "max_split_per_batch", "intra_batch_mode", "is_cp_round_robin", "mla_version",
+        "dtype_q_nope", "dtype_q_rope", "dtype_kv_nope", "dtype_kv_rope",
+    ),
+    positional=12,
+    sizer_signature=(
+        "batch_size", "max_seqlen_qo", "num_head_qo", "q_dtype", "kv_dtype", "is_sparse", "fast_mode",
+        "num_kv_splits", "intra_batch_mode", "max_split_per_batch",
+    ),
+    sizer_positional=6,
+)  # fmt: skip
 
 PS = OpSchema(
     name=PS_OP,
@@ -181,7 +203,16 @@ PS = OpSchema(
     dtype_aliases={},
     work_extra="q_head_range",
     sizer="get_ps_metadata_info_v1",
-)
+    # aiter/ops/attention.py at e4048607: get_ps_metadata_v1, get_ps_metadata_info_v1
+    signature=(
+        "seqlens_qo_indptr", "pages_kv_indptr", "context_lens", "gqa_ratio", "num_heads_k", "work_metadata_ptrs",
+        "work_indptr", "work_info", "reduce_indptr", "reduce_final_map", "reduce_partial_map",
+        "qhead_granularity", "qlen_granularity", "kvlen_granularity", "block_size", "is_causal",
+    ),
+    positional=11,
+    sizer_signature=("batch_size", "num_head_k", "max_qlen", "qlen_granularity"),
+    sizer_positional=3,
+)  # fmt: skip
 
 SCHEMAS: dict[str, OpSchema] = {MLA.name: MLA, PS.name: PS}
 
@@ -370,26 +401,102 @@ def implied_input(schema: OpSchema, name: str, inputs: Mapping[str, torch.Tensor
     return torch.ones(max(indptr.numel() - 1, 0), dtype=torch.int32, device=indptr.device)
 
 
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+class Arguments(NamedTuple):
+    """How to call a planner, ``fn(*args, **kwargs)``, and what had to be adapted to its signature."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    notes: list[str]
+
+
+def as_aiter_callers_pass(
+    sig: inspect.Signature,
+    order: Sequence[str],
+    positional: int,
+    values: Mapping[str, Any],
+    canonical: Callable[[str], str] = str,
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """``values`` (by aiter's names, ``order`` its signature's) as a caller of aiter passes them, when ``sig`` takes them.
+
+    First as vLLM calls the planners (the first ``positional`` by position, the
+    rest by keyword), then every one by position (a function taking only
+    ``*args``). A position must land on ``*args`` or on a parameter of the same
+    (``canonical``) name: a function of another order is not bound by position.
+    None when neither way binds.
+    """
+    named = [name for name, p in sig.parameters.items() if p.kind in _POSITIONAL]
+    tries = [positional]
+    if all(name in values for name in order):
+        tries.append(len(order))
+    for count in tries:
+        lead = list(order[:count])
+        if not all(name in values for name in lead):
+            continue
+        if any(canonical(a) != canonical(b) for a, b in zip(named, lead)):
+            continue
+        args = tuple(values[name] for name in lead)
+        kwargs = {name: values[name] for name in order[count:] if name in values}
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError:
+            continue
+        return args, kwargs
+    return None
+
+
+def aiter_values(
+    schema: OpSchema, params: Mapping[str, Any], inputs: Mapping[str, torch.Tensor], buffers: Mapping[str, torch.Tensor]
+) -> dict[str, Any]:
+    """Every argument of a canonical call under the newest aiter signature's names (:attr:`OpSchema.signature`)."""
+    values: dict[str, Any] = {}
+    for name in schema.signature:
+        canonical = schema.canonical(name)
+        kind = schema.kind(canonical)
+        if kind == "input":
+            values[name] = inputs[canonical]
+        elif kind == "output":
+            values[name] = buffers[canonical]
+        else:
+            value = params.get(canonical, schema.scalars[canonical])
+            values[name] = to_dtype(value) if canonical in schema.dtype_params else value
+    return values
+
+
 def build_arguments(
     op: str,
     fn: Callable[..., Any],
     params: Mapping[str, Any],
     inputs: Mapping[str, torch.Tensor],
     buffers: Mapping[str, torch.Tensor],
-) -> tuple[dict[str, Any], list[str]]:
-    """Keyword arguments calling ``fn`` with a canonical call, and the adaptations made.
+) -> Arguments:
+    """The arguments calling ``fn`` with a canonical call, and the adaptations made.
 
-    A canonical value the signature cannot carry is dropped only when it equals
-    what that signature implies; otherwise AdaptationError names it.
+    ``fn`` is bound as Python binds it: a planner taking ``*args`` or
+    ``**kwargs`` receives every argument of the call, as aiter's callers pass
+    them (:func:`as_aiter_callers_pass`), or its named parameters by name and
+    the rest through ``**kwargs`` under aiter's names. A canonical value the
+    signature cannot receive is dropped only when it equals what that
+    signature implies; otherwise AdaptationError names it.
     """
     schema = schema_for(op)
     sig = signature_of(fn, schema)
+    variadic = {p.kind: name for name, p in sig.parameters.items() if p.kind in _VARIADIC}
+    if variadic:
+        values = aiter_values(schema, params, inputs, buffers)
+        passed = as_aiter_callers_pass(sig, schema.signature, schema.positional, values, schema.canonical)
+        if passed is not None:
+            how = f"{len(passed[0])} by position, {len(passed[1])} by keyword"
+            return Arguments(*passed, [f"the planner takes {_stars(variadic)}: passed every argument as aiter's callers do ({how})"])
     names = set(sig.parameters)
     kwargs: dict[str, Any] = {}
     notes: list[str] = []
     carried: set[str] = set()
     for name, parameter in sig.parameters.items():
-        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+        if parameter.kind in _VARIADIC:
             continue
         if name in schema.dtype_aliases:
             nope, rope = schema.dtype_aliases[name]
@@ -418,6 +525,13 @@ def build_arguments(
             notes.append(f"{name} is unknown to mla-golden; left at its default {parameter.default!r}")
             continue
         carried.add(canonical)
+    if inspect.Parameter.VAR_KEYWORD in variadic:
+        extra = {name: value for name, value in aiter_values(schema, params, inputs, buffers).items()
+                 if schema.canonical(name) not in carried and name not in kwargs}  # fmt: skip
+        if extra:
+            kwargs.update(extra)
+            carried.update(schema.canonical(name) for name in extra)
+            notes.append(f"{', '.join(extra)} passed through **{variadic[inspect.Parameter.VAR_KEYWORD]}")
     for name in schema.inputs:
         if name not in carried:
             implied = implied_input(schema, name, inputs)
@@ -434,4 +548,10 @@ def build_arguments(
             )
         if implied is not None:
             notes.append(f"{name} dropped: not in this signature (it held the implied {implied!r})")
-    return kwargs, notes
+    return Arguments((), kwargs, notes)
+
+
+def _stars(variadic: Mapping[Any, str]) -> str:
+    """``*args, **kwargs``: the variadic parameters as the signature writes them."""
+    stars = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+    return ", ".join(stars[kind] + name for kind, name in variadic.items())

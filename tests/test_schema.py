@@ -84,7 +84,7 @@ def test_old_signature_notes_what_it_implied() -> None:
 
 def test_build_arguments_replays_on_an_older_signature_and_says_so() -> None:
     bound, bufs = _call_through(standins.mla_e4048607, torch.bfloat16)
-    kwargs, notes = build_arguments(MLA_OP, standins.mla_33d168a0, bound.params, bound.inputs, bufs)
+    _, kwargs, notes = build_arguments(MLA_OP, standins.mla_33d168a0, bound.params, bound.inputs, bufs)
     assert "kv_last_page_lens" not in kwargs and "page_size" not in kwargs
     assert kwargs["dtype_q"] is torch.bfloat16 and kwargs["work_info_set"] is bufs["work_info_set"]
     assert any("page_size dropped" in n for n in notes)
@@ -113,3 +113,58 @@ def test_ps_work_info_is_the_canonical_work_info_set() -> None:
 def test_unknown_op_is_named() -> None:
     with pytest.raises(ValueError, match="unknown op 'nope'"):
         schema_for("nope")
+
+
+SEEN: dict[str, Any] = {}
+
+
+def _received(fn: Any) -> dict[str, Any]:
+    """What ``fn`` receives (it notes it in SEEN) when called with build_arguments of a paged fp8 call."""
+    bound, bufs = _call_through(standins.mla_e4048607, None)
+    fp8 = "torch.float8_e4m3fn"
+    call_params = dict(bound.params, page_size=64, topk=2048, dtype_q_nope=fp8, dtype_q_rope=fp8)
+    args, kwargs, _ = build_arguments(MLA_OP, fn, call_params, bound.inputs, bufs)
+    SEEN.clear()
+    fn(*args, **kwargs)
+    return dict(SEEN)
+
+
+def test_a_planner_taking_kwargs_receives_every_argument_the_call_has() -> None:
+    import inspect
+
+    def named_then_kwargs(seqlens_qo_indptr: Any, seqlens_kv_indptr: Any, kv_last_page_lens: Any, num_heads_per_head_k: Any,
+                          num_heads_k: Any, is_causal: Any, work_metadata_ptrs: Any, work_info_set: Any, work_indptr: Any,
+                          reduce_indptr: Any, reduce_final_map: Any, reduce_partial_map: Any, *args: Any,
+                          **kwargs: Any) -> None:  # fmt: skip
+        SEEN.update(kwargs, args=args, seqlens_kv_indptr=seqlens_kv_indptr, num_heads_per_head_k=num_heads_per_head_k)
+
+    seen = _received(named_then_kwargs)
+    assert seen["args"] == () and seen["page_size"] == 64 and seen["topk"] == 2048
+    assert seen["dtype_q_nope"] is torch.float8_e4m3fn and torch.equal(seen["seqlens_kv_indptr"], KV)
+    assert seen["num_heads_per_head_k"] == 16
+    reference = inspect.signature(standins.mla_e4048607).parameters
+    assert set(seen) - {"args"} >= set(reference) - {"dtype_q", "dtype_kv"} - set(list(reference)[:12]) | {"seqlens_kv_indptr"}
+
+
+def test_a_planner_taking_only_args_receives_every_argument_in_aiters_order() -> None:
+    def only_args(*args: Any) -> None:
+        SEEN["args"] = args
+
+    args = _received(only_args)["args"]
+    order = schema_for(MLA_OP).signature
+    assert len(args) == len(order) and args[order.index("page_size")] == 64 and args[order.index("topk")] == 2048
+    assert torch.equal(args[1], KV) and args[order.index("dtype_q_nope")] is torch.float8_e4m3fn
+
+
+def test_a_planner_of_another_order_is_bound_by_name_and_kwargs_takes_the_rest() -> None:
+    def reordered(seqlens_kv_indptr: Any, seqlens_qo_indptr: Any, **kwargs: Any) -> None:
+        SEEN.update(kwargs, qo=seqlens_qo_indptr, kv=seqlens_kv_indptr)
+
+    seen = _received(reordered)
+    assert torch.equal(seen["kv"], KV) and torch.equal(seen["qo"], QO), "never by position onto other names"
+    assert seen["page_size"] == 64 and "work_info_set" in seen and "seqlens_qo_indptr" not in seen
+
+
+def test_a_planner_with_neither_still_cannot_receive_what_it_does_not_name() -> None:
+    with pytest.raises(AdaptationError, match="page_size=64"):
+        _received(standins.mla_33d168a0)

@@ -28,7 +28,7 @@ from mla_golden.call import Call
 from mla_golden.capture import CANARIES, _message, planner_env, replay
 from mla_golden.errors import AdaptationError
 from mla_golden.reference import kernel_log
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, build_arguments, schema_for, to_dtype
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, as_aiter_callers_pass, build_arguments, schema_for, signature_of, to_dtype
 from mla_golden.sweeper.planners import Planner
 from mla_golden.sweeper.space import DECODE, Point
 
@@ -122,11 +122,17 @@ def template(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
 
 
 def _size(planner: Planner, op: str, sizing: dict[str, Any]) -> Any:
-    """Call the sizing helper with the arguments its signature has (older helpers lack max_split_per_batch)."""
-    fn = planner.function(schema_for(op).sizer)
+    """Call the sizing helper as Python binds it: the arguments its signature names (older helpers lack
+    max_split_per_batch), or all of them, as aiter's callers pass them, to one taking ``*args`` / ``**kwargs``."""
+    schema = schema_for(op)
+    fn = planner.function(schema.sizer)
+    values = {k: to_dtype(v) if k.endswith("_dtype") else v for k, v in sizing.items()}
     accepted = planner.parameters(fn)
-    kwargs = {k: to_dtype(v) if k.endswith("_dtype") else v for k, v in sizing.items() if k in accepted}
-    return fn(**kwargs)
+    if accepted.variadic:
+        passed = as_aiter_callers_pass(signature_of(fn, schema), schema.sizer_signature, schema.sizer_positional, values)
+        if passed is not None:
+            return fn(*passed[0], **passed[1])
+    return fn(**{k: v for k, v in values.items() if k in accepted.names})
 
 
 def _specs(sized: Any) -> list[tuple[tuple[int, ...], torch.dtype]]:
@@ -190,7 +196,7 @@ def _both(planner: Planner, call: Call) -> Iterator[None]:
         yield
 
 
-def _arguments(planner: Planner, call: Call, buffers: dict[str, torch.Tensor]) -> dict[str, Any]:
+def _arguments(planner: Planner, call: Call, buffers: dict[str, torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``build_arguments`` for this call, its work remembered per planner and params.
 
     What ``build_arguments`` decides depends on the signature and the params
@@ -202,15 +208,20 @@ def _arguments(planner: Planner, call: Call, buffers: dict[str, torch.Tensor]) -
     plan = planner.bindings.get(key)
     tensors = {**call.inputs, **buffers}
     if plan is None:
-        kwargs, _ = build_arguments(call.op, fn, call.params, call.inputs, buffers)
+        args, kwargs, _ = build_arguments(call.op, fn, call.params, call.inputs, buffers)
         by_id = {id(t): name for name, t in tensors.items()}
-        carried = {by_id[id(v)] for v in kwargs.values() if id(v) in by_id}
+        carried = {by_id[id(v)] for v in (*args, *kwargs.values()) if id(v) in by_id}
         if carried >= set(call.inputs):
-            fixed = {k: v for k, v in kwargs.items() if id(v) not in by_id}
-            planner.bindings[key] = (fixed, {k: by_id[id(v)] for k, v in kwargs.items() if id(v) in by_id})
-        return kwargs
-    fixed, from_tensors = plan
-    return {**fixed, **{k: tensors[name] for k, name in from_tensors.items()}}
+            planner.bindings[key] = (
+                [(by_id.get(id(v)), v) for v in args],
+                {k: (by_id.get(id(v)), v) for k, v in kwargs.items()},
+            )
+        return args, kwargs
+    positional, keywords = plan
+    return (
+        tuple(v if name is None else tensors[name] for name, v in positional),
+        {k: v if name is None else tensors[name] for k, (name, v) in keywords.items()},
+    )
 
 
 def run_side(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | None = None) -> Side:
@@ -231,13 +242,13 @@ def run_side(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
         buffers, flat = _canary_buffers(specs, planner.tensor_device)
         clock.pause()
         try:
-            kwargs = _arguments(planner, call, buffers)
+            args, kwargs = _arguments(planner, call, buffers)
         except AdaptationError as exc:
             raise Unexpressible(f"{planner.spec}: {exc}") from exc
         kernel_log.forget()
         clock.resume()
         try:
-            fn(**kwargs)
+            fn(*args, **kwargs)
         except Exception as exc:
             return Side(_message(exc), _undefined(exc), *clock.stop())
         seconds, cpu_seconds = clock.stop()

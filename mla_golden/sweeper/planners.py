@@ -113,6 +113,14 @@ def parse_spec(text: str) -> PlannerSpec:
     return PlannerSpec(backend, version if written is None else None, arch, int(cu) if cu else None, tuple(env), written)
 
 
+@dataclass(frozen=True)
+class Parameters:
+    """A function's parameter names, and whether it takes ``*args`` / ``**kwargs`` (then it receives any)."""
+
+    names: frozenset[str]
+    variadic: bool
+
+
 @dataclass
 class Planner:
     """A resolved spec: the backend whose functions plan, and how a sweep plans with it."""
@@ -120,7 +128,7 @@ class Planner:
     spec: PlannerSpec
     backend: Backend
     _functions: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False)
-    _parameters: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
+    _parameters: dict[str, Parameters] = field(default_factory=dict, repr=False)
     #: How each (op, params) binds to this planner's signature (evaluate._arguments).
     bindings: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
@@ -150,14 +158,15 @@ class Planner:
             self._functions[name] = fn
         return fn
 
-    def parameters(self, fn: Callable[..., Any]) -> frozenset[str]:
-        """Parameter names of one of this planner's functions (cached: inspect is slow on the hot path)."""
+    def parameters(self, fn: Callable[..., Any]) -> Parameters:
+        """The parameters of one of this planner's functions (cached: inspect is slow on the hot path)."""
         key = f"params:{getattr(fn, '__name__', id(fn))}"
-        names = self._parameters.get(key)
-        if names is None:
-            names = frozenset(inspect.signature(fn).parameters)
-            self._parameters[key] = names
-        return names
+        found = self._parameters.get(key)
+        if found is None:
+            parameters = inspect.signature(fn).parameters.values()
+            variadic = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters)
+            found = self._parameters[key] = Parameters(frozenset(p.name for p in parameters), variadic)
+        return found
 
     def device_context(self, device: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
         """Plan for ``device`` inside the block: the reference's device context; live aiter plans for its GPU."""
