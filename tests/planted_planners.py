@@ -12,6 +12,8 @@ import inspect
 from types import SimpleNamespace
 from typing import Any
 
+import torch
+
 from mla_golden import reference
 
 #: Decode bug: a request this long (KV tokens) or longer gets a wrong last work_indptr entry.
@@ -43,6 +45,24 @@ def _prefill_sizing_bug(batch_size: int, num_head_k: int, max_qlen: int, qlen_gr
     return (*sized[:2], ((rows + 1, columns), dtype), *sized[3:])
 
 
+def _unpaged(
+    seqlens_qo_indptr: Any, seqlens_kv_indptr: Any, num_heads_per_head_k: int, num_heads_k: int, is_causal: bool,
+    work_metadata_ptrs: Any, work_info_set: Any, work_indptr: Any, reduce_indptr: Any, reduce_final_map: Any,
+    reduce_partial_map: Any, kv_granularity: int = 16, max_seqlen_qo: int = -1, uni_seqlen_qo: int = -1,
+    fast_mode: bool = True, topk: int = -1, max_split_per_batch: int = -1, intra_batch_mode: bool = False,
+    is_cp_round_robin: bool = False, mla_version: int = 0, dtype_q_nope: Any = None, dtype_q_rope: Any = None,
+    dtype_kv_nope: Any = None, dtype_kv_rope: Any = None,
+) -> None:
+    """The reference's decode planner in a signature without pages (no kv_last_page_lens, no page_size)."""
+    ones = torch.ones(seqlens_kv_indptr.numel() - 1, dtype=torch.int32)
+    reference.get_mla_metadata_v1(
+        seqlens_qo_indptr, seqlens_kv_indptr, ones, num_heads_per_head_k, num_heads_k, is_causal, work_metadata_ptrs,
+        work_info_set, work_indptr, reduce_indptr, reduce_final_map, reduce_partial_map, 1, kv_granularity,
+        max_seqlen_qo, uni_seqlen_qo, fast_mode, topk, max_split_per_batch, intra_batch_mode, is_cp_round_robin,
+        mla_version, dtype_q_nope, dtype_q_rope, dtype_kv_nope, dtype_kv_rope,
+    )  # fmt: skip
+
+
 _REFERENCE = {
     name: getattr(reference, name)
     for name in ("get_mla_metadata_v1", "get_mla_metadata_info_v1", "get_ps_metadata_v1", "get_ps_metadata_info_v1")
@@ -56,5 +76,7 @@ one_bug = SimpleNamespace(**{**_REFERENCE, "get_mla_metadata_v1": _decode_long_r
 two_bugs = SimpleNamespace(
     **{**_REFERENCE, "get_mla_metadata_v1": _decode_long_request_bug, "get_ps_metadata_info_v1": _prefill_sizing_bug}
 )
+#: No bug, but a signature without pages: a paged call is one it cannot make (skipped).
+unpaged = SimpleNamespace(**{**_REFERENCE, "get_mla_metadata_v1": _unpaged})
 #: Not a planner: the sizing helpers are missing.
 incomplete = SimpleNamespace(get_mla_metadata_v1=reference.get_mla_metadata_v1)

@@ -13,6 +13,9 @@ from mla_golden.cli.options import Format, FormatOption
 from mla_golden.cli.output import echo_json, say, stderr, stdout
 from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK
 
+#: No divergence found, but too many cases were not compared (skipped, undefined) to call it a pass.
+EXIT_INCONCLUSIVE = 3
+
 
 def sweep(
     a: Annotated[str, typer.Option("--a", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...]; BACKEND reference, aiter or python:MODULE[:ATTR].", show_default=False)],
@@ -70,7 +73,7 @@ def sweep(
     if html is not None:
         atomic_write(html, render_html(findings))
         say(f"HTML report: {html}", quiet)
-    raise typer.Exit(EXIT_DIVERGED if findings.diverged else EXIT_OK)
+    raise typer.Exit({"diverged": EXIT_DIVERGED, "inconclusive": EXIT_INCONCLUSIVE}.get(findings.verdict, EXIT_OK))
 
 
 @contextlib.contextmanager

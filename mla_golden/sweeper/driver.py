@@ -13,6 +13,7 @@ sides). A rerun with the same ``out`` resumes from the journal.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -24,7 +25,7 @@ from mla_golden.call import Call
 from mla_golden.differ import Diff, diff
 from mla_golden.errors import SweepError
 from mla_golden.sweeper import executors
-from mla_golden.sweeper.evaluate import DIVERGED, capture
+from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, SKIPPED, UNDEFINED, capture
 from mla_golden.sweeper.groups import CLASSES, Group, check_sides, explain, signature, size
 from mla_golden.sweeper.journal import Journal
 from mla_golden.sweeper.planners import parse_spec
@@ -40,7 +41,11 @@ MIN_CHUNK_SECONDS = 0.05
 MAX_CHUNK = 256
 #: Chunks kept in flight per worker (one running, one queued).
 IN_FLIGHT = 2
-
+#: A sweep that could not compare more than this share of its cases (skipped, or undefined on a side)
+#: is inconclusive, not a pass: ``mla-golden sweep`` exits EXIT_INCONCLUSIVE.
+INCONCLUSIVE_SHARE = 0.10
+#: Reasons a report lists for the cases not compared, most frequent first.
+TOP_REASONS = 3
 
 
 @dataclass
@@ -64,6 +69,68 @@ class Reproducer:
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "point": self.point, "kind": self.kind, "detail": self.detail, "cases": self.cases,
                 "confirmed": self.confirmed, "exhausted": self.exhausted, "written": self.written}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NotCompared:
+    """The cases a sweep could not compare: skipped (a side cannot make the call) or undefined on a side."""
+
+    cases: int
+    skipped: int
+    #: Undefined on A only, on B only, on both sides.
+    undefined: dict[str, int]
+    #: Cases undefined on both sides and compared where defined (equal there, undefined at the same elements).
+    where_defined: int
+    #: (verdict, reason, cases), the ten most frequent, most frequent first; a reason's numbers read N, so that
+    #: cases undefined for one cause at other sizes count as one reason.
+    reasons: list[tuple[str, str, int]]
+
+    @property
+    def total(self) -> int:
+        return self.skipped + sum(self.undefined.values())
+
+    @property
+    def inconclusive(self) -> bool:
+        """More than :data:`INCONCLUSIVE_SHARE` of the cases went uncompared: no verdict can say "equal"."""
+        return self.total > INCONCLUSIVE_SHARE * self.cases
+
+    def phrase(self) -> str:
+        """``140 of 200 skipped``, or ``60 of 200 not compared (40 skipped, 20 undefined on both sides)``."""
+        parts = [f"{self.skipped} skipped"] if self.skipped else []
+        for side, where in ((BOTH, "both sides"), ("A", "A only"), ("B", "B only")):
+            if self.undefined.get(side):
+                parts.append(f"{self.undefined[side]} undefined on {where}")
+        if len(parts) == 1:
+            return f"{self.total} of {self.cases} {parts[0].split(' ', 1)[1]}"
+        return f"{self.total} of {self.cases} not compared ({', '.join(parts)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total, "share": round(self.total / self.cases, 4) if self.cases else 0.0,
+            "skipped": self.skipped, "undefined": self.undefined, "inconclusive": self.inconclusive,
+            "compared_where_defined": self.where_defined,
+            "reasons": [{"verdict": v, "reason": r, "cases": n} for v, r, n in self.reasons],
+        }  # fmt: skip
+
+
+#: A number in a reason (``qk_batch_ratio=4``, ``of 162 works``), not one inside a name (``@33d168a0``, ``gfx942``).
+_NUMBER = re.compile(r"(?<![\w.@-])-?\d+(?!\w)")
+
+
+def _reason(detail: str, most: int = 140) -> str:
+    """A verdict's detail as a reason: its numbers as N, cut where details of one cause part (what is undefined where)."""
+    reason = _NUMBER.sub("N", detail)
+    return reason if len(reason) <= most else reason[: most - 4] + " ..."
+
+
+def not_compared(results: Sequence[CaseResult]) -> NotCompared:
+    """What :class:`NotCompared` says of these verdicts (an undefined verdict of an older journal names no side: both)."""
+    skipped = sum(r.status == SKIPPED for r in results)
+    undefined = Counter(r.kind or BOTH for r in results if r.status == UNDEFINED)
+    reasons = Counter((r.status, _reason(r.detail)) for r in results if r.status in (SKIPPED, UNDEFINED))
+    top = [(status, reason, n) for (status, reason), n in reasons.most_common(10)]
+    where_defined = sum(r.status == EQUAL and r.detail == EQUAL_WHERE_DEFINED for r in results)
+    return NotCompared(len(results), skipped, dict(sorted(undefined.items())), where_defined, top)
 
 
 @dataclass
@@ -100,6 +167,17 @@ class Findings:
         return any(r.status == DIVERGED for r in self.results)
 
     @property
+    def not_compared(self) -> NotCompared:
+        return not_compared(self.results)
+
+    @property
+    def verdict(self) -> str:
+        """"diverged", "inconclusive" (none found, but too many cases not compared to call it a pass) or "equal"."""
+        if self.diverged:
+            return "diverged"
+        return "inconclusive" if self.not_compared.inconclusive else "equal"
+
+    @property
     def planner_s(self) -> float:
         return sum(r.planner_s for r in self.results)
 
@@ -123,7 +201,8 @@ class Findings:
         return {
             "format": "mla-golden-sweep/1", "a": self.a, "b": self.b, "runs": list(self.labels),
             "space": self.space, "seed": self.seed, "out": str(self.out) if self.out else None,
-            "cases": len(self.results), "counts": self.counts, "diverged": self.diverged,
+            "cases": len(self.results), "counts": self.counts, "diverged": self.diverged, "verdict": self.verdict,
+            "not_compared": self.not_compared.to_dict(),
             "stopped_by": self.stopped_by, "resumed": self.resumed, "elapsed_s": round(self.elapsed_s, 3), "startup_s": round(self.startup_s, 3),
             "planner_s": round(self.planner_s, 3), "kernel_paths": self.kernel_paths, "shrink_exhausted": self.shrink_exhausted, **self.summary.to_dict(),
             "groups": [g.to_dict() for g in self.groups],

@@ -36,6 +36,9 @@ from mla_golden.sweeper.space import DECODE, Point
 #: reads memory it never wrote), so equality cannot be judged; ``skipped``: a side cannot make
 #: this call (its signature cannot express it, or live aiter runs on another device).
 EQUAL, DIVERGED, UNDEFINED, SKIPPED = "equal", "diverged", "undefined", "skipped"
+#: Which side an ``undefined`` verdict's result is undefined on (its ``kind``).
+BOTH = "both"
+UNDEFINED_SIDES = ("A", "B", BOTH)
 #: What diverged, most telling first: the error status or message, a buffer shape with what was
 #: written in it, output values; ``sizing``: only buffer sizes changed, what was written is the same.
 KIND_ERROR, KIND_SHAPE, KIND_VALUES, KIND_SIZING = "error", "shape", "values", "sizing"
@@ -269,12 +272,11 @@ def _undefined(exc: BaseException) -> bool:
 def compare(a: Side, b: Side) -> Verdict:
     """Hot-path verdict from two canary runs."""
     seconds, cpu = a.seconds + b.seconds, a.cpu_seconds + b.cpu_seconds
+    if a.undefined or b.undefined:
+        return Verdict(UNDEFINED, *_undefined_on(a, b), seconds, cpu)
     if a.error or b.error:
         if a.error == b.error:
             return Verdict(EQUAL, planner_s=seconds, planner_cpu_s=cpu)
-        if a.undefined or b.undefined:
-            reason = a.error or b.error or ""
-            return Verdict(UNDEFINED, None, reason if len(reason) <= 200 else reason[:196] + " ...", seconds, cpu)
         raised = "both raised" if a.error and b.error else ("A raised" if a.error else "B raised")
         detail = f"error: {a.error or 'none'} -> {b.error or 'none'}"
         return Verdict(DIVERGED, KIND_ERROR, detail, seconds, cpu, (raised,))
@@ -299,6 +301,23 @@ def compare(a: Side, b: Side) -> Verdict:
     assert differing, "the flat buffers differ but no buffer does"
     name, ta, tb = differing[0]
     return Verdict(DIVERGED, KIND_VALUES, _first_difference(name, ta, tb), seconds, cpu, tuple(n for n, _, _ in differing))
+
+
+def _undefined_on(a: Side, b: Side) -> tuple[str, str]:
+    """Which side is undefined (:data:`UNDEFINED_SIDES`) and why, in one line.
+
+    Undefined on both sides is never equal, whatever each side's wording: neither result is defined, so
+    nothing was compared.
+    """
+    if a.undefined and b.undefined:
+        reason = a.error if a.error == b.error else f"A: {_clip(a.error, 96)}; B: {_clip(b.error, 96)}"
+        return BOTH, _clip(reason, 200)
+    return ("A", _clip(a.error, 200)) if a.undefined else ("B", _clip(b.error, 200))
+
+
+def _clip(text: str | None, most: int) -> str:
+    text = text or ""
+    return text if len(text) <= most else text[: most - 4] + " ..."
 
 
 def _same_written(name: str, a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -344,11 +363,35 @@ def evaluate(point: Point, a: Planner, b: Planner) -> Verdict:
         shared = device == dict(zip(("arch", "cu_num"), b.spec.device_for(point.arch, point.cu_num)))
         with a.device_context(device) if shared else contextlib.nullcontext():
             side_a, side_b = run_side(point, a, inputs), run_side(point, b, inputs)
-        verdict = compare(side_a, side_b)
+            verdict = compare(side_a, side_b)
+            if verdict.status == UNDEFINED and verdict.kind == BOTH:
+                verdict = _where_defined(point, a, b, inputs, verdict)
         verdict.paths = (side_a.path, side_b.path)
         return verdict
     except Unexpressible as exc:
         return Verdict(SKIPPED, detail=str(exc))
+
+
+#: The detail of a point undefined on both sides that is equal wherever it is defined.
+EQUAL_WHERE_DEFINED = "equal where defined: undefined on both sides, at the same elements"
+
+
+def _where_defined(point: Point, a: Planner, b: Planner, inputs: dict[str, torch.Tensor], verdict: Verdict) -> Verdict:
+    """Both sides undefined: compare what is defined (``allow_undefined``: a placeholder in each element read
+    past an input's end), equal only when the same elements are undefined and every other one is equal.
+
+    A plan wholly undefined (nothing but the pointers written), a side that raises even so, or any
+    difference leaves the point undefined: not compared.
+    """
+    from mla_golden.reference import allow_undefined
+
+    with allow_undefined():
+        side_a, side_b = run_side(point, a, inputs), run_side(point, b, inputs)
+    seconds, cpu = verdict.planner_s + side_a.seconds + side_b.seconds, verdict.planner_cpu_s + side_a.cpu_seconds + side_b.cpu_seconds
+    if all(side.flat is not None and bool((side.flat != _CANARY).any()) for side in (side_a, side_b)):
+        if compare(side_a, side_b).status == EQUAL:
+            return Verdict(EQUAL, None, EQUAL_WHERE_DEFINED, seconds, cpu)
+    return Verdict(UNDEFINED, BOTH, verdict.detail, seconds, cpu)
 
 
 def capture(point: Point, planner: Planner) -> Call:

@@ -17,8 +17,7 @@ from mla_golden.geometry import moved_parts
 from mla_golden.report import render_text as render_diff
 from mla_golden.sanitize import html_text
 from mla_golden.svg import draw
-from mla_golden.sweeper.driver import Findings, Reproducer
-from mla_golden.sweeper.evaluate import SKIPPED, UNDEFINED
+from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, TOP_REASONS, Findings, Reproducer
 from mla_golden.sweeper.groups import Group
 from mla_golden.sweeper.regions import NOT_APPLICABLE
 from mla_golden.views import diff_marks, focus, parts_of, schedule
@@ -30,15 +29,42 @@ MAX_SHOWN = 20
 def headline(findings: Findings) -> str:
     counts = findings.counts
     tally = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
-    verdict = "DIVERGED" if findings.diverged else "no divergence"
+    verdict = {"diverged": "DIVERGED:", "equal": "no divergence:"}.get(findings.verdict)
+    verdict = verdict or f"INCONCLUSIVE: {findings.not_compared.phrase()};"
     budget = {"space": "the whole space", "cases": "the case budget", "time": "the time budget"}[findings.stopped_by]
     resumed = f", {findings.resumed} resumed from the journal" if findings.resumed else ""
     this_run = " (this run)" if findings.resumed else ""
     return (
-        f"{verdict}: A {findings.a} ({findings.labels[0]}) vs B {findings.b} ({findings.labels[1]}) "
+        f"{verdict} A {findings.a} ({findings.labels[0]}) vs B {findings.b} ({findings.labels[1]}) "
         f"over {findings.space} (seed {findings.seed}): {len(findings.results)} cases ({tally}){resumed}, "
         f"{budget} in {findings.elapsed_s:.1f} s{this_run} ({findings.planner_s:.1f} s in the planners)"
     )
+
+
+def not_compared_lines(findings: Findings) -> list[str]:
+    """How many cases were not compared and the top reasons why (nothing when every case was compared).
+
+    Past :data:`~mla_golden.sweeper.driver.INCONCLUSIVE_SHARE` the sweep is inconclusive: the headline
+    says so, or, beside divergences, this line does.
+    """
+    missing = findings.not_compared
+    defined = (
+        [f"compared where defined: {missing.where_defined} case(s) undefined on both sides, equal wherever defined "
+         "and undefined at the same elements"] if missing.where_defined else []
+    )  # fmt: skip
+    if not missing.total:
+        return defined
+    share = f"{INCONCLUSIVE_SHARE:.0%}"
+    if not missing.inconclusive:
+        lead = f"not compared: {missing.phrase()} (within the {share} a sweep may leave uncompared)"
+    elif findings.diverged:
+        lead = f"INCONCLUSIVE beyond the divergences: {missing.phrase()}, more than {share} of the cases"
+    else:
+        compared = missing.cases - missing.total
+        lead = f"more than {share} of the cases were not compared: the {compared} compared cannot stand for the space"
+    lines = [lead + "; top reasons:"]
+    lines += [f"  {verdict} {n}: {reason}" for verdict, reason, n in missing.reasons[:TOP_REASONS]]
+    return lines + defined
 
 
 def _point_line(rep: Reproducer) -> str:
@@ -61,18 +87,13 @@ def _exhausted(rep: Reproducer) -> str:
 
 
 def _notes(findings: Findings) -> list[str]:
-    """Shrinks cut short, and why some cases were not judged (skipped / undefined), one line per distinct reason."""
+    """Shrinks cut short, and why some cases were not judged (skipped / undefined) past the top reasons, a line each."""
     lines = [
         f"shrinking ran out of {_RAN_OUT.get(what, what)} on {n} divergent case(s): their reproducers may not be minimal"
         for what, n in sorted(findings.shrink_exhausted.items())
     ]
-    for status in (SKIPPED, UNDEFINED):
-        reasons: dict[str, int] = {}
-        for r in findings.results:
-            if r.status == status:
-                reasons[r.detail] = reasons.get(r.detail, 0) + 1
-        for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:5]:
-            lines.append(f"{status} {n}: {reason}")
+    shown = set(findings.not_compared.reasons[:TOP_REASONS])
+    lines += [f"{verdict} {n}: {reason}" for verdict, reason, n in findings.not_compared.reasons[:5] if (verdict, reason, n) not in shown]
     return lines
 
 
@@ -97,6 +118,8 @@ def kernel_paths(findings: Findings) -> str:
 
 def render_text(findings: Findings, *, quiet: bool = False) -> str:
     lines = [headline(findings)]
+    if not quiet or findings.not_compared.inconclusive:
+        lines += not_compared_lines(findings)
     if kernel_paths(findings):
         lines.append(kernel_paths(findings))
     if findings.groups:
@@ -139,7 +162,7 @@ def render_text(findings: Findings, *, quiet: bool = False) -> str:
 _CSS = """
 body{font:13px/1.4 system-ui,sans-serif;margin:16px;color:#222}
 h1{font-size:18px} h2{font-size:15px;margin-top:28px}
-.verdict{font-size:16px;font-weight:bold} .diverged{color:#b00020} .equal{color:#2a7a2a}
+.verdict{font-size:16px;font-weight:bold} .diverged{color:#b00020} .equal{color:#2a7a2a} .inconclusive{color:#a65e00}
 table td,table th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
 pre{background:#f6f6f6;padding:8px;overflow:auto;max-width:1300px;font-size:11px;white-space:pre-wrap}
 details.group{border-top:1px solid #ddd;padding:4px 0} details.group summary{cursor:pointer;font-weight:bold}
@@ -232,13 +255,15 @@ def _group_section(i: int, group: Group, drawn: bool) -> str:
 
 def render_html(findings: Findings) -> str:
     """One page, inline CSS and SVG, no network: verdict and causes first, each group collapsible below."""
-    cls = "diverged" if findings.diverged else "equal"
+    cls = findings.verdict
     paths = kernel_paths(findings)
+    missing = not_compared_lines(findings)
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mla-golden sweep</title><style>{_CSS}</style></head><body>",
         "<h1>mla-golden sweep</h1>",
         f"<p class='verdict {cls}'>{html_text(headline(findings))}</p>",
         f"<p class='compared'>compared: {html_text(_compared(findings))}</p>",
+        "<p class='not-compared'>" + "<br>".join(html_text(line) for line in missing) + "</p>" if missing else "",
         f"<p>{html_text(paths)}</p>" if paths else "",
         *_groups_table(findings),
     ]
