@@ -24,12 +24,15 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import date
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    from mla_golden.aiter_build.repo import AiterRepo
     from mla_golden.call import Call
     from mla_golden.reference import PlannerVersion
 
@@ -69,6 +72,8 @@ class Backend:
     target: str | None = None
     #: What ``resolve`` takes to give it again when its name and version do not say (``aiter-src:FOLDER``).
     source: str | None = None
+    #: The aiter commit ``reference@COMMIT`` named when it is not the port's own (its planner means the port's).
+    asked: str | None = None
 
     @property
     def spec(self) -> str:
@@ -314,8 +319,12 @@ def _current_folder_importable() -> None:
         sys.path.insert(0, here)
 
 
-def _reference(version: str | None = None) -> Backend:
-    """The reference planners: ``mla_golden.reference`` itself (the newest version), or ``version`` pinned."""
+def _reference(version: str | None = None, repo: str | None = None) -> Backend:
+    """The reference planners: ``mla_golden.reference`` itself (the newest version), or ``version`` pinned.
+
+    A commit that is no port's own resolves from the aiter clone ``repo`` (default MLA_GOLDEN_AITER_REPO)
+    when its planner means the same as a port's (:func:`_by_meaning`).
+    """
     from mla_golden import reference
 
     if version is None:
@@ -325,10 +334,69 @@ def _reference(version: str | None = None) -> Backend:
         try:
             module = reference.at(version)
         except reference.UnknownVersionError as exc:
+            if _COMMIT.fullmatch(version.strip()):
+                return _by_meaning(version.strip(), repo, exc)
             raise BackendError(str(exc)) from exc
         planned = module.version
     reason = f"mla-golden's CPU port of aiter {planned.name} ({planned.date})"
     return Backend("reference", module, reason, "cpu", planned, pinned=version is not None)
+
+
+#: What ``reference@`` takes as an aiter commit to look up in a clone (tags and dates resolve without one).
+_COMMIT = re.compile(r"[0-9a-fA-F]{7,40}")
+
+
+def _by_meaning(commit: str, repo: str | None, unknown: Exception) -> Backend:
+    """``reference@COMMIT`` for any aiter commit whose planner sources mean the same as a port's
+    (:mod:`mla_golden.reference.planner_digest`), read from the clone; BackendError naming the nearest port
+    and what differs when none does."""
+    from mla_golden.aiter_build.repo import AiterRepo
+    from mla_golden.aiter_build.tree import REPO_ENV
+    from mla_golden.errors import AiterSourceError
+    from mla_golden.reference.planner_digest import ported_version
+
+    clone_path = repo or os.environ.get(REPO_ENV)
+    if not clone_path:
+        raise BackendError(
+            f"{unknown}; any other aiter commit whose planner is a port's by meaning resolves given its clone: "
+            f"--aiter-repo DIR (or {REPO_ENV})"
+        ) from unknown
+    with AiterRepo(clone_path) as clone:
+        try:
+            sha = clone.resolve(commit)
+        except AiterSourceError as exc:
+            raise BackendError(f"{unknown}; nor is it a commit of the aiter clone {clone.path}") from exc
+        named = f"aiter {sha[:10]} ({clone.commit(sha).date})"
+        if not clone.has_planner(sha):
+            raise BackendError(f"{named} has no planner sources (csrc/kernels/mla/metadata.cu, aiter/ops/attention.py)")
+        port = ported_version(clone.digest(sha))
+        if port is None:
+            raise BackendError(f"{named} is not ported: no ported planner means the same; {nearest_port(clone, sha)}")
+    backend = _reference(port.name)
+    return replace(backend, reason=f"{backend.reason}: {named} plans as it, its planner sources mean the same", asked=sha)
+
+
+def nearest_port(clone: AiterRepo, sha: str) -> str:
+    """Which ported version's planner is nearest commit ``sha``'s (fewest planner pieces differ, then the closest
+    date) and in what it differs: the C++ sources and attention.py functions, by meaning."""
+    from mla_golden import reference
+    from mla_golden.errors import AiterSourceError
+
+    mine = clone.planner_pieces(sha)
+    when = date.fromisoformat(clone.commit(sha).date)
+    candidates = []
+    for version in reference.versions():
+        try:
+            theirs = clone.planner_pieces(version.commit)
+        except AiterSourceError:  # a clone without that commit
+            continue
+        differ = sorted(p for p in mine.keys() | theirs.keys() if mine.get(p) != theirs.get(p))
+        candidates.append((len(differ), abs((date.fromisoformat(version.date) - when).days), version.name, version, differ))
+    if not candidates:
+        return "the clone holds none of the ported versions' commits to compare it with"
+    *_, version, differ = min(candidates)
+    shown = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
+    return f"the nearest port is {version.name} ({version.date}), whose planner differs in {shown}"
 
 
 def _aiter() -> Backend:
@@ -364,7 +432,7 @@ def resolve(spec: str, *, aiter_repo: str | None = None) -> Backend:
     """The backend ``spec`` names (auto, aiter, reference[@VERSION], python:MODULE[:ATTR], aiter-src:PATH, aiter-src@REV).
 
     ``aiter_repo`` is the git clone ``aiter-src@REV`` takes REV from (default
-    MLA_GOLDEN_AITER_REPO). BackendError (for aiter-src an AiterSourceError, also a
+    MLA_GOLDEN_AITER_REPO), and ``reference@COMMIT`` looks a commit up in when it is no port's own. BackendError (for aiter-src an AiterSourceError, also a
     ValueError) when it cannot be used.
     """
     name, version = parse_spec(spec)
@@ -372,7 +440,7 @@ def resolve(spec: str, *, aiter_repo: str | None = None) -> Backend:
         assert version is not None  # parse_spec gives python its target
         return _python(version)
     if name == "reference":
-        return _reference(version)
+        return _reference(version, aiter_repo)
     if name == AITER_SRC:
         assert version is not None  # parse_spec requires a tree
         return _aiter_src(version, aiter_repo)

@@ -182,6 +182,20 @@ class AiterRepo:
                 self._digests[key] = self._digest(blobs)
             return self._digests[key]
 
+    def planner_pieces(self, rev: str) -> dict[str, str]:
+        """What :meth:`digest` of ``rev`` is made of, piece by piece: each C++ planner source normalised (by its
+        path) and each planner function of attention.py (``aiter/ops/attention.py:NAME``): what tells two
+        commits' planners apart by meaning."""
+        blobs = self._planner_blobs(rev)
+        with self._lock:
+            pieces = {path: self._normalised(oid) for path, oid in blobs.items() if path != ATTENTION_PY}
+            functions = self._planner_functions(blobs[ATTENTION_PY]) if ATTENTION_PY in blobs else {}
+        if isinstance(functions, str):
+            pieces[ATTENTION_PY] = f"unparsed {functions}"
+        else:
+            pieces.update((f"{ATTENTION_PY}:{name}", dump) for name, dump in functions.items())
+        return pieces
+
     def has_planner(self, rev: str) -> bool:
         """Does ``rev`` hold the planner sources a build needs (metadata.cu and attention.py)?"""
         blobs = self._planner_blobs(rev)

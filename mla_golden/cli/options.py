@@ -20,7 +20,7 @@ BACKEND_HELP = (
     "or aiter's own planner built from a source tree on the CPU: aiter-src:PATH (a checkout, a git archive, an "
     "installed aiter with csrc/) or aiter-src@REV (a revision of --aiter-repo; needs g++)."
 )
-AITER_REPO_HELP = "Git clone of aiter that --backend aiter-src@REV takes REV from."
+AITER_REPO_HELP = "Git clone of aiter that aiter-src@REV takes REV from, and reference@COMMIT finds the port of COMMIT's planner by."
 AITER_REPO_ENV = "MLA_GOLDEN_AITER_REPO"
 REPLAY_HELP = (
     " Plain reference replays each golden on the version that recorded it; reference@NEW replays all of them "

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from mla_golden.cli.options import Format, FormatOption
+from mla_golden.cli.options import AiterRepoOption, Format, FormatOption
 from mla_golden.cli.output import echo_json, say, stderr, stdout
 from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK
 
@@ -18,7 +18,7 @@ EXIT_INCONCLUSIVE = 3
 
 
 def sweep(
-    a: Annotated[str, typer.Option("--a", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...]; BACKEND reference, aiter or python:MODULE[:ATTR].", show_default=False)],
+    a: Annotated[str, typer.Option("--a", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...]; BACKEND reference, aiter, python:MODULE[:ATTR], aiter-src:PATH or aiter-src@REV.", show_default=False)],
     b: Annotated[str, typer.Option("--b", help="Planner B, same notation.", show_default=False)],
     address: Annotated[
         str | None, typer.Argument(metavar="[ADDRESS]", help="After --ray: the Ray cluster's address.", show_default=False)
@@ -33,6 +33,7 @@ def sweep(
     format: FormatOption = Format.text,
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict and the regions.")] = False,
+    aiter_repo: AiterRepoOption = None,
 ) -> None:
     """Sweep a space of planner calls on two planners; shrink and write every divergence.
 
@@ -61,7 +62,7 @@ def sweep(
         with _progress(quiet) as progress:
             findings = run_sweep(
                 a, b, space, cases=cases, seconds=time, seed=seed, out=out, jobs=jobs,
-                ray=(address or "local") if ray else None, progress=progress,
+                ray=(address or "local") if ray else None, progress=progress, aiter_repo=aiter_repo,
             )  # fmt: skip
     except MlaGoldenError as exc:  # bad specs, space, journal, an executor that cannot start
         say(f"error: {exc}")

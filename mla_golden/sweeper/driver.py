@@ -255,6 +255,7 @@ def sweep(
     ray: str | None = None,
     shrink: bool = True,
     progress: Progress | None = None,
+    aiter_repo: Path | str | None = None,
 ) -> Findings:
     """Sweep ``space`` (a file, a :class:`Space`, a list of points; default: the shipped space) on ``a`` and ``b``.
 
@@ -262,7 +263,9 @@ def sweep(
     ``aiter``...; see :mod:`mla_golden.sweeper.planners`). Budget: ``cases`` points or ``seconds`` of
     sweeping (default :data:`DEFAULT_CASES` points); a small space is enumerated whole. ``out``
     receives the reproducer goldens and the journal a rerun resumes from. ``jobs`` local worker
-    processes, or ``ray`` (an address, or "local") for a Ray cluster. Local workers are spawned and
+    processes, or ``ray`` (an address, or "local") for a Ray cluster. ``aiter_repo``: the aiter clone
+    ``aiter-src@REV`` and ``reference@COMMIT`` read (default MLA_GOLDEN_AITER_REPO); workers get the
+    planners it resolved without it. Local workers are spawned and
     import the calling script again: with ``jobs`` > 1 a script calls this under
     ``if __name__ == "__main__":``.
     """
@@ -280,7 +283,10 @@ def sweep(
     if cases is None and seconds is None:
         cases = max(DEFAULT_CASES, len(space.explicit))
     out_path = Path(out) if out is not None else None
-    planners = planner(a), planner(b)
+    repo = None if aiter_repo is None else str(aiter_repo)
+    planners = planner(a, repo), planner(b, repo)
+    # what the workers resolve: the same planners, with no clone to read
+    wa, wb = (p.portable for p in planners)
     journal = Journal(out_path, {"a": a, "b": b, "space": space.digest, "seed": seed}) if out_path else None
     done = journal.resume() if journal else []
     finished = {r.index for r in done}
@@ -319,7 +325,7 @@ def sweep(
 
     stopped_by = "space" if enumerated else ("cases" if cases is not None else "time")
     opened = time.monotonic()
-    with executors.make(a, b, shrink, jobs, ray) as executor:
+    with executors.make(wa, wb, shrink, jobs, ray) as executor:
         startup = time.monotonic() - opened
         if seconds is not None:  # shrinking stops with the budget too (workers compare against wall-clock time)
             executor.deadline = time.time() + seconds - (time.monotonic() - started)
@@ -341,7 +347,7 @@ def sweep(
     results.sort(key=lambda r: r.index)
     found = []
     for key, best in smallest.items():
-        group = Group(key, _reproducer(best, a, b, out_path), tallies[key][0], tallies[key][1])
+        group = Group(key, _reproducer(best, wa, wb, out_path), tallies[key][0], tallies[key][1])
         group.checks = check_sides(group.reproducer)
         group.reproducer.cases = group.cases
         found.append(group)

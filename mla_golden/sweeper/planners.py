@@ -21,7 +21,7 @@ import contextlib
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from mla_golden.cases import arch_problem
@@ -143,7 +143,16 @@ class Planner:
         version = self.backend.version
         if version is None:
             return self.backend.reason
+        if self.backend.asked:
+            return f"reference {version.name}, as aiter {self.backend.asked[:10]} plans"
         return f"reference {version.name}" + ("" if self.backend.pinned else " (the newest port)")
+
+    @property
+    def portable(self) -> str:
+        """The spec that gives this planner again without an aiter clone (what workers resolve):
+        ``reference@COMMIT`` as the port it plans as, ``aiter-src@REV`` as the folder it was extracted to."""
+        backend_spec = self.backend.spec
+        return str(self.spec) if backend_spec == self.spec.backend_spec else str(replace(self.spec, version=None, written=backend_spec))
 
     @property
     def tensor_device(self) -> str:
@@ -196,13 +205,14 @@ class Planner:
         return self.backend.live_device()
 
 
-def resolve(spec: PlannerSpec | str) -> Planner:
-    """The planner a spec names (:func:`mla_golden.backends.resolve` of its backend); SpecError when it cannot run here."""
+def resolve(spec: PlannerSpec | str, aiter_repo: str | None = None) -> Planner:
+    """The planner a spec names (:func:`mla_golden.backends.resolve` of its backend, ``aiter_repo`` the aiter
+    clone ``aiter-src@REV`` and ``reference@COMMIT`` read); SpecError when it cannot run here."""
     from mla_golden.backends import resolve as resolve_backend
 
     spec = parse_spec(spec) if isinstance(spec, str) else spec
     try:
-        backend = resolve_backend(spec.backend_spec)
+        backend = resolve_backend(spec.backend_spec, aiter_repo=aiter_repo)
     except BackendError as exc:
         raise SpecError(f"planner {spec}: {exc}") from exc
     return Planner(spec, backend)

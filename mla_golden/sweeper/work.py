@@ -16,7 +16,7 @@ from mla_golden.errors import SweepError
 from mla_golden.reference._device import DEFAULT_DEVICE
 from mla_golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.sweeper.evaluate import DIVERGED, capture, evaluate
-from mla_golden.sweeper.planners import Planner, resolve
+from mla_golden.sweeper.planners import Planner, parse_spec, resolve
 from mla_golden.sweeper.shrink import shrink
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
 
@@ -54,11 +54,13 @@ class CaseResult:
         return dict(self.__dict__)
 
 
-def planner(spec: str) -> Planner:
-    """The resolved planner for ``spec``, once per process."""
+def planner(spec: str, aiter_repo: str | None = None) -> Planner:
+    """The resolved planner for ``spec``, once per process (``aiter_repo``: the aiter clone a revision is read
+    from); its :attr:`Planner.portable` spec gives the same planner after it."""
     found = _planners.get(spec)
     if found is None:
-        found = _planners[spec] = resolve(spec)
+        found = _planners[spec] = resolve(spec, aiter_repo)
+        _planners.setdefault(found.portable, Planner(parse_spec(found.portable), found.backend))
     return found
 
 
