@@ -90,7 +90,7 @@ def test_cu_override_diverges_exactly_where_the_cu_count_changes(tmp_path: Path)
     # One cause per op (work_indptr sized for 80 CUs): one group and one reproducer each, heads 16 and 128 together.
     assert len(findings.reproducers) == len(findings.groups) == 2
     decode = next(g for g in findings.groups if g.signature[0] == "get_mla_metadata_v1")
-    assert decode.cases == 2 * 2 and len(decode.minimal_calls) == 2 and decode.fields == ("work_indptr",)  # heads x batch
+    assert decode.cases == 2 * 2 and len(decode.minimal_calls) == 2 and decode.fields == ("works",)  # heads x batch
     # The workers wrote every distinct minimal call (two decode, one prefill); each group's is among them.
     minimal = {key for g in findings.groups for key in g.minimal_calls}
     assert keys_a == keys_b and {str(k).removesuffix(".safetensors") for k in keys_a} == minimal and len(minimal) == 3

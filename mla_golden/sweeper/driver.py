@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -208,7 +209,7 @@ class Findings:
             "groups": [g.to_dict() for g in self.groups],
             "reproducers": [r.to_dict() for r in self.reproducers],
             "divergent_cases": [{"index": r.index, "detail": r.detail, "kind": r.kind, "point": r.point,
-                                 "minimal": r.minimal, "shrink_exhausted": r.shrink_exhausted}
+                                 "minimal": r.minimal, "shrink_exhausted": r.shrink_exhausted, "seeded": r.seeded}
                                 for r in self.results if r.status == DIVERGED],
         }  # fmt: skip
 
@@ -330,6 +331,7 @@ def sweep(
         if seconds is not None:  # shrinking stops with the budget too (workers compare against wall-clock time)
             executor.deadline = time.time() + seconds - (time.monotonic() - started)
         executor.out = str(out_path) if out_path is not None else None  # workers write the reproducers
+        executor.sweep = uuid.uuid4().hex
         workers[0] = executor.workers
         if progress:
             progress(len(results), total, sum(r.status == DIVERGED for r in results))
@@ -375,11 +377,11 @@ def _drive(executor: executors.Executor, chunks: Iterator[executors.Chunk], take
         in_flight -= 1
 
 
-def _rank(result: CaseResult) -> tuple[int, int, bool, str]:
-    """Smaller first: fewer requests, fewer KV tokens, a shrink that reached its minimum; then by key, so the
-    reproducer does not depend on the order workers finish in."""
+def _rank(result: CaseResult) -> tuple[int, int, bool, bool, str]:
+    """Smaller first: fewer requests, fewer KV tokens, a call shrunk (not tried at another case's lengths), a shrink
+    that reached its minimum; then by key, so the reproducer does not depend on the order workers finish in."""
     point = result.minimal or result.point
-    return (*size(point), result.shrink_exhausted is not None, Point.from_dict(point).key)
+    return (*size(point), result.seeded, result.shrink_exhausted is not None, Point.from_dict(point).key)
 
 
 def _collect(groups: dict[tuple[str, ...], CaseResult], counts: dict[tuple[str, ...], list[Any]], result: CaseResult) -> None:

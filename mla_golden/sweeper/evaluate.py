@@ -42,6 +42,13 @@ UNDEFINED_SIDES = ("A", "B", BOTH)
 #: What diverged, most telling first: the error status or message, a buffer shape with what was
 #: written in it, output values; ``sizing``: only buffer sizes changed, what was written is the same.
 KIND_ERROR, KIND_SHAPE, KIND_VALUES, KIND_SIZING = "error", "shape", "values", "sizing"
+#: Where a divergence first shows, as groups tell causes apart (:attr:`Verdict.signature`): the works (which
+#: CU part runs which work, and what it covers) or the reduce bookkeeping.
+WORKS, REDUCE = "works", "reduce"
+FAMILIES = {
+    POINTER_OUTPUT: WORKS, "work_indptr": WORKS, "work_info_set": WORKS,
+    "reduce_indptr": REDUCE, "reduce_final_map": REDUCE, "reduce_partial_map": REDUCE,
+}  # fmt: skip
 #: vLLM's FP8 prefill convention (``_build_fp8_prefill_ps_metadata``), as call params.
 PREFILL_PARAMS = {"gqa_ratio": cases.PREFILL_GQA_RATIO, **cases.PREFILL_OPTIONS}
 _CANARY = CANARIES[torch.int32][0]
@@ -84,12 +91,14 @@ class Verdict:
 
     @property
     def signature(self) -> tuple[str | None, ...]:
-        """Kind and the first field it shows in: two divergences with the same signature are taken to have one cause.
+        """Kind and the family of buffers it first shows in (:data:`FAMILIES`; for an error, which side raised):
+        two divergences with the same signature are taken to have one cause.
 
-        Not every field: a longer call that splits its requests changes the reduce maps too, and
-        shrinking must not be held at the longer call for that.
+        Not every field, nor the first buffer itself: a longer call that splits its requests changes the
+        reduce maps too, and one cause moves reduce_indptr first at one size and reduce_final_map at another.
         """
-        return (self.kind, *self.fields[:1])
+        first = self.fields[0] if self.fields else None
+        return (self.kind, FAMILIES.get(first, first) if first is not None else None)
 
 
 def point_inputs(point: Point) -> dict[str, torch.Tensor]:

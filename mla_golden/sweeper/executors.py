@@ -35,6 +35,8 @@ class Executor(ABC):
         self.deadline: float | None = None
         #: Where workers write the reproducer goldens (None: nowhere).
         self.out: str | None = None
+        #: Names the sweep (what workers learn of its causes serves it only).
+        self.sweep: str | None = None
 
     def __enter__(self) -> Executor:
         return self
@@ -66,7 +68,7 @@ class InlineExecutor(Executor):
         self._pending.append(chunk)
 
     def next_done(self) -> list[CaseResult]:
-        return run_chunk(self.a, self.b, self._pending.popleft(), self.shrink, self.deadline, self.out)
+        return run_chunk(self.a, self.b, self._pending.popleft(), self.shrink, self.deadline, self.out, self.sweep)
 
     def close(self) -> None:
         self._pending.clear()
@@ -109,7 +111,8 @@ class LocalExecutor(Executor):
             future.result()
 
     def submit(self, chunk: Chunk) -> None:
-        self._futures[self._pool.submit(run_shipped, self.a, self.b, chunk, self.shrink, self.deadline, self.out)] = chunk
+        future = self._pool.submit(run_shipped, self.a, self.b, chunk, self.shrink, self.deadline, self.out, self.sweep)
+        self._futures[future] = chunk
 
     def next_done(self) -> list[CaseResult]:
         done, _ = wait(self._futures, return_when=FIRST_COMPLETED)
@@ -130,8 +133,10 @@ class _Warm:
     def ready(self) -> int:
         return os.getpid()
 
-    def run(self, a: str, b: str, chunk: Chunk, shrink: bool, deadline: float | None, out: str | None) -> list[CaseResult]:
-        return run_shipped(a, b, chunk, shrink, deadline, out)
+    def run(
+        self, a: str, b: str, chunk: Chunk, shrink: bool, deadline: float | None, out: str | None, sweep: str | None
+    ) -> list[CaseResult]:
+        return run_shipped(a, b, chunk, shrink, deadline, out, sweep)
 
 
 #: Seconds Ray workers get to start and warm up.
@@ -193,7 +198,7 @@ class RayExecutor(Executor):
         # to the least loaded actor: its mailbox holds the next chunk, so it starts it without a round trip
         which = min(range(self.workers), key=self._load.__getitem__)
         self._load[which] += 1
-        ref = self._actors[which].run.remote(self.a, self.b, chunk, self.shrink, self.deadline, self.out)
+        ref = self._actors[which].run.remote(self.a, self.b, chunk, self.shrink, self.deadline, self.out, self.sweep)
         self._refs[ref] = (which, chunk)
 
     def next_done(self) -> list[CaseResult]:

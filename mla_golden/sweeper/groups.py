@@ -1,8 +1,10 @@
 """Divergent cases grouped by cause: one group per divergence signature, one reproducer each.
 
-A signature is the op and what diverged (the kind, error / shape / sizing /
-values, and the first buffer it shows in): points that diverge the same way are taken to share
-a cause, and the group keeps the smallest minimal call any of them shrank to.
+A signature is the op and what diverged at the minimal call a case shrank to
+(the kind, error / shape / sizing / values, and the family of buffers it
+first shows in: the works or the reduce maps): cases that diverge the same
+way are taken to share a cause, and the group keeps the smallest minimal call
+any of them shrank to.
 Each group is then explained by a rule over the axes (:mod:`.rules`), and
 its reproducer judged on both sides by ``check`` (:mod:`mla_golden.checks`):
 a kernel-invariant violation on one side is the cause a reader wants first.
@@ -36,7 +38,7 @@ _CLASS_OF_CAUSE = {
 
 
 def signature(result: CaseResult) -> tuple[str, ...]:
-    """The case's op and divergence signature (a journal older than signatures gives the kind alone)."""
+    """The case's op and the divergence signature of its minimal call (a journal older than signatures gives the kind alone)."""
     return (result.point["op"], *(str(s) for s in (result.signature or [result.kind])))
 
 

@@ -6,8 +6,10 @@ worker process or a Ray node as easily as it runs in-process.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 from mla_golden.errors import SweepError
 from mla_golden.reference._device import DEFAULT_DEVICE
 from mla_golden.store import Golden, GoldenStore, WriteOutcome
-from mla_golden.sweeper.evaluate import DIVERGED, capture, evaluate
+from mla_golden.sweeper.evaluate import DIVERGED, KIND_ERROR, KIND_SHAPE, KIND_VALUES, Verdict, capture, evaluate
 from mla_golden.sweeper.planners import Planner, parse_spec, resolve
 from mla_golden.sweeper.shrink import shrink
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
@@ -43,12 +45,15 @@ class CaseResult:
     shrink_evals: int = 0
     #: What ran out before shrinking reached a minimum ("evals", "time"); None: ``minimal`` is one.
     shrink_exhausted: str | None = None
-    #: The divergence's signature (kind and fields, ``Verdict.signature``): what groups tell causes by.
+    #: The divergence's signature (``Verdict.signature``), of its minimal call once shrunk: what groups tell causes by.
     signature: list[str | None] | None = None
     #: The decode kernel path each side ran (``Verdict.paths``; None where unknown).
     paths: list[str | None] | None = None
     #: The reproducer goldens this worker wrote (OUT/a/<key>, OUT/b/<key>), when the sweep has an ``out``.
     written: list[str] | None = None
+    #: ``minimal`` is the lengths of a call this worker already shrank to for this cause, tried at once (one
+    #: evaluation) instead of shrinking the case again: small, but not shown minimal for this case.
+    seeded: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -107,11 +112,14 @@ def write_pair(point: Point, a: str, b: str, out: Path) -> list[str]:
 
 def run_chunk(
     a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None,
-    out: str | None = None,
+    out: str | None = None, sweep: str | None = None,
 ) -> list[CaseResult]:
     """Judge each (index, point) on planners ``a`` and ``b``; shrink what diverges, until ``deadline`` (a ``time.time()``),
-    and write its reproducer goldens under ``out``."""
+    and write its reproducer goldens under ``out``. ``sweep`` names the sweep the chunk is of: what it learns of
+    causes serves that sweep's later chunks only."""
     warm(a, b)
+    if (sweep, a, b) not in _causes:
+        _causes.clear()
     pa, pb = planner(a), planner(b)
     results = []
     for index, data in items:
@@ -125,14 +133,7 @@ def run_chunk(
         if verdict.status == DIVERGED:
             result.signature = list(verdict.signature)
         if verdict.status == DIVERGED and shrink_divergent:
-
-            def same_divergence(candidate: Point, signature: tuple[str | None, ...] = verdict.signature) -> bool:
-                found = evaluate(candidate, pa, pb)
-                return found.status == DIVERGED and found.signature == signature
-
-            shrunk = shrink(point, same_divergence, deadline=deadline)
-            result.minimal, result.shrink_evals, result.shrink_exhausted = shrunk.point.to_dict(), shrunk.evals, shrunk.exhausted
-            result.minimal_detail = evaluate(shrunk.point, pa, pb).detail
+            _reproduce(point, verdict, result, pa, pb, _causes.setdefault((sweep, a, b), {}), deadline)
         if verdict.status == DIVERGED and out is not None:
             result.written = write_pair(Point.from_dict(result.minimal or data), a, b, Path(out))
         result.seconds, result.cpu_s = time.perf_counter() - start, time.thread_time() - cpu
@@ -140,12 +141,68 @@ def run_chunk(
     return results
 
 
+#: What this process learnt of the causes of the sweep it works for: (op, signature of a case) -> (the signature of the
+#: minimal call it shrank to, that call). Shrinking ends at a few calls per cause; a common cause's later cases
+#: are tried there first instead of each being shrunk again.
+_causes: dict[tuple[str | None, str, str], dict[tuple[str | None, ...], tuple[tuple[str | None, ...], Point]]] = {}
+
+
+def _reproduce(
+    point: Point, verdict: Verdict, result: CaseResult, pa: Planner, pb: Planner,
+    causes: dict[tuple[str | None, ...], tuple[tuple[str | None, ...], Point]], deadline: float | None,
+) -> None:  # fmt: skip
+    """Fill ``result``'s minimal call: the lengths of a call a case of the same cause shrank to, when this case
+    diverges there the same way (one evaluation), else the case shrunk (:func:`same_cause`)."""
+    key = (point.op, *verdict.signature)
+    known = causes.get(key)
+    candidate = _at_lengths(point, known[1]) if known is not None else None
+    if known is not None and candidate is not None and _within(candidate, point):
+        signature = known[0]
+        found = evaluate(candidate, pa, pb)
+        if found.status == DIVERGED and found.signature == signature:
+            result.minimal, result.minimal_detail, result.shrink_evals = candidate.to_dict(), found.detail, 1
+            result.signature, result.seeded = list(signature), candidate != known[1]
+            return
+    shrunk = shrink(point, same_cause(verdict.signature, pa, pb), deadline=deadline)
+    final = evaluate(shrunk.point, pa, pb)
+    result.minimal, result.shrink_evals, result.shrink_exhausted = shrunk.point.to_dict(), shrunk.evals, shrunk.exhausted
+    result.minimal_detail = final.detail
+    if final.status == DIVERGED:
+        result.signature = list(final.signature)
+        if shrunk.exhausted is None:
+            causes[key] = causes[(point.op, *final.signature)] = (final.signature, shrunk.point)
+
+
+def same_cause(signature: tuple[str | None, ...], pa: Planner, pb: Planner) -> Callable[[Point], bool]:
+    """Does a smaller call still diverge as a case of ``signature`` does: with its signature, or, for an error,
+    as a plan (a cause that raises at one size, when a buffer overflows, plans wrong values at a smaller one)?"""
+
+    def diverges(candidate: Point) -> bool:
+        found = evaluate(candidate, pa, pb)
+        if found.status != DIVERGED:
+            return False
+        return found.signature == signature or (signature[0] == KIND_ERROR and found.kind in (KIND_SHAPE, KIND_VALUES))
+
+    return diverges
+
+
+def _within(smaller: Point, point: Point) -> bool:
+    """Is ``smaller`` a call the shrinker could reach from ``point`` (no more requests, none longer)?"""
+    return smaller.batch <= point.batch and max(smaller.seq_lens) <= max(point.seq_lens)
+
+
+def _at_lengths(point: Point, seen: Point) -> Point:
+    """``point`` with the request lengths of ``seen`` (each at least a decode query long)."""
+    shortest = point.qlen if point.op == DECODE else 1
+    return dataclasses.replace(point, seq_lens=tuple(max(n, shortest) for n in seen.seq_lens))
+
+
 def run_shipped(
     a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None,
-    out: str | None = None,
+    out: str | None = None, sweep: str | None = None,
 ) -> list[CaseResult]:
     """:func:`run_chunk` for another process: the points stay out of the results (the sender has them)."""
-    results = run_chunk(a, b, items, shrink_divergent, deadline, out)
+    results = run_chunk(a, b, items, shrink_divergent, deadline, out, sweep)
     for result in results:
         result.point = {}
     return results
