@@ -11,6 +11,7 @@ every output element that changes with it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mla_golden.reference.errors import UndefinedResultError
@@ -20,15 +21,22 @@ from mla_golden.schema import MLA
 
 #: Output fields a kernel stores (``work_metadata_ptrs`` never depends on the inputs).
 FIELDS = ("work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
-#: What the planner finds past an input's end, one run each: two negative bases and a
-#: positive one, so that a min() or max() in the planner cannot hide a dependence.
-GARBAGE = (-(1 << 24), -(1 << 25), 1 << 26)
+#: What the planner finds ``k`` elements past an input's end, one run per pattern: two negative bases and
+#: a positive one, so that a min() or max() in the planner cannot hide a dependence; odd and even, and
+#: apart in their low bits (1, 83, 170 modulo 256), so that neither can a value taken modulo a page or
+#: tile size (a power of two) or its quotient by one; climbing, falling and alternating, so that no one
+#: step between elements hides it.
+PATTERNS: tuple[Callable[[int], int], ...] = (
+    lambda k: -(1 << 24) + 1 + 7 * k,
+    lambda k: -(1 << 25) + 83 - 13 * k,
+    lambda k: (1 << 26) + 170 + 11 * k * (-1) ** k,
+)
 
 
 class _PastEnd(list[int]):
     """An input that answers reads past its end with garbage, and notes that it did."""
 
-    def __init__(self, values: list[int], name: str, garbage: int, touched: set[str]) -> None:
+    def __init__(self, values: list[int], name: str, garbage: Callable[[int], int], touched: set[str]) -> None:
         super().__init__(values)
         self.name = name
         self.garbage = garbage
@@ -37,7 +45,7 @@ class _PastEnd(list[int]):
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, int) and index >= len(self):
             self.touched.add(self.name)
-            return self.garbage + 7 * (index - len(self))
+            return self.garbage(index - len(self))
         return super().__getitem__(index)
 
 
@@ -89,7 +97,7 @@ def run_planner(
         pass  # a read past the end of an input: compare runs over different garbage
     touched: set[str] = set()
     runs = []
-    for garbage in GARBAGE:
+    for garbage in PATTERNS:
         padded = (_PastEnd(values, name, garbage, touched) for name, values in inputs.items())
         try:
             runs.append(dispatch.kernel(*args, *padded))
