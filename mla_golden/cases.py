@@ -181,14 +181,16 @@ def decode_inputs(seq_lens: Sequence[int], qlen: int, page_size: int, device: st
     }
 
 
-def prefill_inputs(seq_lens: Sequence[int]) -> dict[str, torch.Tensor]:
-    """The prefill planner's host-side inputs as vLLM builds them: new tokens only, so kv == q."""
+def prefill_inputs(seq_lens: Sequence[int], block_size: int = 1) -> dict[str, torch.Tensor]:
+    """The prefill planner's host-side inputs as vLLM builds them: new tokens only, so kv == q; the KV in pages of
+    ``block_size`` tokens (vLLM's 1: one page per token)."""
     import torch
 
     indptr = torch.tensor([0, *itertools.accumulate(seq_lens)], dtype=torch.int32)
+    pages = [0, *itertools.accumulate(math.ceil(n / block_size) for n in seq_lens)]
     return {
         "seqlens_qo_indptr": indptr,
-        "pages_kv_indptr": indptr.clone(),
+        "pages_kv_indptr": indptr.clone() if block_size == 1 else torch.tensor(pages, dtype=torch.int32),
         "context_lens": torch.tensor(list(seq_lens), dtype=torch.int32),
     }
 

@@ -22,6 +22,7 @@ LONG_REQUEST = 2000
 BIG_BATCH = 4
 
 _DECODE = inspect.signature(reference.get_mla_metadata_v1)
+_PREFILL = inspect.signature(reference.get_ps_metadata_v1)
 
 
 @functools.wraps(reference.get_mla_metadata_v1)  # a plug-in keeps aiter's signature: callers bind by it
@@ -63,6 +64,13 @@ def _unpaged(
     )  # fmt: skip
 
 
+def _prefill_always_causal(*args: Any, **kwargs: Any) -> None:
+    """The prefill planner with is_causal dropped: every call plans as causal (its default)."""
+    bound = _PREFILL.bind(*args, **kwargs)
+    bound.arguments.pop("is_causal", None)
+    reference.get_ps_metadata_v1(*bound.args, **bound.kwargs)
+
+
 _REFERENCE = {
     name: getattr(reference, name)
     for name in ("get_mla_metadata_v1", "get_mla_metadata_info_v1", "get_ps_metadata_v1", "get_ps_metadata_info_v1")
@@ -78,5 +86,7 @@ two_bugs = SimpleNamespace(
 )
 #: No bug, but a signature without pages: a paged call is one it cannot make (skipped).
 unpaged = SimpleNamespace(**{**_REFERENCE, "get_mla_metadata_v1": _unpaged})
+#: One bug: prefill ignores is_causal=False (a non-causal call plans as causal).
+causal_prefill = SimpleNamespace(**{**_REFERENCE, "get_ps_metadata_v1": functools.wraps(reference.get_ps_metadata_v1)(_prefill_always_causal)})
 #: Not a planner: the sizing helpers are missing.
 incomplete = SimpleNamespace(get_mla_metadata_v1=reference.get_mla_metadata_v1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import textwrap
 
 import pytest
@@ -114,3 +115,71 @@ def test_space_without_groups_or_with_unknown_format_is_refused() -> None:
         parse('format = "mla-golden-space/1"\n', "empty.toml")
     with pytest.raises(SpaceError, match="unknown format"):
         parse(textwrap.dedent(SMALL).replace("mla-golden-space/1", "mla-golden-space/9"), "x.toml")
+
+
+WHOLE = """\
+format = "mla-golden-space/1"
+devices = ["gfx950:256"]
+
+[[decode]]
+name = "sparse"
+heads = 128
+dtype = "fp8"
+qlen = 2
+batch = 2
+context = "uniform:5000"
+topk = [-1, 2048]
+
+[[prefill]]
+name = "p"
+heads = 16
+seq_lens = [[700, 33]]
+causal = [true, false]
+qlen_granularity = [256, 128]
+kvlen_granularity = 64
+block_size = [1, 16]
+"""
+
+
+def test_prefill_sweeps_causality_and_its_tile_settings_and_decode_its_topk() -> None:
+    from mla_golden.sweeper.evaluate import run_side, template
+    from mla_golden.sweeper.planners import resolve
+
+    points = list(parse(WHOLE).points(0, 100))
+    prefill = [p for p in points if p.op == PREFILL]
+    assert {(p.causal, p.qlen_granularity, p.block_size) for p in prefill} == set(itertools.product([True, False], [256, 128], [1, 16]))
+    assert {p.kvlen_granularity for p in prefill} == {64} and {p.gqa_ratio for p in prefill} == {1}
+    reference = resolve("reference")
+    noncausal = next(p for p in prefill if not p.causal and p.qlen_granularity == 128 and p.block_size == 16)
+    call, sizing = template(noncausal, reference)
+    assert call.params["is_causal"] is False and call.params["qlen_granularity"] == 128 and call.params["block_size"] == 16
+    assert sizing["qlen_granularity"] == 128 and call.inputs["pages_kv_indptr"].tolist() == [0, 44, 47], "pages of 16 tokens"
+    assert "-noncausal-q128-kv64-h1-b16-g1-" in noncausal.key
+    dense, sparse = sorted((p for p in points if p.op == DECODE), key=lambda p: p.topk)
+    assert (dense.topk, sparse.topk) == (-1, 2048) and "-topk2048-" in sparse.key
+    call, sizing = template(sparse, reference)
+    assert call.params["topk"] == 2048 and sizing["is_sparse"] is True
+    assert run_side(sparse, reference).shapes != run_side(dense, reference).shapes, "sized as sparse: a batch per token"
+
+
+def test_a_python_point_of_a_setting_its_op_cannot_say_is_refused_not_run_as_another() -> None:
+    from mla_golden.sweeper.space import Space
+
+    Space.of([Point(PREFILL, "gfx950", 256, 16, (300,), causal=False, qlen_granularity=128)])  # prefill says both
+    for point, problem in [
+        (Point(PREFILL, "gfx950", 256, 16, (300,), qlen=2), "get_ps_metadata_v1 has no qlen=2 (decode settings)"),
+        (Point(PREFILL, "gfx950", 256, 16, (300,), page_size=16, topk=8), "has no page_size=16, topk=8"),
+        (Point(DECODE, "gfx950", 256, 16, (300,), block_size=16), "get_mla_metadata_v1 has no block_size=16"),
+        (Point(DECODE, "gfx950", 256, 16, (2,), qlen=3), "shorter than its query length 3"),
+        (Point(DECODE, "gfx950", 256, 16, ()), "expected at least one request"),
+    ]:
+        with pytest.raises(SpaceError, match=re.escape("<points>: point 1: ") + f".*{re.escape(problem)}"):
+            Space.of([Point(DECODE, "gfx950", 256, 16, (300,)), point])
+
+
+def test_a_noncausal_prefill_point_runs_noncausal() -> None:
+    import mla_golden
+
+    point = Point(PREFILL, "gfx950", 256, 16, (700,), causal=False)
+    findings = mla_golden.sweep("reference", "python:planted_planners:causal_prefill", [point, Point(PREFILL, "gfx950", 256, 16, (700,))])
+    assert [r.status for r in findings.results] == ["diverged", "equal"], "the plug-in plans every prefill as causal"

@@ -49,8 +49,6 @@ FAMILIES = {
     POINTER_OUTPUT: WORKS, "work_indptr": WORKS, "work_info_set": WORKS,
     "reduce_indptr": REDUCE, "reduce_final_map": REDUCE, "reduce_partial_map": REDUCE,
 }  # fmt: skip
-#: vLLM's FP8 prefill convention (``_build_fp8_prefill_ps_metadata``), as call params.
-PREFILL_PARAMS = {"gqa_ratio": cases.PREFILL_GQA_RATIO, **cases.PREFILL_OPTIONS}
 _CANARY = CANARIES[torch.int32][0]
 #: The uint64 canary as two int32 canaries: what the shared int32 fill leaves in work_metadata_ptrs.
 _POINTER_CANARY = torch.full((2,), _CANARY, dtype=torch.int32).view(torch.uint64)[0].item()
@@ -105,7 +103,7 @@ def point_inputs(point: Point) -> dict[str, torch.Tensor]:
     """The input tensors of ``point``'s call (the same whichever planner runs it; planners do not write them)."""
     if point.op == DECODE:
         return cases.decode_inputs(point.seq_lens, point.qlen, point.page_size)
-    return cases.prefill_inputs(point.seq_lens)
+    return cases.prefill_inputs(point.seq_lens, point.block_size)
 
 
 def template(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | None = None) -> tuple[Call, dict[str, Any]]:
@@ -117,16 +115,17 @@ def template(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
     if point.op == DECODE:
         q, kv = cases.dtype_name(point.q_dtype, arch), cases.dtype_name(point.kv_dtype, arch)
         params = cases.decode_params(point.heads, point.causal, point.page_size, point.qlen, point.max_split_per_batch, q, kv)
+        params["topk"] = point.topk
         sizing = {
             "batch_size": point.batch, "max_seqlen_qo": point.qlen, "num_head_qo": point.heads,
-            "q_dtype": q, "kv_dtype": kv, "is_sparse": False, "fast_mode": True,
+            "q_dtype": q, "kv_dtype": kv, "is_sparse": point.topk >= 0, "fast_mode": True,
             "max_split_per_batch": point.max_split_per_batch,
         }  # fmt: skip
     else:
-        params = {**PREFILL_PARAMS, "num_heads_k": point.heads}
+        params = {**point.prefill_settings(), "num_heads_k": point.heads, "is_causal": point.causal}
         sizing = {
             "batch_size": point.batch, "num_head_k": point.heads, "max_qlen": max(point.seq_lens),
-            "qlen_granularity": PREFILL_PARAMS["qlen_granularity"],
+            "qlen_granularity": point.qlen_granularity,
         }  # fmt: skip
     call = Call(op=point.op, params=params, inputs=inputs, device=device, env=env)
     call.provenance = {"sweep": {"planner": str(planner.spec), "runs": planner.label}}

@@ -1,7 +1,8 @@
 """Summarise verdicts as regions: which parameter values diverge, and which never do.
 
 Points are grouped by their categorical parameters (op, device, heads,
-dtype, query length, page size, split cap, causality, env). Regions are
+dtype, query length, page size, split cap, causality, sparse topk, prefill
+tiles, env). Regions are
 learnt as a decision list: starting from a divergent group not yet covered,
 a region begins as "everywhere" and is narrowed, one parameter at a time, to
 that group's value that leaves the largest share of divergent cases (ties:
@@ -28,7 +29,7 @@ PURE = 0.9
 #: The value of an axis an op does not have (prefill has no dtype, query length, pages...).
 NOT_APPLICABLE = "-"
 #: Categorical axes, in the order regions are widened (least telling first) and reversed for display.
-AXES = ("env", "causal", "split", "page_size", "qlen", "device", "dtype", "heads", "op")
+AXES = ("env", "causal", "sparse", "tiles", "split", "page_size", "qlen", "device", "dtype", "heads", "op")
 
 
 def labels(point: Point) -> dict[str, str]:
@@ -43,7 +44,9 @@ def labels(point: Point) -> dict[str, str]:
         "qlen": NOT_APPLICABLE if prefill else str(point.qlen),
         "page_size": NOT_APPLICABLE if prefill else str(point.page_size),
         "split": NOT_APPLICABLE if prefill else ("none" if point.max_split_per_batch == -1 else "capped"),
-        "causal": NOT_APPLICABLE if prefill else ("causal" if point.causal else "noncausal"),
+        "causal": "causal" if point.causal else "noncausal",
+        "sparse": NOT_APPLICABLE if prefill else ("dense" if point.topk < 0 else f"topk {point.topk}"),
+        "tiles": point.tiles if prefill else NOT_APPLICABLE,
         "env": NOT_APPLICABLE if prefill else env,
     }
 

@@ -20,6 +20,7 @@ from mla_golden.svg import draw
 from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, TOP_REASONS, Findings, Reproducer
 from mla_golden.sweeper.groups import Group
 from mla_golden.sweeper.regions import NOT_APPLICABLE
+from mla_golden.sweeper.space import Point
 from mla_golden.views import diff_marks, focus, parts_of, schedule
 
 #: Reproducers shown in full (text report and page); the JSON lists every one.
@@ -71,9 +72,13 @@ def _point_line(rep: Reproducer) -> str:
     p = rep.point
     env = ",".join(f"{k}={v}" for k, v in p["env"].items() if v is not None)
     shape = f"{p['arch']}:{p['cu_num']} heads {p['heads']}"
-    if p["op"] == "get_mla_metadata_v1":
+    point = Point.from_dict(p)
+    if point.op == "get_mla_metadata_v1":
         shape += f" {p['q_dtype']}/{p['kv_dtype']} qlen {p['qlen']} page {p['page_size']} split {p['max_split_per_batch']}"
-        shape += "" if p["causal"] else " noncausal"
+        shape += "" if point.topk < 0 else f" topk {point.topk}"
+    else:
+        shape += f" tiles {point.tiles}"
+    shape += "" if point.causal else " noncausal"
     return f"{p['op']} {shape} {env} lens {p['seq_lens']}".replace("  ", " ")
 
 

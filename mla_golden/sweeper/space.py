@@ -3,7 +3,8 @@
 A space is a TOML file in the case matrix's spirit (format in docs/cli.md,
 "mla-golden sweep"): ``[[decode]]`` / ``[[prefill]]`` groups whose keys are
 the matrix's (``heads``, ``dtype``, ``qlen``, ``batch``, ``context``,
-``page_size``, ``max_split_per_batch``, ``env``, ``devices``...), each a value
+``page_size``, ``max_split_per_batch``, ``causal``, ``topk``, ``env``,
+``devices``...; prefill's tile settings ``qlen_granularity``...), each a value
 or a list of choices, and where integers may also be ranges ``"LO..HI"``
 (contexts ``"jitter:LO..HI"``). A small space is enumerated in file order; a
 large one is sampled, seeded: point ``i`` depends only on the seed and ``i``,
@@ -39,9 +40,17 @@ _RANGE_RE = re.compile(r"^([0-9]+)\.\.([0-9]+)$")
 _CONTEXT_RE = re.compile(rf"^({'|'.join(cases.CONTEXT_MODES)}):([0-9]+)(?:\.\.([0-9]+))?$")
 _DECODE_KEYS = (
     "name", "model", "devices", "heads", "dtype", "qlen", "batch", "context", "seq_lens",
-    "page_size", "max_split_per_batch", "causal", "env", "tags",
+    "page_size", "max_split_per_batch", "causal", "topk", "env", "tags",
 )  # fmt: skip
-_PREFILL_KEYS = ("name", "model", "devices", "heads", "batch", "context", "seq_lens", "tags")
+#: The prefill planner's settings a [[prefill]] group may sweep, besides heads and causality, and the value
+#: vLLM passes (``_build_fp8_prefill_ps_metadata``, :data:`mla_golden.cases.PREFILL_OPTIONS`).
+PREFILL_SETTINGS = {
+    "gqa_ratio": cases.PREFILL_GQA_RATIO,
+    **{name: int(cases.PREFILL_OPTIONS[name]) for name in ("qhead_granularity", "qlen_granularity", "kvlen_granularity", "block_size")},
+}
+_PREFILL_KEYS = ("name", "model", "devices", "heads", "batch", "context", "seq_lens", "causal", *PREFILL_SETTINGS, "tags")
+#: The fields only a decode point has, at the value a prefill point must leave them.
+_DECODE_ONLY = {"qlen": 1, "q_dtype": "bf16", "kv_dtype": "bf16", "page_size": 1, "max_split_per_batch": -1, "topk": -1, "env": ()}
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,14 @@ class Point:
     causal: bool = True
     #: Planner env vars this point pins (None = unset), sorted by name.
     env: tuple[tuple[str, str | None], ...] = ()
+    #: Decode: KV tokens each query attends to in sparse MLA (-1: dense; the sizing helper's is_sparse).
+    topk: int = -1
+    #: Prefill: the planner's settings (:data:`PREFILL_SETTINGS`; vLLM's by default).
+    gqa_ratio: int = PREFILL_SETTINGS["gqa_ratio"]
+    qhead_granularity: int = PREFILL_SETTINGS["qhead_granularity"]
+    qlen_granularity: int = PREFILL_SETTINGS["qlen_granularity"]
+    kvlen_granularity: int = PREFILL_SETTINGS["kvlen_granularity"]
+    block_size: int = PREFILL_SETTINGS["block_size"]
 
     @property
     def batch(self) -> int:
@@ -77,17 +94,50 @@ class Point:
     def key(self) -> str:
         """Golden key: readable shape part plus a digest of everything, so equal points share a file."""
         digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+        causal = "" if self.causal else "-noncausal"
         if self.op == PREFILL:
-            label = f"h{self.heads}-b{self.batch}-t{sum(self.seq_lens)}-{digest}"
+            tiles = "" if self.prefill_settings() == PREFILL_SETTINGS else f"-{self.tiles}"
+            label = f"h{self.heads}{causal}{tiles}-b{self.batch}-t{sum(self.seq_lens)}-{digest}"
             return cases.golden_key("sweep/prefill", self.arch, self.cu_num, label)
         env = "".join(f"-{k.removeprefix('AITER_').lower()}{v}" for k, v in self.env if v is not None)
-        causal = "" if self.causal else "-noncausal"
         split = "" if self.max_split_per_batch == -1 else f"-s{self.max_split_per_batch}"
+        sparse = "" if self.topk < 0 else f"-topk{self.topk}"
         label = (
             f"h{self.heads}-{self.dtype.replace('/', '-')}-q{self.qlen}-p{self.page_size}"
-            f"{split}{causal}{env}-b{self.batch}-{digest}"
+            f"{split}{causal}{sparse}{env}-b{self.batch}-{digest}"
         )
         return cases.golden_key("sweep/decode", self.arch, self.cu_num, label)
+
+    def prefill_settings(self) -> dict[str, int]:
+        """The prefill planner's settings of this point, by name."""
+        return {name: getattr(self, name) for name in PREFILL_SETTINGS}
+
+    @property
+    def tiles(self) -> str:
+        """The prefill settings as keys and reports name them: ``q256-kv128-h1-b1-g1`` (qlen, kvlen, qhead granularity,
+        block size, GQA ratio)."""
+        return (f"q{self.qlen_granularity}-kv{self.kvlen_granularity}-h{self.qhead_granularity}-b{self.block_size}"
+                f"-g{self.gqa_ratio}")  # fmt: skip
+
+    def problem(self) -> str | None:
+        """Why no planner call makes this point (a setting its op has no way to say), or None.
+
+        A point is never run as another: a prefill point with a query length or page size, a decode point with
+        prefill tiles, would otherwise plan as if they were not there.
+        """
+        if self.op not in (DECODE, PREFILL):
+            return f"unknown op {self.op!r} (known: {DECODE}, {PREFILL})"
+        if not self.seq_lens or min(self.seq_lens) < 1:
+            return f"seq_lens {list(self.seq_lens)}: expected at least one request, each at least 1 token long"
+        if self.op == PREFILL:
+            foreign = [f"{name}={getattr(self, name)!r}" for name, value in _DECODE_ONLY.items() if getattr(self, name) != value]
+            return f"{PREFILL} has no {', '.join(foreign)} (decode settings)" if foreign else None
+        foreign = [f"{name}={value!r}" for name, value in self.prefill_settings().items() if value != PREFILL_SETTINGS[name]]
+        if foreign:
+            return f"{DECODE} has no {', '.join(foreign)} (prefill settings)"
+        if min(self.seq_lens) < self.qlen:
+            return f"a request of {min(self.seq_lens)} KV tokens is shorter than its query length {self.qlen}"
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (field by field: dataclasses.asdict deep-copies, too slow per point)."""
@@ -220,7 +270,8 @@ class Group:
             mode, top = v["context"]
             lens = _lengths(mode, max(top, qlen), v["batch"], qlen, random.Random(v.get("seed", repr(sorted(v.items())))))
         if self.op == PREFILL:
-            return Point(PREFILL, arch, cu, v["heads"], lens)
+            settings = {name: v[name] for name in PREFILL_SETTINGS}
+            return Point(PREFILL, arch, cu, v["heads"], lens, causal=v["causal"], **settings)
         q_dtype, kv_dtype = v["dtype"]
         heads = cases.kernel_heads(v["heads"])
         split = v["max_split_per_batch"]
@@ -228,7 +279,7 @@ class Group:
         env = tuple(sorted((name, None if value == UNSET else value) for name, value in v["env"]))
         return Point(
             DECODE, arch, cu, heads, lens, qlen=qlen, q_dtype=q_dtype, kv_dtype=kv_dtype,
-            page_size=v["page_size"], max_split_per_batch=split, causal=v["causal"], env=env,
+            page_size=v["page_size"], max_split_per_batch=split, causal=v["causal"], env=env, topk=v["topk"],
         )  # fmt: skip
 
 
@@ -244,7 +295,11 @@ class Space:
 
     @classmethod
     def of(cls, points: Sequence[Point], source: str = "<points>") -> Space:
-        """A space of exactly these points (e.g. the calls of recorded cases)."""
+        """A space of exactly these points (e.g. the calls of recorded cases); SpaceError for one no call makes."""
+        for index, point in enumerate(points):
+            problem = point.problem()
+            if problem:
+                raise SpaceError(f"{source}: point {index}: {problem}")
         text = json.dumps([p.to_dict() for p in points], sort_keys=True)
         return cls([], source, text, tuple(points))
 
@@ -366,6 +421,13 @@ class _SpaceGroup(Table):
             per_var.append([(name, s) for s in settings])
         return Choices(tuple(tuple(combo) for combo in itertools.product(*per_var)))
 
+    def causal_axis(self) -> Choices:
+        causal = self.data.get("causal", True)
+        values = causal if isinstance(causal, list) else [causal]
+        if not values or not all(isinstance(c, bool) for c in values):
+            raise self.fail("causal", f"expected true, false or a list of them, got {causal!r}")
+        return Choices(tuple(values))
+
     def seq_lens(self) -> tuple[tuple[int, ...], ...]:
         value = self.data.get("seq_lens")
         if value is None:
@@ -412,12 +474,12 @@ def _group(group: _SpaceGroup, op: str, devices: Choices) -> Group:
         axes["qlen"] = group.axis("qlen", 1, 1, 64)
         axes["page_size"] = group.axis("page_size", 1, 1, 1024)
         axes["max_split_per_batch"] = group.axis("max_split_per_batch", "vllm", 1, 1 << 16, extra=("vllm", -1))
-        causal = group.data.get("causal", True)
-        causal_values = causal if isinstance(causal, list) else [causal]
-        if not causal_values or not all(isinstance(c, bool) for c in causal_values):
-            raise group.fail("causal", f"expected true, false or a list of them, got {causal!r}")
-        axes["causal"] = Choices(tuple(causal_values))
+        axes["topk"] = group.axis("topk", -1, 1, 1 << 22, extra=(-1,))
         axes["env"] = group.env_axis()
+    else:
+        for name, vllm in PREFILL_SETTINGS.items():
+            axes[name] = group.axis(name, vllm, 1, 1 << 16)
+    axes["causal"] = group.causal_axis()
     contexts: tuple[Context, ...] = ()
     if not seq_lens:
         axes["batch"] = group.axis("batch", None, 1, 1 << 16)
