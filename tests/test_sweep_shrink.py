@@ -115,3 +115,25 @@ def test_a_deadline_stops_shrinking_and_says_so(monkeypatch: pytest.MonkeyPatch)
     assert shrunk.exhausted == TIME and shrunk.evals == 5
     assert needs_many(shrunk.point), "what it gives back still diverges"
     assert shrink(start, needs_many, deadline=clock.time() - 1).evals == 0
+
+
+def test_a_divergence_on_a_tile_multiple_shrinks_to_the_tile_not_where_bisection_lands() -> None:
+    # As in the issue: a bug on KV lengths that are multiples of 16 shrank to 288 by bisection; 16 shows it too.
+    def diverges(p: Point) -> bool:
+        return all(n % 16 == 0 for n in p.seq_lens)
+
+    for start in (4608, 6992):  # whole-call moves and bisection alone stop at 6992 itself
+        shrunk = shrink(_point((start,)), diverges)
+        assert shrunk.point.seq_lens == (16,) and shrunk.exhausted is None
+    # at least 272 tokens, a multiple of 16: bisection alone stops at 2224 from 4592; a lattice length and steps
+    # of a tile down reach the least
+    for start in (4592, 6992, 300 * 16):
+        least = shrink(_point((start,)), lambda p: p.seq_lens[0] >= 272 and p.seq_lens[0] % 16 == 0)
+        assert least.point.seq_lens == (272,) and least.exhausted is None, start
+
+
+def test_a_kept_parameter_whose_simplest_value_diverges_too_is_named() -> None:
+    shrunk = shrink(_point((3000, 40), qlen=3), lambda p: max(p.seq_lens) >= 100)
+    assert shrunk.point.seq_lens == (100,) and shrunk.loose == ("qlen 1",), "any query length diverges: not minimal along it"
+    tight = shrink(_point((3000, 40), qlen=3), lambda p: max(p.seq_lens) >= 100 and p.qlen == 3)
+    assert tight.point.seq_lens == (100,) and tight.loose == ()

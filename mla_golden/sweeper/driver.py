@@ -63,13 +63,18 @@ class Reproducer:
     confirmed: bool = True
     #: What ran out before the shrink reached a minimum ("evals", "time"); None: it is a minimum.
     exhausted: str | None = None
+    #: Kept parameters along which it is not minimal ("qlen 1": that query length diverges the same way too).
+    loose: list[str] = field(default_factory=list)
+    #: Tried at the lengths another case of its group shrank to, not shrunk itself: not shown minimal.
+    seeded: bool = False
     diff: Diff | None = field(default=None, repr=False)
     calls: tuple[Call, Call] | None = field(default=None, repr=False)
     written: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "point": self.point, "kind": self.kind, "detail": self.detail, "cases": self.cases,
-                "confirmed": self.confirmed, "exhausted": self.exhausted, "written": self.written}  # fmt: skip
+                "confirmed": self.confirmed, "exhausted": self.exhausted, "not_minimal_along": self.loose,
+                "seeded": self.seeded, "written": self.written}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -209,7 +214,8 @@ class Findings:
             "groups": [g.to_dict() for g in self.groups],
             "reproducers": [r.to_dict() for r in self.reproducers],
             "divergent_cases": [{"index": r.index, "detail": r.detail, "kind": r.kind, "point": r.point,
-                                 "minimal": r.minimal, "shrink_exhausted": r.shrink_exhausted, "seeded": r.seeded}
+                                 "minimal": r.minimal, "shrink_exhausted": r.shrink_exhausted, "seeded": r.seeded,
+                                 "not_minimal_along": r.loose or []}
                                 for r in self.results if r.status == DIVERGED],
         }  # fmt: skip
 
@@ -237,7 +243,8 @@ def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reprodu
     found = diff(call_a, call_b, expected_name=f"A {a}", actual_name=f"B {b}")
     confirmed = found.error is not None or any(not f.equal for f in found.fields)
     detail = result.minimal_detail or result.detail
-    rep = Reproducer(point.key, point.to_dict(), result.kind, detail, 1, confirmed, result.shrink_exhausted, found, (call_a, call_b))
+    rep = Reproducer(point.key, point.to_dict(), result.kind, detail, 1, confirmed, result.shrink_exhausted,
+                     list(result.loose or ()), result.seeded, found, (call_a, call_b))  # fmt: skip
     if out is not None:
         rep.written = list(result.written or write_pair(point, a, b, out))
     return rep

@@ -87,8 +87,14 @@ _RAN_OUT = {"evals": "its evaluation budget", "time": "the --time budget"}
 
 
 def _exhausted(rep: Reproducer) -> str:
-    """``; NOT minimal: ...`` when the reproducer's shrink ran out of budget, else nothing."""
-    return f"; NOT minimal: shrinking ran out of {_RAN_OUT.get(rep.exhausted, rep.exhausted)}" if rep.exhausted else ""
+    """``; NOT minimal: ...`` when the reproducer is not shown minimal (its shrink ran out of budget, it was tried at
+    another case's lengths) or is not minimal along a kept parameter; else nothing."""
+    text = f"; NOT minimal: shrinking ran out of {_RAN_OUT.get(rep.exhausted, rep.exhausted)}" if rep.exhausted else ""
+    if rep.seeded and not rep.exhausted:
+        text += "; NOT shown minimal: tried at the lengths another case of its group shrank to"
+    if rep.loose:
+        text += f"; NOT minimal along {', '.join(v.split()[0] for v in rep.loose)}: {', '.join(rep.loose)} diverges the same way"
+    return text
 
 
 def _notes(findings: Findings) -> list[str]:

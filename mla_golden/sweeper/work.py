@@ -45,6 +45,9 @@ class CaseResult:
     shrink_evals: int = 0
     #: What ran out before shrinking reached a minimum ("evals", "time"); None: ``minimal`` is one.
     shrink_exhausted: str | None = None
+    #: Kept parameters along which ``minimal`` is not minimal: their simplest value diverges the same way too
+    #: ("qlen 1", "page_size 1", "heads 16"; ``Shrunk.loose``).
+    loose: list[str] | None = None
     #: The divergence's signature (``Verdict.signature``), of its minimal call once shrunk: what groups tell causes by.
     signature: list[str | None] | None = None
     #: The decode kernel path each side ran (``Verdict.paths``; None where unknown).
@@ -141,36 +144,45 @@ def run_chunk(
     return results
 
 
-#: What this process learnt of the causes of the sweep it works for: (op, signature of a case) -> (the signature of the
-#: minimal call it shrank to, that call). Shrinking ends at a few calls per cause; a common cause's later cases
-#: are tried there first instead of each being shrunk again.
-_causes: dict[tuple[str | None, str, str], dict[tuple[str | None, ...], tuple[tuple[str | None, ...], Point]]] = {}
+@dataclass(frozen=True)
+class _Cause:
+    """A cause a worker has shrunk a case of: the signature of the minimal call, the call, where it is loose."""
+
+    signature: tuple[str | None, ...]
+    minimal: Point
+    loose: tuple[str, ...]
+
+
+#: What this process learnt of the causes of the sweep it works for: (op, signature of a case) -> the cause it
+#: shrank to. Shrinking ends at a few calls per cause; a common cause's later cases are tried there first
+#: instead of each being shrunk again.
+_causes: dict[tuple[str | None, str, str], dict[tuple[str | None, ...], _Cause]] = {}
 
 
 def _reproduce(
     point: Point, verdict: Verdict, result: CaseResult, pa: Planner, pb: Planner,
-    causes: dict[tuple[str | None, ...], tuple[tuple[str | None, ...], Point]], deadline: float | None,
+    causes: dict[tuple[str | None, ...], _Cause], deadline: float | None,
 ) -> None:  # fmt: skip
     """Fill ``result``'s minimal call: the lengths of a call a case of the same cause shrank to, when this case
     diverges there the same way (one evaluation), else the case shrunk (:func:`same_cause`)."""
     key = (point.op, *verdict.signature)
     known = causes.get(key)
-    candidate = _at_lengths(point, known[1]) if known is not None else None
-    if known is not None and candidate is not None and _within(candidate, point):
-        signature = known[0]
-        found = evaluate(candidate, pa, pb)
-        if found.status == DIVERGED and found.signature == signature:
+    if known is not None:
+        candidate = _at_lengths(point, known.minimal)
+        found = evaluate(candidate, pa, pb) if _within(candidate, point) else None
+        if found is not None and found.status == DIVERGED and found.signature == known.signature:
             result.minimal, result.minimal_detail, result.shrink_evals = candidate.to_dict(), found.detail, 1
-            result.signature, result.seeded = list(signature), candidate != known[1]
+            result.signature, result.seeded = list(known.signature), candidate != known.minimal
+            result.loose = list(known.loose) or None if candidate == known.minimal else None
             return
     shrunk = shrink(point, same_cause(verdict.signature, pa, pb), deadline=deadline)
     final = evaluate(shrunk.point, pa, pb)
     result.minimal, result.shrink_evals, result.shrink_exhausted = shrunk.point.to_dict(), shrunk.evals, shrunk.exhausted
-    result.minimal_detail = final.detail
+    result.minimal_detail, result.loose = final.detail, list(shrunk.loose) or None
     if final.status == DIVERGED:
         result.signature = list(final.signature)
         if shrunk.exhausted is None:
-            causes[key] = causes[(point.op, *final.signature)] = (final.signature, shrunk.point)
+            causes[key] = causes[(point.op, *final.signature)] = _Cause(final.signature, shrunk.point, shrunk.loose)
 
 
 def same_cause(signature: tuple[str | None, ...], pa: Planner, pb: Planner) -> Callable[[Point], bool]:
