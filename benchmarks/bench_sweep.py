@@ -17,18 +17,29 @@
   start-up printed apart. Goals: ``--jobs 8`` >= 6x ``--jobs 1`` on 16 free
   cores (J = 2: >= 1.7x on two free cores); Ray no slower than ``--jobs J``.
   Wall scaling needs the cores free, so the load average is printed beside it.
+- common vs rare: the same planted bug (a decode request this long gets a
+  wrong last work_indptr entry) swept against the reference over the default
+  space at the same case budget, once with a threshold most decode cases
+  pass (common) and once with one few do (rare). Each group's first case is
+  shrunk; later cases of a known cause are tried at its minimal call first,
+  not shrunk again. Goal: the common bug costs <= 2x the time of the rare one
+  (it was ~10x: every divergent case shrunk).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import mla_golden
+from mla_golden import reference
 from mla_golden.sweeper.driver import Findings
 
 A = "reference+AITER_MLA_META_USE_PARALLEL=0"
@@ -73,7 +84,8 @@ def scaling(cases: int, jobs: int, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         mla_golden.sweep(OLD, NEW, VERSIONS, cases=20, seed=99)  # imports and first calls out of the way
         ones, manys, one, many = _best_of(rounds, cases, jobs, Path(tmp))
-        assert [(r.index, r.status, r.minimal) for r in one.results] == [(r.index, r.status, r.minimal) for r in many.results]
+        assert [(r.index, r.status, r.kind) for r in one.results] == [(r.index, r.status, r.kind) for r in many.results]
+        assert [g.signature for g in one.groups] == [g.signature for g in many.groups]
         t1, tj = min(ones), min(manys)
         print(f"divergent sweep of {cases} cases ({OLD} vs {NEW}, {VERSIONS.name}): {one.counts}, {len(one.groups)} groups; "
               f"best of {rounds} alternating rounds")
@@ -97,11 +109,46 @@ def scaling(cases: int, jobs: int, rounds: int) -> None:
                 again, tr2 = _divergent(cases, Path(tmp) / "ray2", ray="local")
             finally:
                 ray.shutdown()
-            assert [r.minimal for r in on_ray.results] == [r.minimal for r in one.results]
+            assert [r.status for r in on_ray.results] == [r.status for r in one.results]
             print(f"Ray, {jobs} warm actors: {min(tr, tr2):.2f} s net of start-up ({on_ray.startup_s:.2f} s apart) = "
                   f"{min(tr, tr2) / tj:.2f}x the time of --jobs {jobs} (goal <= 1x)")
     load = max(load, os.getloadavg()[0])
     print(f"load average {load:.1f} on {os.cpu_count()} CPUs (wall scaling needs the cores free)")
+
+
+def _long_request_bug(tokens: int) -> SimpleNamespace:
+    """The reference, but a decode call with a request of ``tokens`` KV tokens or more gets work_indptr[-1] + 1."""
+
+    def get_mla_metadata_v1(*args: Any, **kwargs: Any) -> None:
+        reference.get_mla_metadata_v1(*args, **kwargs)
+        call = inspect.signature(reference.get_mla_metadata_v1).bind(*args, **kwargs).arguments
+        kv, last, page = call["seqlens_kv_indptr"], call["kv_last_page_lens"], call.get("page_size", 1)
+        if int(((kv.diff() - 1) * page + last).max()) >= tokens:
+            call["work_indptr"][-1] += 1
+
+    functions = {n: getattr(reference, n) for n in ("get_mla_metadata_info_v1", "get_ps_metadata_v1", "get_ps_metadata_info_v1")}
+    return SimpleNamespace(get_mla_metadata_v1=get_mla_metadata_v1, **functions)
+
+
+#: Planted in most decode cases of the default space (contexts of 4k..128k tokens), and in few.
+COMMON, RARE = _long_request_bug(2000), _long_request_bug(120_000)
+
+
+def common_vs_rare(cases: int, rounds: int) -> None:
+    """The sweep's time with a bug most cases show against one few do, at one case budget (best of ``rounds``)."""
+    mla_golden.sweep("reference", "python:bench_sweep:RARE", cases=20, seed=99)  # imports and first calls out of the way
+    times: dict[str, list[float]] = {"COMMON": [], "RARE": []}
+    found: dict[str, Findings] = {}
+    for _ in range(rounds):
+        for name in times:
+            found[name] = mla_golden.sweep("reference", f"python:bench_sweep:{name}", cases=cases)
+            times[name].append(found[name].elapsed_s)
+    common, rare = min(times["COMMON"]), min(times["RARE"])
+    divergent = {name: f.counts.get("diverged", 0) for name, f in found.items()}
+    shrunk = {name: sum(1 for r in f.results if r.status == "diverged" and not r.seeded and r.shrink_evals > 1) for name, f in found.items()}
+    print(f"common vs rare bug, {cases} cases of the default space: common {divergent['COMMON']} divergent cases "
+          f"({shrunk['COMMON']} shrunk) {common:.2f} s, rare {divergent['RARE']} ({shrunk['RARE']} shrunk) {rare:.2f} s -> "
+          f"{common / rare:.2f}x (goal <= 2x; groups {len(found['COMMON'].groups)} and {len(found['RARE'].groups)})")
 
 
 def main() -> None:
@@ -110,8 +157,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="workers of the scaling sweep")
     parser.add_argument("--scaling-cases", type=int, default=1500, help="cases of the divergent scaling sweep")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of the scaling sweeps (best taken)")
+    parser.add_argument("--bug-cases", type=int, default=500, help="cases of the common vs rare bug sweeps")
     args = parser.parse_args()
     overhead(args.cases)
+    common_vs_rare(args.bug_cases, args.rounds)
     scaling(args.scaling_cases, args.jobs, args.rounds)
 
 

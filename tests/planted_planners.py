@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 from types import SimpleNamespace
 from typing import Any
 
@@ -71,6 +72,65 @@ def _prefill_always_causal(*args: Any, **kwargs: Any) -> None:
     reference.get_ps_metadata_v1(*bound.args, **bound.kwargs)
 
 
+def _full_last_page_bug(
+    seqlens_qo_indptr: Any, seqlens_kv_indptr: Any, kv_last_page_lens: Any, num_heads_per_head_k: int, num_heads_k: int,
+    is_causal: bool, work_metadata_ptrs: Any, work_info_set: Any, work_indptr: Any, reduce_indptr: Any,
+    reduce_final_map: Any, reduce_partial_map: Any, *args: Any, **kwargs: Any,
+) -> None:  # fmt: skip
+    """A plug-in written the natural way (aiter's leading parameters, the rest passed on as they came), whose change
+    is that the works of a request whose last page is full (a KV length a multiple of the page size) end a token
+    short."""
+    reference.get_mla_metadata_v1(
+        seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k, is_causal,
+        work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map, reduce_partial_map,
+        *args, **kwargs,
+    )  # fmt: skip
+    page = kwargs.get("page_size", 1)
+    full = {int(b) for b in (kv_last_page_lens == page).nonzero().flatten()} if page > 1 else set()
+    rows = work_info_set[: int(work_indptr[-1])]
+    for row in rows:
+        if int(row[0]) in full:
+            row[5] -= 1
+
+
+def _prefill_tile_multiple_bug(*args: Any, **kwargs: Any) -> None:
+    """The prefill planner planning one query tile too many for a request whose length is a multiple of the tile
+    (as if it held one more token): wrong works where the buffers hold them, an overflow where they do not."""
+    bound = _PREFILL.bind(*args, **kwargs)
+    bound.apply_defaults()
+    values = bound.arguments
+    lens = values["context_lens"].clone()
+    lens[lens % values["qlen_granularity"] == 0] += 1
+    indptr = torch.cat([torch.zeros(1, dtype=torch.int32), lens.cumsum(0, dtype=torch.int32)])
+    values.update(seqlens_qo_indptr=indptr, pages_kv_indptr=indptr.clone(), context_lens=lens)
+    reference.get_ps_metadata_v1(**values)
+
+
+def _reduce_order_bug(*args: Any, **kwargs: Any) -> None:
+    """The decode planner with its reduce groups in reverse order (reduce_indptr, reduce_final_map and
+    reduce_partial_map rewritten to match), when a call has two or more."""
+    values = _DECODE.bind(*args, **kwargs).arguments
+    names = ("reduce_indptr", "reduce_final_map", "reduce_partial_map")
+    runs = []
+    for fill in (-1, -2):  # which elements the planner writes: those both fills lose
+        scratch = {n: torch.full_like(values[n], fill) for n in names}
+        reference.get_mla_metadata_v1(**{**values, **scratch})
+        runs.append(scratch)
+    reference.get_mla_metadata_v1(**values)
+    written = {n: runs[0][n] == runs[1][n] for n in names}
+    groups = int(written["reduce_indptr"].sum()) - 1
+    if groups < 2:
+        return
+    indptr = values["reduce_indptr"][: groups + 1].tolist()
+    order = range(groups - 1, -1, -1)
+    sizes = [indptr[g + 1] - indptr[g] for g in order]
+    values["reduce_indptr"][: groups + 1] = torch.tensor([0, *itertools.accumulate(sizes)], dtype=torch.int32) + indptr[0]
+    values["reduce_final_map"][:groups] = values["reduce_final_map"][:groups].flip(0).clone()
+    partials = values["reduce_partial_map"]
+    segments = [partials[indptr[g] : indptr[g + 1]].clone() for g in order]
+    partials[indptr[0] : indptr[-1]] = torch.cat(segments)
+
+
 _REFERENCE = {
     name: getattr(reference, name)
     for name in ("get_mla_metadata_v1", "get_mla_metadata_info_v1", "get_ps_metadata_v1", "get_ps_metadata_info_v1")
@@ -88,5 +148,13 @@ two_bugs = SimpleNamespace(
 unpaged = SimpleNamespace(**{**_REFERENCE, "get_mla_metadata_v1": _unpaged})
 #: One bug: prefill ignores is_causal=False (a non-causal call plans as causal).
 causal_prefill = SimpleNamespace(**{**_REFERENCE, "get_ps_metadata_v1": functools.wraps(reference.get_ps_metadata_v1)(_prefill_always_causal)})
+#: One bug in a plug-in taking ``*args, **kwargs``: works of a request with a full last page end a token short.
+full_last_page = SimpleNamespace(**{**_REFERENCE, "get_mla_metadata_v1": _full_last_page_bug})
+#: One bug: prefill plans a tile too many for a request whose length is a multiple of the query tile.
+tile_multiple = SimpleNamespace(**{**_REFERENCE, "get_ps_metadata_v1": functools.wraps(reference.get_ps_metadata_v1)(_prefill_tile_multiple_bug)})
+#: One bug: decode's reduce groups in reverse order.
+reduce_order = SimpleNamespace(**{**_REFERENCE, "get_mla_metadata_v1": functools.wraps(reference.get_mla_metadata_v1)(_reduce_order_bug)})
+#: One bug: prefill's sizing helper sizes work_info a row too long from BIG_BATCH requests on.
+prefill_sizing = SimpleNamespace(**{**_REFERENCE, "get_ps_metadata_info_v1": _prefill_sizing_bug})
 #: Not a planner: the sizing helpers are missing.
 incomplete = SimpleNamespace(get_mla_metadata_v1=reference.get_mla_metadata_v1)

@@ -26,7 +26,7 @@ import torch
 from mla_golden import cases
 from mla_golden.call import Call
 from mla_golden.capture import CANARIES, _message, planner_env, replay
-from mla_golden.errors import AdaptationError
+from mla_golden.errors import AdaptationError, BufferTooSmallError
 from mla_golden.reference import kernel_log
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, as_aiter_callers_pass, build_arguments, schema_for, signature_of, to_dtype
 from mla_golden.sweeper.planners import Planner
@@ -70,6 +70,8 @@ class Side:
     flat: torch.Tensor | None = None
     #: The decode kernel path that planned it ("serial/native", "parallel/folded"...; None: unknown or prefill).
     path: str | None = None
+    #: When it raised because a buffer was too small for its plan: that plan, on buffers with room for it.
+    overflow: Side | None = None
 
 
 @dataclass
@@ -261,10 +263,40 @@ def run_side(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
         try:
             fn(*args, **kwargs)
         except Exception as exc:
-            return Side(_message(exc), _undefined(exc), *clock.stop())
+            side = Side(_message(exc), _undefined(exc), *clock.stop())
+            if isinstance(exc, BufferTooSmallError):
+                side.overflow = _with_room(planner, call, fn, specs, exc)
+            return side
         seconds, cpu_seconds = clock.stop()
     shapes = tuple(shape for shape, _ in specs)
     return Side(None, False, seconds, cpu_seconds, shapes, tuple(buffers.values()), flat, _path(planner))
+
+
+def _with_room(
+    planner: Planner, call: Call, fn: Any, specs: list[tuple[tuple[int, ...], torch.dtype]], overflow: BufferTooSmallError
+) -> Side | None:
+    """The plan of a planner that overflowed its buffers, on buffers with room for it (each that overflows grown to
+    what it asked for): what it planned differently, when it overflowed because it did; None when it still fails."""
+    schema = schema_for(call.op)
+    for _ in OUTPUTS:
+        name = schema.canonical(overflow.buffer)
+        if name not in OUTPUTS:
+            return None
+        index = OUTPUTS.index(name)
+        shape, dtype = specs[index]
+        columns = math.prod(shape[1:])
+        specs = [*specs[:index], ((-(-overflow.needed // columns), *shape[1:]), dtype), *specs[index + 1 :]]
+        buffers, flat = _canary_buffers(specs, planner.tensor_device)
+        args, kwargs = _arguments(planner, call, buffers)
+        try:
+            fn(*args, **kwargs)
+        except BufferTooSmallError as again:
+            overflow = again
+            continue
+        except Exception:  # noqa: BLE001 - a plan that fails otherwise has nothing to compare
+            return None
+        return Side(None, False, shapes=tuple(shape for shape, _ in specs), buffers=tuple(buffers.values()), flat=flat)
+    return None
 
 
 def _path(planner: Planner) -> str | None:
@@ -285,6 +317,12 @@ def compare(a: Side, b: Side) -> Verdict:
     if a.error or b.error:
         if a.error == b.error:
             return Verdict(EQUAL, planner_s=seconds, planner_cpu_s=cpu)
+        pa, pb = (a.overflow if a.error else a), (b.overflow if b.error else b)
+        if pa is not None and pb is not None:  # an overflow: what did the plan that overflowed do?
+            changed = tuple(n for n, ta, tb in zip(OUTPUTS, pa.buffers, pb.buffers) if not _same_written(n, ta, tb))
+            if changed:
+                detail = f"error: {a.error or 'none'} -> {b.error or 'none'}; with room for both plans, {changed[0]} differs"
+                return Verdict(DIVERGED, KIND_VALUES, detail, seconds, cpu, changed)
         raised = "both raised" if a.error and b.error else ("A raised" if a.error else "B raised")
         detail = f"error: {a.error or 'none'} -> {b.error or 'none'}"
         return Verdict(DIVERGED, KIND_ERROR, detail, seconds, cpu, (raised,))
@@ -359,8 +397,10 @@ def _first_difference(name: str, a: torch.Tensor, b: torch.Tensor) -> str:
     return f"{name}[{where}]: {show(a)} -> {show(b)} ({count} element(s))"
 
 
-def evaluate(point: Point, a: Planner, b: Planner) -> Verdict:
-    """The hot-path verdict for ``point``; SKIPPED when a side cannot make the call."""
+def evaluate(point: Point, a: Planner, b: Planner, where_defined: bool = True) -> Verdict:
+    """The hot-path verdict for ``point``; SKIPPED when a side cannot make the call. ``where_defined``: compare a
+    point undefined on both sides where it is defined (:func:`_where_defined`; a shrink, which looks for a
+    divergence, need not)."""
     try:
         for planner in (a, b):
             live = planner.live_device()
@@ -372,7 +412,7 @@ def evaluate(point: Point, a: Planner, b: Planner) -> Verdict:
         with a.device_context(device) if shared else contextlib.nullcontext():
             side_a, side_b = run_side(point, a, inputs), run_side(point, b, inputs)
             verdict = compare(side_a, side_b)
-            if verdict.status == UNDEFINED and verdict.kind == BOTH:
+            if where_defined and verdict.status == UNDEFINED and verdict.kind == BOTH:
                 verdict = _where_defined(point, a, b, inputs, verdict)
         verdict.paths = (side_a.path, side_b.path)
         return verdict

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mla_golden.sweeper.space import DECODE, PREFILL, Point
+from mla_golden.sweeper.space import DECODE, PREFILL, TILES, Point
 
 #: Most predicate evaluations one shrink may spend (each runs both planners once).
 MAX_EVALS = 400
@@ -119,9 +119,6 @@ def _fewer_requests(point: Point, diverges: _Budget) -> Point:
     return _with(point, lens)
 
 
-#: Tile sizes aiter's planners count in (decode kv_granularity and query tiles, prefill kvlen / qlen tiles):
-#: a divergence that needs a length on a tile's boundary is found there, not by bisection.
-TILES = (16, 64, 128, 256)
 
 
 def _steps(point: Point) -> set[int]:

@@ -157,10 +157,29 @@ class Point:
 # ---------------------------------------------------------------- axes
 
 
+#: Tile sizes aiter's planners count lengths in (decode kv_granularity and query tiles, prefill kvlen / qlen tiles).
+TILES = (16, 64, 128, 256)
+#: The share of jittered lengths drawn on a tile's edge (a multiple of one of :data:`TILES`, or one past it):
+#: bugs of planners that count in tiles sit there, and a uniform draw almost never lands on one.
+EDGE_SHARE = 1 / 8
+
+
 def _lengths(mode: str, top: int, count: int, low: int, rng: random.Random) -> tuple[int, ...]:
-    """:func:`mla_golden.cases.lengths`, jitter drawn from ``rng``'s floats (cheaper per point than ``randint``)."""
+    """:func:`mla_golden.cases.lengths`, jitter drawn from ``rng``'s floats (cheaper per point than ``randint``),
+    :data:`EDGE_SHARE` of them on a tile's edge."""
     draw = rng.random
-    return cases.lengths(mode, top, count, low, lambda lo, hi: lo + int(draw() * (hi - lo + 1)))
+
+    def between(lo: int, hi: int) -> int:
+        if draw() < EDGE_SHARE:
+            tile = TILES[int(draw() * len(TILES))]
+            first, last = -(-lo // tile), hi // tile
+            if first <= last:
+                edge = tile * (first + int(draw() * (last - first + 1))) + (draw() < 0.5)
+                if lo <= edge <= hi:
+                    return edge
+        return lo + int(draw() * (hi - lo + 1))
+
+    return cases.lengths(mode, top, count, low, between)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from mla_golden.errors import SweepError
 from mla_golden.reference._device import DEFAULT_DEVICE
 from mla_golden.store import Golden, GoldenStore, WriteOutcome
+from mla_golden.sweeper import shrink as shrinking
 from mla_golden.sweeper.evaluate import DIVERGED, KIND_ERROR, KIND_SHAPE, KIND_VALUES, Verdict, capture, evaluate
 from mla_golden.sweeper.planners import Planner, parse_spec, resolve
 from mla_golden.sweeper.shrink import shrink
@@ -169,13 +170,15 @@ def _reproduce(
     known = causes.get(key)
     if known is not None:
         candidate = _at_lengths(point, known.minimal)
-        found = evaluate(candidate, pa, pb) if _within(candidate, point) else None
+        found = evaluate(candidate, pa, pb, where_defined=False) if _within(candidate, point) else None
         if found is not None and found.status == DIVERGED and found.signature == known.signature:
             result.minimal, result.minimal_detail, result.shrink_evals = candidate.to_dict(), found.detail, 1
             result.signature, result.seeded = list(known.signature), candidate != known.minimal
             result.loose = list(known.loose) or None if candidate == known.minimal else None
             return
-    shrunk = shrink(point, same_cause(verdict.signature, pa, pb), deadline=deadline)
+    # a case of a known cause that does not diverge at its minimal call's lengths is shrunk on an eighth of the budget
+    limit = None if known is None else shrinking.MAX_EVALS // 8
+    shrunk = shrink(point, same_cause(verdict.signature, pa, pb), max_evals=limit, deadline=deadline)
     final = evaluate(shrunk.point, pa, pb)
     result.minimal, result.shrink_evals, result.shrink_exhausted = shrunk.point.to_dict(), shrunk.evals, shrunk.exhausted
     result.minimal_detail, result.loose = final.detail, list(shrunk.loose) or None
@@ -190,7 +193,7 @@ def same_cause(signature: tuple[str | None, ...], pa: Planner, pb: Planner) -> C
     as a plan (a cause that raises at one size, when a buffer overflows, plans wrong values at a smaller one)?"""
 
     def diverges(candidate: Point) -> bool:
-        found = evaluate(candidate, pa, pb)
+        found = evaluate(candidate, pa, pb, where_defined=False)
         if found.status != DIVERGED:
             return False
         return found.signature == signature or (signature[0] == KIND_ERROR and found.kind in (KIND_SHAPE, KIND_VALUES))
