@@ -12,6 +12,7 @@ as they pass through the reference.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from typer.testing import CliRunner
 
 from mla_golden import AiterSourceError, BackendError, aiter_src
 from mla_golden.aiter_build import build, harness
+from mla_golden.aiter_build.module import source_digest
 from mla_golden.aiter_build.tree import CACHE_ENV, REPO_ENV, from_path, from_revision
 from mla_golden.backends import parse_spec, resolve
 from mla_golden.cli import app
@@ -173,10 +175,7 @@ def test_a_build_error_carries_the_compiler_message(tmp_path: Path, monkeypatch:
 @needs_gxx
 def test_two_processes_build_a_tree_once(tmp_path: Path) -> None:
     tree = _fake_tree(tmp_path / "aiter")
-    log = tmp_path / "cxx.log"
-    wrapper = tmp_path / "cxx"
-    wrapper.write_text(f"#!/bin/sh\necho run >> {log}\nexec {shutil.which('g++')} \"$@\"\n")
-    wrapper.chmod(0o755)
+    wrapper, log = _counting_compiler(tmp_path)
     script = textwrap.dedent(
         f"""
         from pathlib import Path
@@ -191,6 +190,54 @@ def test_two_processes_build_a_tree_once(tmp_path: Path) -> None:
     assert outs[0] == outs[1] and Path(outs[0]).is_file()
     assert log.read_text().count("run") == 1
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name.endswith(".tmp")]
+
+
+def _counting_compiler(tmp_path: Path) -> tuple[Path, Path]:
+    """A g++ wrapper that logs each run: (the wrapper, its log)."""
+    log = tmp_path / "cxx.log"
+    wrapper = tmp_path / "cxx"
+    wrapper.write_text(f"#!/bin/sh\necho run >> {log}\nexec {shutil.which('g++')} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
+def _naive_digest(files: dict[str, Path]) -> str:
+    """Each file's name and bytes hashed back to back, with no separator or length."""
+    h = hashlib.sha256()
+    for name, path in files.items():
+        h.update(name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+@needs_gxx
+def test_two_trees_whose_files_run_together_alike_get_two_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    meta = "csrc/kernels/mla/metadata"
+    one, two = _fake_tree(tmp_path / "one"), _fake_tree(tmp_path / "two")
+    (one / meta).mkdir()
+    (one / meta / "z.cuh").write_text(f"{meta}/zz.cuh#error not included\n")
+    (two / meta).mkdir()
+    (two / meta / "z.cuh").write_text("")
+    (two / meta / "zz.cuh").write_text("#error not included\n")
+    naive = {_naive_digest({str(p.relative_to(root)): p for p in sorted(root.rglob("*.cu*"))}) for root in (one, two)}
+    assert len(naive) == 1, "the pair collides when path and bytes are hashed back to back"
+    wrapper, log = _counting_compiler(tmp_path)
+    monkeypatch.setenv("CXX", str(wrapper))
+    built = [build.build(root, tmp_path / "cache").binary for root in (one, two)]
+    assert built[0] != built[1] and all(b.is_file() for b in built)
+    assert log.read_text().count("run") == 2
+
+
+def test_two_trees_whose_planner_sources_run_together_alike_get_two_names(tmp_path: Path) -> None:
+    meta = "csrc/kernels/mla/metadata"
+    one, two = _fake_tree(tmp_path / "one"), _fake_tree(tmp_path / "two")
+    (one / meta).mkdir()
+    (one / meta / "z.cuh").write_text("zz.cuhint x;")
+    (two / meta).mkdir()
+    (two / meta / "z.cuh").write_text("")
+    (two / meta / "zz.cuh").write_text("int x;")
+    assert len({_naive_digest({p.name: p for p in sorted((root / meta).glob("*.cuh"))}) for root in (one, two)}) == 1
+    assert source_digest(from_path(one)) != source_digest(from_path(two))
 
 
 def test_an_input_the_harness_cannot_pass_faithfully_is_refused() -> None:

@@ -239,16 +239,26 @@ def _harness_source(signatures: dict[str, tuple[CppParam, ...]], tensor_api: str
     )
 
 
+def hash_file(h: hashlib._Hash, name: str, data: bytes) -> None:
+    """Add one file to digest ``h`` as its name and content, each behind its length.
+
+    Lengths keep the stream unambiguous: with bare concatenation, a file whose
+    content is another file's name and content hashes like the two files.
+    """
+    encoded = name.encode()
+    h.update(b"%d:%s%d:" % (len(encoded), encoded, len(data)))
+    h.update(data)
+
+
 def _digest(checkout: Path, files: list[Path]) -> str:
+    """What a build is cached by: the tree's sources (path relative to it), the emulation and this file."""
     h = hashlib.sha256()
     for path in sorted(files):
-        h.update(str(path.relative_to(checkout)).encode())
-        h.update(path.read_bytes())
+        hash_file(h, str(path.relative_to(checkout)), path.read_bytes())
     for path in sorted(EMU_DIR.rglob("*")):
         if path.is_file():
-            h.update(str(path.relative_to(EMU_DIR)).encode())
-            h.update(path.read_bytes())
-    h.update(Path(__file__).read_bytes())
+            hash_file(h, f"emu/{path.relative_to(EMU_DIR)}", path.read_bytes())
+    hash_file(h, "build.py", Path(__file__).read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -186,10 +186,9 @@ def source_digest(source: tree.Tree) -> str:
     """sha256 (16 hex) of the planner sources: names a tree that has no known commit."""
     h = hashlib.sha256()
     files = [source.csrc_root / build.METADATA_CU, *sorted((source.csrc_root / build.METADATA_DIR).glob("*.cuh"))]
-    files.append(source.py_root / tree.ATTENTION_PY)
     for path in files:
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
+        build.hash_file(h, str(path.relative_to(source.csrc_root)), path.read_bytes())
+    build.hash_file(h, tree.ATTENTION_PY, (source.py_root / tree.ATTENTION_PY).read_bytes())
     return h.hexdigest()[:16]
 
 
