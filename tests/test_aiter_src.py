@@ -16,9 +16,12 @@ import hashlib
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +30,7 @@ from conformance import VersionCase, check_case, version_cases
 from typer.testing import CliRunner
 
 from mla_golden import AiterSourceError, BackendError, aiter_src
-from mla_golden.aiter_build import build, harness
+from mla_golden.aiter_build import build, harness, scratch
 from mla_golden.aiter_build.module import source_digest
 from mla_golden.aiter_build.tree import CACHE_ENV, REPO_ENV, from_path, from_revision
 from mla_golden.backends import parse_spec, resolve
@@ -139,6 +142,85 @@ def test_a_revision_is_extracted_once_into_the_cache_by_its_commit(tmp_path: Pat
     assert again.csrc_root == first.csrc_root and (first.csrc_root / ".aiter_commit").stat().st_mtime_ns == stamp
     assert from_path(first.csrc_root).commit == commit, "a worker given the folder knows the commit"
     assert not [p for p in first.csrc_root.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_left_over_temp_folders_go_and_live_ones_stay(tmp_path: Path) -> None:
+    host = socket.gethostname()
+
+    def temp(name: str, owner: str | None, age_s: float = 0.0) -> Path:
+        folder = tmp_path / f"{name}.x1y2.tmp"
+        folder.mkdir()
+        if owner is not None:
+            (folder / scratch.OWNER).write_text(owner)
+        stamp = time.time() - age_s
+        os.utime(folder, (stamp, stamp))
+        return folder
+
+    dead = temp("dead-owner", f"{host} {_dead_pid()}")
+    old = temp("old-live-owner", f"{host} {os.getpid()}", age_s=scratch.STALE_AFTER_S + 60)
+    old_unowned = temp("old-unowned", None, age_s=scratch.STALE_AFTER_S + 60)
+    live = temp("live-owner", f"{host} {os.getpid()}")
+    young_unowned = temp("being-made", None)
+    elsewhere = temp("other-host", f"not-{host} {_dead_pid()}")
+    published = tmp_path / "0123456789abcdef"
+    published.mkdir()
+    assert sorted(scratch.sweep(tmp_path)) == sorted([dead, old, old_unowned])
+    assert sorted(p for p in tmp_path.iterdir()) == sorted([live, young_unowned, elsewhere, published])
+
+
+def test_a_build_killed_mid_way_leaves_a_temp_folder_the_next_build_removes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = _fake_tree(tmp_path / "aiter")
+    cache = tmp_path / "cache"
+    started = tmp_path / "started"
+    stuck = tmp_path / "stuck-cxx"
+    stuck.write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 600\n")
+    stuck.chmod(0o755)
+    script = f"from pathlib import Path; from mla_golden.aiter_build.build import build; build(Path({str(tree)!r}), Path({str(cache)!r}))"
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "CXX": str(stuck)}, start_new_session=True)
+    try:
+        while not started.exists():
+            assert proc.poll() is None, "the build ended before its compiler started"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the build and its compiler, mid-way
+        proc.wait()
+    left = [p for p in cache.iterdir() if p.name.endswith(".tmp")]
+    assert len(left) == 1
+    fake = tmp_path / "fake-cxx"  # "compiles" by writing the file named after -o
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho > "$2"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("CXX", str(fake))
+    built = build.build(tree, cache)
+    assert built.binary.is_file()
+    assert not [p for p in cache.iterdir() if p.name.endswith(".tmp")], "the killed build's folder was removed"
+    assert not (built.binary.parent / scratch.OWNER).exists()
+
+
+def test_an_extraction_removes_what_a_killed_one_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = _fake_tree(tmp_path / "repo")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "tree"], check=True)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    trees = tmp_path / "cache" / "aiter-src" / "trees"
+    trees.mkdir(parents=True)
+    left = trees / f"{'0' * 40}.abcd.tmp"
+    (left / "csrc").mkdir(parents=True)
+    (left / scratch.OWNER).write_text(f"{socket.gethostname()} {_dead_pid()}")
+    extracted = from_revision("HEAD", repo)
+    assert not left.exists()
+    assert sorted(p.name for p in trees.iterdir() if not p.name.endswith(".lock")) == [extracted.commit]
+    assert not (extracted.csrc_root / scratch.OWNER).exists()
 
 
 def test_a_missing_compiler_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,8 @@ two mechanical rewrites that keep every line number: kernel launches
 ``get_ps_metadata_v1`` with the C++ parameter list parsed from metadata.cu.
 Builds are cached by a digest of everything that goes into them, built once
 under a file lock (concurrent processes wait for the first) and published by
-renaming a finished folder into place.
+renaming a finished folder into place; what a build killed mid-way left is
+removed by the next one (:mod:`.scratch`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mla_golden.aiter_build import scratch
 from mla_golden.errors import AiterSourceError
 
 HERE = Path(__file__).resolve().parent
@@ -299,6 +300,7 @@ def build(checkout: Path, cache_dir: Path) -> Harness:
     compiled = False
     with FileLock(str(cache_dir / f"{digest}.lock")):
         if not binary.is_file():  # another process may have built it while we waited
+            scratch.sweep(cache_dir)  # what builds killed mid-way left
             _compile(cxx, checkout, cu_text, sources, headers, signatures, cache_dir, out_dir)
             compiled = True
     return Harness(binary, signatures, compiled)
@@ -315,7 +317,7 @@ def _compile(
     out_dir: Path,
 ) -> None:
     """Build into a fresh folder and rename it to ``out_dir`` once the binary is there."""
-    work = Path(tempfile.mkdtemp(prefix=f"{out_dir.name}.", suffix=".tmp", dir=cache_dir))
+    work = scratch.make(cache_dir, out_dir.name)
     try:
         src_root = work / "src"
         for path in sources:
@@ -347,9 +349,7 @@ def _compile(
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise BuildError(f"{checkout}: {Path(cxx).name} failed to build the planner:\n{proc.stderr[-6000:]}")
-        if out_dir.exists():  # a stale half-published folder (no binary): replace it
-            shutil.rmtree(out_dir)
-        os.replace(work, out_dir)
+        scratch.publish(work, out_dir)  # over a stale half-published folder (no binary) if there is one
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)

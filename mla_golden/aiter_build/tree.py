@@ -15,10 +15,10 @@ import os
 import shutil
 import subprocess
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mla_golden.aiter_build import scratch
 from mla_golden.errors import AiterSourceError
 
 #: Overrides the cache folder (builds and extracted revisions).
@@ -110,6 +110,7 @@ def from_revision(rev: str, repo: str | Path | None = None) -> Tree:
     trees.mkdir(parents=True, exist_ok=True)
     with FileLock(str(trees / f"{commit}.lock")):
         if not (dest / COMMIT_MARKER).is_file():
+            scratch.sweep(trees)  # what extractions killed mid-way left
             _extract(clone, commit, rev, dest)
     tree = from_path(dest)
     return Tree(tree.csrc_root, tree.py_root, commit, rev)
@@ -118,7 +119,7 @@ def from_revision(rev: str, repo: str | Path | None = None) -> Tree:
 def _extract(clone: Path, commit: str, rev: str, dest: Path) -> None:
     """``git archive COMMIT csrc aiter`` into ``dest``, published by a rename when complete."""
     archive = _git(clone, "archive", "--format=tar", commit, "csrc", "aiter", what=f"{rev} ({commit[:12]}) has no csrc/ or aiter/ to extract")
-    work = Path(tempfile.mkdtemp(prefix=f"{commit}.", suffix=".tmp", dir=dest.parent))
+    work = scratch.make(dest.parent, commit)
     try:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12 / 3.11.4: refuse links out of the folder
@@ -126,9 +127,7 @@ def _extract(clone: Path, commit: str, rev: str, dest: Path) -> None:
             else:
                 tar.extractall(work)  # noqa: S202 - git archive of a local clone
         (work / COMMIT_MARKER).write_text(commit + "\n")
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(work, dest)
+        scratch.publish(work, dest)
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
