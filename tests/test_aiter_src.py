@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -144,6 +145,47 @@ def test_a_revision_is_extracted_once_into_the_cache_by_its_commit(tmp_path: Pat
     assert not [p for p in first.csrc_root.parent.iterdir() if p.name.endswith(".tmp")]
 
 
+def _fake_compiler(tmp_path: Path) -> Path:
+    """A "compiler" that writes the file named after -o: a build that costs nothing (its harness never runs)."""
+    fake = tmp_path / "fake-cxx"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho > "$2"\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def _sparse(path: Path, size: int) -> None:
+    """``path`` made ``size`` bytes long without writing them (a hole)."""
+    with path.open("r+b") as handle:
+        handle.truncate(size)
+
+
+BROKEN_TREES = {
+    "a syntax error in attention.py": ("aiter/ops/attention.py", lambda p: p.write_text("def get_mla_metadata_v1(:\n"), r", line 1: "),
+    "a 153 MB attention.py": ("aiter/ops/attention.py", lambda p: _sparse(p, 153 << 20), r": 160432128 bytes, more than"),
+    "a metadata.cu that is not UTF-8": ("csrc/kernels/mla/metadata.cu", lambda p: p.write_bytes(b"\xff\xfe"), "not UTF-8 text"),
+    "a launch with no end": (
+        "csrc/kernels/mla/metadata.cu",
+        lambda p: p.write_text(p.read_text() + "void f() { k<<<1, 1(); }\n"),
+        "'<<<' at offset [0-9]+ has no '>>>'",
+    ),
+    "a planner source that is a FIFO": ("csrc/kernels/mla/metadata/v1_comm.cuh", os.mkfifo, "not a regular file"),
+}
+
+
+@pytest.mark.parametrize("broken", list(BROKEN_TREES), ids=lambda b: b.replace(" ", "-"))
+def test_a_broken_or_huge_tree_is_exit_2_naming_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str) -> None:
+    tree = _fake_tree(tmp_path / "aiter")
+    (tree / "csrc" / "kernels" / "mla" / "metadata").mkdir()
+    relative, breaks, expected = BROKEN_TREES[broken]
+    breaks(tree / relative)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv("CXX", str(_fake_compiler(tmp_path)))
+    result = CliRunner().invoke(app, ["diff", str(ROOT / "goldens"), "--backend", f"aiter-src:{tree}"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert re.search(re.escape(str(tree / relative)) + ".*" + expected, " ".join(result.output.split())), result.output
+
+
 def _dead_pid() -> int:
     """The pid of a process that has exited."""
     proc = subprocess.Popen(["true"])
@@ -193,10 +235,7 @@ def test_a_build_killed_mid_way_leaves_a_temp_folder_the_next_build_removes(tmp_
         proc.wait()
     left = [p for p in cache.iterdir() if p.name.endswith(".tmp")]
     assert len(left) == 1
-    fake = tmp_path / "fake-cxx"  # "compiles" by writing the file named after -o
-    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho > "$2"\n')
-    fake.chmod(0o755)
-    monkeypatch.setenv("CXX", str(fake))
+    monkeypatch.setenv("CXX", str(_fake_compiler(tmp_path)))
     built = build.build(tree, cache)
     assert built.binary.is_file()
     assert not [p for p in cache.iterdir() if p.name.endswith(".tmp")], "the killed build's folder was removed"

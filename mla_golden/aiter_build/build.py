@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from mla_golden.aiter_build import scratch
+from mla_golden.aiter_build import scratch, tree
 from mla_golden.errors import AiterSourceError
 
 HERE = Path(__file__).resolve().parent
@@ -110,6 +110,8 @@ def rewrite_launches(text: str) -> str:
             out.append(text[pos:])
             return "".join(out)
         close_at = text.find(">>>", open_at)
+        if close_at < 0:
+            raise BuildError(f"a kernel launch's '<<<' at offset {open_at} has no '>>>'")
         name_start = _kernel_name_start(text, open_at)
         name = text[name_start:open_at]
         config = text[open_at + 3 : close_at]
@@ -171,7 +173,10 @@ def parse_signature(source: str, func: str) -> tuple[CppParam, ...]:
         params = []
         for raw in _split_top_level(clean[open_at + 1 : close_at - 1]):
             decl = raw.split("=")[0].strip()
-            name = re.findall(r"(\w+)\s*$", decl)[0]
+            names = re.findall(r"(\w+)\s*$", decl)
+            if not names:
+                raise BuildError(f"{METADATA_CU}: {func} has a parameter without a name: {raw!r}")
+            name = names[0]
             ctype = decl[: -len(name)].strip()
             params.append(CppParam(name, _classify(ctype, func), re.sub(r"\bconst\b|&", "", ctype).strip()))
         return tuple(params)
@@ -255,7 +260,7 @@ def _digest(checkout: Path, files: list[Path]) -> str:
     """What a build is cached by: the tree's sources (path relative to it), the emulation and this file."""
     h = hashlib.sha256()
     for path in sorted(files):
-        hash_file(h, str(path.relative_to(checkout)), path.read_bytes())
+        hash_file(h, str(path.relative_to(checkout)), tree.read_bytes(path))
     for path in sorted(EMU_DIR.rglob("*")):
         if path.is_file():
             hash_file(h, f"emu/{path.relative_to(EMU_DIR)}", path.read_bytes())
@@ -291,7 +296,7 @@ def build(checkout: Path, cache_dir: Path) -> Harness:
     digest = _digest(checkout, sources + headers)
     out_dir = cache_dir / digest
     binary = out_dir / "harness"
-    cu_text = cu.read_text()
+    cu_text = tree.read_text(cu)
     signatures = {op: parse_signature(cu_text, op) for op in OPS if re.search(rf"\bvoid\s+{op}\s*\(", cu_text)}
     if binary.is_file():
         return Harness(binary, signatures)
@@ -323,7 +328,10 @@ def _compile(
         for path in sources:
             dest = src_root / path.relative_to(checkout)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(rewrite_shared(rewrite_launches(path.read_text())))
+            try:
+                dest.write_text(rewrite_shared(rewrite_launches(tree.read_text(path))))
+            except BuildError as exc:
+                raise BuildError(f"{path}: {exc}") from None
         for path in headers:
             dest = src_root / path.relative_to(checkout)
             dest.parent.mkdir(parents=True, exist_ok=True)

@@ -187,8 +187,8 @@ def source_digest(source: tree.Tree) -> str:
     h = hashlib.sha256()
     files = [source.csrc_root / build.METADATA_CU, *sorted((source.csrc_root / build.METADATA_DIR).glob("*.cuh"))]
     for path in files:
-        build.hash_file(h, str(path.relative_to(source.csrc_root)), path.read_bytes())
-    build.hash_file(h, tree.ATTENTION_PY, (source.py_root / tree.ATTENTION_PY).read_bytes())
+        build.hash_file(h, str(path.relative_to(source.csrc_root)), tree.read_bytes(path))
+    build.hash_file(h, tree.ATTENTION_PY, tree.read_bytes(source.py_root / tree.ATTENTION_PY))
     return h.hexdigest()[:16]
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from mla_golden.aiter_build import tree
 from mla_golden.errors import AiterSourceError
 from mla_golden.reference.mla_v1_dispatch import MlaVersion
 from mla_golden.schema import MLA_OP, OUTPUTS, PS_OP, SCHEMAS, to_dtype
@@ -71,8 +72,18 @@ def torch_dtype(name: str | None) -> torch.dtype | None:
         raise AiterPyError(str(exc)) from exc
 
 
-def _module_level_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
-    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+def parse(source: str, path: Path) -> ast.Module:
+    """``source`` (the file ``path``) parsed; AiterPyError naming the file and line when it does not parse."""
+    try:
+        return ast.parse(source, str(path))
+    except SyntaxError as exc:
+        raise AiterPyError(f"{path}, line {exc.lineno}: {exc.msg} (the tree's Python does not parse)") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes; nesting too deep for the parser
+        raise AiterPyError(f"{path}: the tree's Python does not parse ({type(exc).__name__}: {exc})") from None
+
+
+def _module_level_functions(module: ast.Module) -> dict[str, ast.FunctionDef]:
+    return {node.name: node for node in module.body if isinstance(node, ast.FunctionDef)}
 
 
 def _is_compiled(node: ast.FunctionDef) -> bool:
@@ -142,8 +153,8 @@ class AiterPython:
         path = checkout / ATTENTION_PY
         if not path.is_file():
             raise AiterPyError(f"{checkout}: no {ATTENTION_PY} (the planners' Python wrappers and sizing helpers)")
-        self.source = path.read_text()
-        self.functions = _module_level_functions(ast.parse(self.source))
+        self.source = tree.read_text(path)
+        self.functions = _module_level_functions(parse(self.source, path))
         self.dtype_ids = _aiter_dtype_ids((csrc_root or checkout) / ENUM_H)
         self.checkout = checkout
 
@@ -197,6 +208,7 @@ class AiterPython:
                     path = checkout.joinpath(*name.split(".")).with_suffix(".py")
                     if not path.is_file():
                         raise AiterPyError(f"{ATTENTION_PY} imports {name}, which is not a single file in the checkout")
+                    tree.read_bytes(path)  # refused when it is too big to be a helper
                     spec = importlib.util.spec_from_file_location(key, path)
                     assert spec is not None and spec.loader is not None
                     module = importlib.util.module_from_spec(spec)
@@ -272,7 +284,7 @@ def _aiter_dtype_ids(enum_h: Path) -> dict[str, int]:
     """AiterDtype enumerator values (AITER_DTYPE_fp8 = 0, ...) from the checkout's header."""
     if not enum_h.is_file():
         return {}
-    text = enum_h.read_text()
+    text = tree.read_text(enum_h)
     start = text.find("AITER_DTYPE_fp8")
     if start < 0:
         return {}

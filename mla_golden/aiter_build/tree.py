@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ PLANNER_CU = "csrc/kernels/mla/metadata.cu"
 ATTENTION_PY = "aiter/ops/attention.py"
 #: A ``git archive`` has no .git: its commit may be written here.
 COMMIT_MARKER = ".aiter_commit"
+#: The most bytes any one file of a tree may hold (aiter's largest planner source is about 300 KB):
+#: a bigger one is refused before it is read, not parsed into gigabytes.
+MAX_SOURCE_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,34 @@ def from_path(path: str | Path) -> Tree:
     )
 
 
+def read_bytes(path: Path) -> bytes:
+    """The bytes of the tree's file ``path``; AiterSourceError naming it when it is no regular file or too big."""
+    try:
+        found = path.stat()
+        if not stat.S_ISREG(found.st_mode):  # a FIFO would block the read, a device never end
+            raise AiterSourceError(f"{path}: not a regular file")
+        if found.st_size > MAX_SOURCE_BYTES:
+            raise AiterSourceError(f"{path}: {found.st_size} bytes, {_TOO_BIG}")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_SOURCE_BYTES + 1)
+    except OSError as exc:
+        raise AiterSourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if len(data) > MAX_SOURCE_BYTES:  # it grew since
+        raise AiterSourceError(f"{path}: {_TOO_BIG}")
+    return data
+
+
+_TOO_BIG = f"more than the {MAX_SOURCE_BYTES} bytes a source file of an aiter tree may hold; refused unread"
+
+
+def read_text(path: Path) -> str:
+    """The tree's file ``path`` as UTF-8 text (see :func:`read_bytes`); AiterSourceError naming it when it is not."""
+    try:
+        return read_bytes(path).decode()
+    except UnicodeDecodeError as exc:
+        raise AiterSourceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
 def _layouts(root: Path) -> list[tuple[Path, Path]]:
     """(csrc root, Python root) pairs a folder may be: a checkout, site-packages, the aiter package."""
     return [(root, root), (root / "aiter_meta", root), (root.parent / "aiter_meta", root.parent)]
@@ -78,7 +110,8 @@ def _layouts(root: Path) -> list[tuple[Path, Path]]:
 def _commit_of(root: Path) -> str | None:
     marker = root / COMMIT_MARKER
     if marker.is_file():
-        return marker.read_text().strip() or None
+        with marker.open("rb") as handle:  # a commit id: a few bytes, whatever the file holds
+            return handle.read(100).decode(errors="replace").strip() or None
     if (root / ".git").exists():
         proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
         if proc.returncode == 0:
