@@ -1,9 +1,9 @@
 """One aiter tree's own planners as a module, shaped like ``reference.at(VERSION)``.
 
 The planners and sizing helpers have the tree's Python signatures: they run
-the tree's own wrapper and sizing code (:mod:`.python_layer`) for the
-reference's current device, and the C++ call the wrapper binds runs in the
-tree's built harness (:mod:`.harness`). What the harness found becomes what
+the tree's own wrapper and sizing code (:mod:`.python_layer`, in a process of
+its own: :mod:`.python_process`) for the reference's current device, and the
+C++ call the wrapper binds runs in the tree's built harness (:mod:`.harness`). What the harness found becomes what
 the reference returns: aiter's values where its five runs agree,
 :class:`UndefinedResultError` (or, inside ``allow_undefined()``, placeholders)
 where they depend on memory aiter never wrote, :class:`AiterCheckError` for a
@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
-import threading
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +24,10 @@ import numpy as np
 import torch
 
 from mla_golden.aiter_build import build, harness, tree
-from mla_golden.aiter_build.encode import case_text
+from mla_golden.aiter_build.encode import OUTPUTS, case_text
 from mla_golden.aiter_build.harness import CaseFound
-from mla_golden.aiter_build.python_layer import SIZING, AiterPython, DeviceSpec
+from mla_golden.aiter_build.python_layer import SIZING, DeviceSpec
+from mla_golden.aiter_build.python_process import PythonProcess
 from mla_golden.errors import AiterCheckError, AiterSourceError, BufferTooSmallError, UndefinedResultError
 from mla_golden.planner_id import AITER_SRC, RecordedPlanner
 from mla_golden.reference import _device, _undefined
@@ -51,53 +51,52 @@ class AiterSource(types.ModuleType):
     planner_identity: RecordedPlanner
     #: the built harness its calls run in
     harness_binary: Path
+    #: the process the tree's Python runs in
+    python_process: PythonProcess
 
     def __repr__(self) -> str:
         return f"<mla_golden aiter-src {self.planner_identity.label} ({self.tree.spec})>"
 
 
 class _Planners:
-    """The state behind one module: the tree's Python layer, its harness, a namespace per device."""
+    """The state behind one module: the tree's Python layer (in its own process) and its harness."""
 
     def __init__(self, source: tree.Tree, built: build.Harness) -> None:
-        self.py = AiterPython(source.py_root, source.csrc_root)
+        self.py = PythonProcess(source.py_root, source.csrc_root)
+        #: what the tree's Python defines (loading it starts its process: a tree that does not load stops here)
+        self.loaded = self.py.load()
         self.built = built
-        self.namespaces: dict[DeviceSpec, tuple[dict[str, Any], dict[str, Any]]] = {}
         #: every environment variable ever sent: later cases unset those no longer set
         self.env_names: set[str] = set(ENV_VARS)
-        #: one call at a time: the binding records into one sink per device
-        self.lock = threading.Lock()
 
-    def namespace(self) -> tuple[DeviceSpec, dict[str, Any], dict[str, Any]]:
-        """The current device, the tree's functions defined for it, and where its binding records a call."""
+    def device(self) -> DeviceSpec:
         dev = _device.current_device()
-        spec = DeviceSpec(dev.arch, dev.cu_num, dev.warp_size, dev.lds_bytes)
-        if spec not in self.namespaces:
-            sink: dict[str, Any] = {}
-            self.namespaces[spec] = (self.py.namespace(spec, sink), sink)
-        return (spec, *self.namespaces[spec])
+        return DeviceSpec(dev.arch, dev.cu_num, dev.warp_size, dev.lds_bytes)
 
     def env(self) -> dict[str, str | None]:
         self.env_names.update(name for name in os.environ if name.startswith("AITER_"))
         return {name: os.environ.get(name) for name in sorted(self.env_names)}
 
     def plan(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        with self.lock:
-            spec, ns, sink = self.namespace()
-            wrapper = self.py.load(op, ns)
-            sink.clear()
-            result = wrapper(*args, **kwargs)
-            if "args" not in sink:
-                raise AiterSourceError(f"{op} of the aiter tree never reached its compiled binding")
-            bound: list[tuple[str, Any]] = sink.pop("args")
-            text = case_text(op, spec, self.env(), self.built.signatures[op], bound)
+        spec = self.device()
+        result, bound = self.py.call(op, spec, args, kwargs, self._outputs(op, args, kwargs))
+        if bound is None:
+            raise AiterSourceError(f"{op} of the aiter tree never reached its compiled binding")
+        text = case_text(op, spec, self.env(), self.built.signatures[op], bound)
         found = harness.process_for(self.built.binary).run(text)
         _apply(op, found, dict(bound))
         return result
 
     def size(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        _, ns, _ = self.namespace()
-        return self.py.load(SIZING[op], ns)(*args, **kwargs)
+        return self.py.call(SIZING[op], self.device(), args, kwargs)[0]
+
+    def _outputs(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> frozenset[int]:
+        """Ids of the output buffers among the arguments (they travel as their layout only)."""
+        try:
+            named = self.loaded.signatures[op].bind(*args, **kwargs).arguments
+        except TypeError:  # the tree's function says how the call does not fit
+            return frozenset()
+        return frozenset(id(value) for name, value in named.items() if name in OUTPUTS and isinstance(value, torch.Tensor))
 
 
 def _apply(op: str, found: CaseFound, arguments: dict[str, Any]) -> None:
@@ -168,7 +167,6 @@ def _store_pointers(found: CaseFound, arguments: dict[str, Any]) -> None:
 
 def _function(planners: _Planners, name: str, kind: str, op: str, identity: RecordedPlanner) -> Callable[..., Any]:
     """A module-level function with the tree's signature for ``name``."""
-    loaded = planners.py.load(name, planners.py.namespace(DeviceSpec("gfx942", 304, 64, 65536), {}))
     run = planners.plan if kind == "plan" else planners.size
 
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -177,7 +175,7 @@ def _function(planners: _Planners, name: str, kind: str, op: str, identity: Reco
     call.__name__ = call.__qualname__ = name
     call.__module__ = "mla_golden.aiter_build"
     call.__doc__ = f"aiter's {name} of {identity.label}, run on the host build of its own sources."
-    call.__signature__ = inspect.signature(loaded)  # type: ignore[attr-defined]
+    call.__signature__ = planners.loaded.signatures[name]  # type: ignore[attr-defined]
     call.planner_identity = identity  # type: ignore[attr-defined]
     return call
 
@@ -203,10 +201,11 @@ def load(source: tree.Tree) -> AiterSource:
     for attr, value in SIMULATION.items():
         setattr(module, attr, value)
     planners = _Planners(source, built)
+    module.python_process = planners.py
     for op, sizer in SIZING.items():
-        if op in built.signatures and op in planners.py.functions:
+        if op in built.signatures and op in planners.loaded.functions:
             setattr(module, op, _function(planners, op, "plan", op, identity))
-        if sizer in planners.py.functions:
+        if sizer in planners.loaded.functions:
             setattr(module, sizer, _function(planners, sizer, "size", op, identity))
     if "mla_version" in inspect.signature(getattr(module, "get_mla_metadata_v1", lambda: None)).parameters:
         module.MlaVersion = MlaVersion  # type: ignore[attr-defined]
