@@ -242,6 +242,28 @@ def test_a_build_killed_mid_way_leaves_a_temp_folder_the_next_build_removes(tmp_
     assert not (built.binary.parent / scratch.OWNER).exists()
 
 
+def test_threads_asking_for_one_tree_at_once_get_one_module_built_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mla_golden.aiter_build import at_path
+
+    tree = _fake_tree(tmp_path / "aiter")
+    log = tmp_path / "cxx.log"
+    fake = _fake_compiler(tmp_path)
+    counting = tmp_path / "counting-cxx"
+    counting.write_text(f"#!/bin/sh\necho run >> {log}\nexec {fake} \"$@\"\n")
+    counting.chmod(0o755)
+    monkeypatch.setenv("CXX", str(counting))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    with ThreadPoolExecutor(4) as pool:
+        modules = list(pool.map(lambda _: at_path(tree), range(4)))
+    try:
+        assert all(m is modules[0] for m in modules)
+        assert log.read_text().count("run") == 1
+    finally:
+        modules[0].python_process.close()
+
+
 def test_an_extraction_removes_what_a_killed_one_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
@@ -344,9 +366,10 @@ def test_two_trees_whose_files_run_together_alike_get_two_builds(tmp_path: Path,
     assert len(naive) == 1, "the pair collides when path and bytes are hashed back to back"
     wrapper, log = _counting_compiler(tmp_path)
     monkeypatch.setenv("CXX", str(wrapper))
-    built = [build.build(root, tmp_path / "cache").binary for root in (one, two)]
-    assert built[0] != built[1] and all(b.is_file() for b in built)
+    built = [build.build(root, tmp_path / "cache") for root in (one, two)]
+    assert built[0].binary != built[1].binary and all(b.binary.is_file() and b.compiled for b in built)
     assert log.read_text().count("run") == 2
+    assert not build.build(one, tmp_path / "cache").compiled, "the second build of a tree is the cached one"
 
 
 def test_two_trees_whose_planner_sources_run_together_alike_get_two_names(tmp_path: Path) -> None:

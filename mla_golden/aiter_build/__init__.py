@@ -11,7 +11,7 @@ sizing helpers with that tree's signatures, ``device(...)``,
 from __future__ import annotations
 
 import re
-from functools import cache
+import threading
 from pathlib import Path
 
 from mla_golden.aiter_build.module import AiterSource
@@ -51,8 +51,18 @@ def at_revision(rev: str, repo: str | Path | None = None) -> AiterSource:
     return _load(from_revision(rev, repo))
 
 
-@cache
 def _load(source: Tree) -> AiterSource:
-    from mla_golden.aiter_build.module import load
+    """The module of ``source``, made once per process even when threads ask for it at once (other trees in parallel)."""
+    with _locks_lock:
+        lock = _locks.setdefault(source, threading.Lock())
+    with lock:
+        if source not in _modules:
+            from mla_golden.aiter_build.module import load
 
-    return load(source)
+            _modules[source] = load(source)
+        return _modules[source]
+
+
+_modules: dict[Tree, AiterSource] = {}
+_locks: dict[Tree, threading.Lock] = {}
+_locks_lock = threading.Lock()

@@ -54,7 +54,7 @@ class Harness:
 
     binary: Path
     signatures: dict[str, tuple[CppParam, ...]]
-    #: This call compiled it (False: the cache had it, or another process built it while this one waited).
+    #: this call compiled it (False: it was in the cache, or another process built it meanwhile)
     compiled: bool = False
 
 
@@ -302,13 +302,12 @@ def build(checkout: Path, cache_dir: Path) -> Harness:
         return Harness(binary, signatures)
     cxx = compiler()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    compiled = False
     with FileLock(str(cache_dir / f"{digest}.lock")):
-        if not binary.is_file():  # another process may have built it while we waited
-            scratch.sweep(cache_dir)  # what builds killed mid-way left
-            _compile(cxx, checkout, cu_text, sources, headers, signatures, cache_dir, out_dir)
-            compiled = True
-    return Harness(binary, signatures, compiled)
+        if binary.is_file():  # another process (or thread) built it while we waited
+            return Harness(binary, signatures)
+        scratch.sweep(cache_dir)  # what builds killed mid-way left
+        _compile(cxx, checkout, cu_text, sources, headers, signatures, cache_dir, out_dir)
+    return Harness(binary, signatures, compiled=True)
 
 
 def _compile(
