@@ -296,7 +296,7 @@ def _python(target: str) -> Backend:
     try:
         _current_folder_importable()
         found: Any = importlib.import_module(module_name)
-    except Exception as exc:  # a plug-in's import can fail in any way; say how
+    except (Exception, SystemExit) as exc:  # a plug-in's import can fail in any way (sys.exit too); say how
         where = ""
         if isinstance(exc, ModuleNotFoundError) and exc.name == module_name.split(".")[0]:
             where = f" (looked in the current folder {os.getcwd()} and on sys.path, as python -m does)"
@@ -308,6 +308,9 @@ def _python(target: str) -> Backend:
     missing = [n for n in (*SIZERS, *SIZERS.values()) if not callable(getattr(found, n, None))]
     if missing:
         raise BackendError(f"{target} has no {', '.join(missing)} (a plug-in needs the planner and sizing functions of both ops)")
+    unlike = [problem for name in (*SIZERS, *SIZERS.values()) if (problem := _unlike_aiter(name, getattr(found, name)))]
+    if unlike:
+        raise BackendError(f"{target}: not in aiter's signatures (mla-golden calls a plug-in as aiter is called): {'; '.join(unlike)}")
     return Backend("python", found, f"plug-in planner {target}", "cpu", target=target)
 
 
@@ -317,6 +320,43 @@ def _current_folder_importable() -> None:
     here = os.getcwd()
     if here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
+
+
+def _unlike_aiter(name: str, fn: Callable[..., Any]) -> str | None:
+    """How ``fn``'s signature differs from what every aiter version's ``name`` takes, or None.
+
+    aiter's parameters without a default must open the signature, in aiter's
+    order and by aiter's names (any version's spelling; an input an older
+    aiter lacked, such as ``kv_last_page_lens``, may be absent), or be taken
+    by ``*args`` and ``**kwargs`` after an opening that is; and nothing else
+    may be required: record passes them by position, diff and sweep by name.
+    """
+    import inspect
+
+    from mla_golden import reference
+    from mla_golden.schema import schema_for
+
+    schema = schema_for(name if name in SCHEMAS else next(op for op, sizer in SIZERS.items() if sizer == name))
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        return f"{name} has no signature Python can read ({exc})"
+    aiter_sig = inspect.signature(getattr(reference, name))
+    canonical = [schema.canonical(n) if name in SCHEMAS else n for n in sig.parameters]
+    aiters = [schema.canonical(n) if name in SCHEMAS else n for n, p in aiter_sig.parameters.items() if p.default is p.empty]
+    required = [n for n in aiters if n in canonical or n not in schema.implied_inputs]
+    opening = [n for n, p in zip(canonical, sig.parameters.values()) if p.kind is p.POSITIONAL_OR_KEYWORD][: len(required)]
+    extra = [n for n, p in list(sig.parameters.items())[len(required) :] if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    stars: dict[inspect._ParameterKind, str] = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+    shown = f"{name}({', '.join(stars.get(p.kind, '') + p.name for p in sig.parameters.values())})"
+    kinds = {p.kind for p in sig.parameters.values()}
+    # one taking *args and **kwargs receives what its named opening leaves out, by position and by name alike
+    takes_rest = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD} <= kinds
+    if opening != required and not (takes_rest and required[: len(opening)] == opening):
+        return f"{shown} does not open with aiter's ({', '.join(aiters)})"
+    if extra:
+        return f"{shown} requires {', '.join(extra)}, which aiter's {name} does not take"
+    return None
 
 
 def _reference(version: str | None = None, repo: str | None = None) -> Backend:

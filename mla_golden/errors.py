@@ -92,6 +92,19 @@ class Interrupted(MlaGoldenError):
         return type(self), (self.signum, self.results)
 
 
+#: What planner code may raise that is no ``Exception``: it fails that call (:class:`PlannerExited`), never ends the
+#: command (a plug-in's ``sys.exit(0)`` once made record, diff and sweep exit 0 having done nothing).
+PLANNER_EXITS = (SystemExit, KeyboardInterrupt)
+
+
+class PlannerExited(MlaGoldenError):
+    """Planner code raised SystemExit or KeyboardInterrupt: that call failed (the message says which)."""
+
+    @classmethod
+    def of(cls, raised: BaseException) -> PlannerExited:
+        return cls(f"planner code raised {raised!r}: that call failed (planner code cannot end the command)")
+
+
 class PlotExtraMissing(MlaGoldenError, ImportError):
     """matplotlib is not installed."""
 

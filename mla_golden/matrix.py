@@ -136,10 +136,12 @@ def capture(cases: Sequence[Case], backend: Backend) -> Iterator[tuple[Case, Cal
 
     A planner that rejects the inputs yields a call with ``error`` set (that
     is a result worth keeping); whatever stops the call from being made (the
-    sizing helper failing, say) is yielded as the exception. One spy for all
+    sizing helper failing, say) is yielded as the exception, and so is planner
+    code raising SystemExit or KeyboardInterrupt (as :class:`PlannerExited`). One spy for all
     cases: installing one scans every loaded module.
     """
     from mla_golden.capture import planner_env
+    from mla_golden.errors import PLANNER_EXITS, PlannerExited
     from mla_golden.recorder import spy
 
     with spy(backend.module) as s:
@@ -148,6 +150,9 @@ def capture(cases: Sequence[Case], backend: Backend) -> Iterator[tuple[Case, Cal
             try:
                 with planner_env(case.env), backend.plans_for(case.arch, case.cu_num):
                     case.invoke(backend)
+            except PLANNER_EXITS as exc:  # never the program's result: the case failed
+                yield case, PlannerExited.of(exc)
+                continue
             except Exception as exc:
                 if len(s.calls) == before:
                     yield case, exc

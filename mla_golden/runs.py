@@ -252,10 +252,11 @@ Advance = Callable[[int], None]
 def run_items(
     worker: Callable[..., list[Result]], items: list[Any], args: tuple[Any, ...], jobs: int, advance: Advance | None = None
 ) -> list[Result]:
-    """``worker(chunk, *args)`` over ``items`` in ``jobs`` processes; results in the order of ``items``.
+    """``worker(chunk, *args)`` over ``items`` in ``jobs`` processes (one: a thread of this one); results in the order
+    of ``items``.
 
     SIGINT or SIGTERM stops the run: each worker ends the golden it is on
-    (stragglers are killed within :data:`STOP_GRACE_S`), then
+    (stragglers are killed, or given up on, within :data:`STOP_GRACE_S`), then
     :class:`~mla_golden.errors.Interrupted` carries the results so far.
     """
     from mla_golden.errors import Interrupted
@@ -268,12 +269,7 @@ def run_items(
     results: list[list[Result]] = [[] for _ in chunks]
     if jobs <= 1:
         with stop_on_signals() as came:
-            for i, part in enumerate(chunks):
-                results[i] = worker(part, *args)
-                if came:
-                    break
-                if advance is not None:
-                    advance(len(part))
+            _run_here(worker, chunks, args, results, came, advance)
     else:
         import multiprocessing
 
@@ -290,6 +286,32 @@ def run_items(
 
 #: After a stop, how long workers get to finish the golden they are on before they are killed.
 STOP_GRACE_S = 0.5
+
+
+def _run_here(
+    worker: Callable[..., list[Result]], chunks: list[list[Any]], args: tuple[Any, ...], results: list[list[Result]],
+    came: list[int], advance: Advance | None,
+) -> None:  # fmt: skip
+    """Fill ``results`` in a thread of this process (:class:`~mla_golden.workers.Background`) until done or until a
+    signal lands in ``came``: the golden in progress then gets :data:`STOP_GRACE_S` to finish, as a worker process
+    does, and a planner call that never returns is left to end with the process (nothing is written after)."""
+    from mla_golden.workers import Background
+
+    def work() -> None:
+        for i, part in enumerate(chunks):
+            if stop_requested():
+                return
+            results[i] = worker(part, *args)
+            if advance is not None and not stop_requested():
+                advance(len(part))
+
+    running = Background(work)
+    while not running.wait(0.1):
+        if came:
+            if not running.wait(STOP_GRACE_S):
+                return
+            break
+    running.outcome()
 
 
 def _run_pool(
@@ -334,9 +356,14 @@ def _single_threaded() -> None:
 
 @contextlib.contextmanager
 def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
-    """Whatever goes wrong with one golden is reported as 'failed' (exit 2) and never stops the others."""
+    """Whatever goes wrong with one golden is reported as 'failed' (exit 2) and never stops the others; planner code
+    raising SystemExit or KeyboardInterrupt too (it runs off the main thread, where no signal raises them)."""
+    from mla_golden.errors import PLANNER_EXITS, PlannerExited
+
     try:
         yield
+    except PLANNER_EXITS as exc:
+        results.append(Result(key, Status.FAILED, path, str(PlannerExited.of(exc))))
     except Exception as exc:  # noqa: BLE001 - reported with its type, the run goes on
         results.append(Result(key, Status.FAILED, path, f"{type(exc).__name__}: {exc}"))
 

@@ -12,11 +12,17 @@ one shared event: each worker ends its current golden, returns what it did and
 starts no other (:func:`stop_requested`). Workers ignore SIGINT and SIGTERM
 themselves: a terminal's Ctrl-C (or a service manager's SIGTERM) reaches the
 whole process group, and the parent decides.
+
+A run of one worker runs it in a thread of this process (:class:`Background`),
+never in the main thread: the main thread only waits, so a signal is handled
+at once even while a planner call loops, and a KeyboardInterrupt or SystemExit
+raised in the worker is planner code's, never the user's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import ctypes.util
 import os
@@ -24,8 +30,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 _PR_SET_PDEATHSIG = 1
 #: How often the watchdog thread looks at its parent.
@@ -85,6 +91,42 @@ def init_worker(parent: int, stop: Any) -> None:
     die_with_parent(parent)
 
 
+#: Set when the user's SIGINT reached this process inside :func:`marking_interrupts`.
+_sigint_came = threading.Event()
+
+
+@contextlib.contextmanager
+def marking_interrupts() -> Iterator[None]:
+    """Within the block, SIGINT does what it did (KeyboardInterrupt, by default) but is remembered, so that code turning
+    a planner's KeyboardInterrupt into that call's failure can tell the user's Ctrl-C (:func:`user_interrupted`).
+
+    Outside the main thread (where handlers cannot be set, and no signal raises) it only yields.
+    """
+    _sigint_came.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        _sigint_came.set()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def user_interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is the KeyboardInterrupt of the user's Ctrl-C (see :func:`marking_interrupts`), not planner code's."""
+    return isinstance(exc, KeyboardInterrupt) and _sigint_came.is_set()
+
+
 @contextlib.contextmanager
 def stop_on_signals(shared: Any = None) -> Iterator[list[int]]:
     """Within the block, SIGINT and SIGTERM set the stop event (``shared`` too) instead of raising.
@@ -115,3 +157,41 @@ def stop_on_signals(shared: Any = None) -> Iterator[list[int]]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+T = TypeVar("T")
+
+
+class Background(Generic[T]):
+    """``fn()`` running in a daemon thread, in a copy of the caller's context (its device and allow_undefined()).
+
+    The caller waits with :meth:`wait`, which a signal handler interrupts, and
+    takes the outcome with :meth:`outcome`; a thread given up on (its planner
+    call never returns) ends with the process.
+    """
+
+    def __init__(self, fn: Callable[[], T], name: str = "mla-golden-worker") -> None:
+        self._fn = fn
+        self._done = threading.Event()
+        self._result: T | None = None
+        self._raised: BaseException | None = None
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(self._run,), name=name, daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._result = self._fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, which raises it
+            self._raised = exc
+        finally:
+            self._done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether ``fn`` has finished, waiting at most ``timeout`` seconds."""
+        return self._done.wait(timeout)
+
+    def outcome(self) -> T:
+        """What ``fn`` returned, or what it raised (raised here); only once :meth:`wait` said it finished."""
+        if self._raised is not None:
+            raise self._raised
+        return self._result  # type: ignore[return-value]  # T: set when fn returned

@@ -158,3 +158,50 @@ reduce_order = SimpleNamespace(**{**_REFERENCE, "get_mla_metadata_v1": functools
 prefill_sizing = SimpleNamespace(**{**_REFERENCE, "get_ps_metadata_info_v1": _prefill_sizing_bug})
 #: Not a planner: the sizing helpers are missing.
 incomplete = SimpleNamespace(get_mla_metadata_v1=reference.get_mla_metadata_v1)
+
+
+def _misbehaving(what: str) -> Any:
+    """A planner with aiter's signature (either op's) that raises ``what``, or (``loops``) never returns.
+
+    The looping one first touches the file env ``MLA_GOLDEN_TEST_LOOPING`` names, so a test knows it is looping.
+    """
+
+    def planner(*args: Any, **kwargs: Any) -> None:
+        if what == "loops":
+            import os
+            from pathlib import Path
+
+            Path(os.environ["MLA_GOLDEN_TEST_LOOPING"]).touch()
+            while True:
+                pass
+        raise SystemExit(0) if what == "exit" else KeyboardInterrupt
+
+    return planner
+
+
+def _with_signature(fn: Any, like: Any) -> Any:
+    return functools.wraps(like)(fn)
+
+
+#: Planners raising SystemExit(0) (as a plug-in calling sys.exit would), KeyboardInterrupt, or looping forever.
+exits, interrupts, loops = (
+    SimpleNamespace(
+        **{**_REFERENCE, **{op: _with_signature(_misbehaving(what), _REFERENCE[op]) for op in ("get_mla_metadata_v1", "get_ps_metadata_v1")}}
+    )
+    for what in ("exit", "interrupt", "loops")
+)
+#: Sizing helpers raising SystemExit(0).
+exiting_sizers = SimpleNamespace(
+    **{**_REFERENCE, **{op: _with_signature(_misbehaving("exit"), _REFERENCE[op]) for op in ("get_mla_metadata_info_v1", "get_ps_metadata_info_v1")}}
+)
+
+
+def _opaque(*args: Any, **kwargs: Any) -> None:
+    """A wrapper that says nothing of what it takes: not aiter's signature."""
+    reference.get_mla_metadata_v1(*args, **kwargs)
+
+
+#: Not aiter's signatures: the decode planner takes (*args, **kwargs), the prefill sizing helper one made-up argument.
+unsigned = SimpleNamespace(
+    **{**_REFERENCE, "get_mla_metadata_v1": _opaque, "get_ps_metadata_info_v1": lambda batch, heads: reference.get_ps_metadata_info_v1(batch, heads, 1)}
+)

@@ -74,6 +74,8 @@ def sweep(
     if html is not None:
         atomic_write(html, render_html(findings))
         say(f"HTML report: {html}", quiet)
+    if findings.failed:
+        raise typer.Exit(EXIT_BAD)
     raise typer.Exit({"diverged": EXIT_DIVERGED, "inconclusive": EXIT_INCONCLUSIVE}.get(findings.verdict, EXIT_OK))
 
 

@@ -24,15 +24,16 @@ from typing import Any
 
 from mla_golden.call import Call
 from mla_golden.differ import Diff, diff
-from mla_golden.errors import SweepError
+from mla_golden.errors import PLANNER_EXITS, PlannerExited, SweepError
 from mla_golden.sweeper import executors
-from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, SKIPPED, UNDEFINED, capture
+from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, FAILED, SKIPPED, UNDEFINED, capture
 from mla_golden.sweeper.groups import CLASSES, Group, check_sides, explain, signature, size
 from mla_golden.sweeper.journal import Journal
 from mla_golden.sweeper.planners import parse_spec
 from mla_golden.sweeper.regions import Summary, judged, labelled, summarise
 from mla_golden.sweeper.space import Point, Space, load
 from mla_golden.sweeper.work import CaseResult, planner, write_pair
+from mla_golden.workers import marking_interrupts, user_interrupted
 
 #: Budget when neither a case count nor a time is given.
 DEFAULT_CASES = 500
@@ -184,6 +185,11 @@ class Findings:
         return "inconclusive" if self.not_compared.inconclusive else "equal"
 
     @property
+    def failed(self) -> bool:
+        """Some case could not be judged (planner code raised SystemExit, say): the sweep exits 2."""
+        return any(r.status == FAILED for r in self.results)
+
+    @property
     def planner_s(self) -> float:
         return sum(r.planner_s for r in self.results)
 
@@ -217,6 +223,7 @@ class Findings:
                                  "minimal": r.minimal, "shrink_exhausted": r.shrink_exhausted, "seeded": r.seeded,
                                  "not_minimal_along": r.loose or []}
                                 for r in self.results if r.status == DIVERGED],
+            "failed_cases": [{"index": r.index, "detail": r.detail, "point": r.point} for r in self.results if r.status == FAILED],
         }  # fmt: skip
 
 
@@ -248,6 +255,16 @@ def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reprodu
     if out is not None:
         rep.written = list(result.written or write_pair(point, a, b, out))
     return rep
+
+
+def _captured(result: CaseResult, a: str, b: str, out: Path | None) -> Reproducer:
+    """:func:`_reproducer`; planner code raising SystemExit or KeyboardInterrupt there is a SweepError, not the end."""
+    try:
+        return _reproducer(result, a, b, out)
+    except PLANNER_EXITS as exc:
+        if user_interrupted(exc):
+            raise
+        raise SweepError(f"capturing the reproducer {Point.from_dict(result.minimal or result.point).key}: {PlannerExited.of(exc)}") from None
 
 
 def sweep(
@@ -333,7 +350,7 @@ def sweep(
 
     stopped_by = "space" if enumerated else ("cases" if cases is not None else "time")
     opened = time.monotonic()
-    with executors.make(wa, wb, shrink, jobs, ray) as executor:
+    with marking_interrupts(), executors.make(wa, wb, shrink, jobs, ray) as executor:
         startup = time.monotonic() - opened
         if seconds is not None:  # shrinking stops with the budget too (workers compare against wall-clock time)
             executor.deadline = time.time() + seconds - (time.monotonic() - started)
@@ -356,7 +373,8 @@ def sweep(
     results.sort(key=lambda r: r.index)
     found = []
     for key, best in smallest.items():
-        group = Group(key, _reproducer(best, wa, wb, out_path), tallies[key][0], tallies[key][1])
+        with marking_interrupts():
+            group = Group(key, _captured(best, wa, wb, out_path), tallies[key][0], tallies[key][1])
         group.checks = check_sides(group.reproducer)
         group.reproducer.cases = group.cases
         found.append(group)

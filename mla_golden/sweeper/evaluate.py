@@ -34,8 +34,9 @@ from mla_golden.sweeper.space import DECODE, Point
 
 #: Verdicts. ``undefined``: a planner's result is not defined by the inputs on one side (aiter
 #: reads memory it never wrote), so equality cannot be judged; ``skipped``: a side cannot make
-#: this call (its signature cannot express it, or live aiter runs on another device).
-EQUAL, DIVERGED, UNDEFINED, SKIPPED = "equal", "diverged", "undefined", "skipped"
+#: this call (its signature cannot express it, or live aiter runs on another device); ``failed``:
+#: judging it went wrong (planner code raised SystemExit or KeyboardInterrupt, say): exit 2.
+EQUAL, DIVERGED, UNDEFINED, SKIPPED, FAILED = "equal", "diverged", "undefined", "skipped", "failed"
 #: Which side an ``undefined`` verdict's result is undefined on (its ``kind``).
 BOTH = "both"
 UNDEFINED_SIDES = ("A", "B", BOTH)

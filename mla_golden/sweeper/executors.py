@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from abc import ABC, abstractmethod
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -79,6 +80,8 @@ _started: Any = None
 
 def _init_worker(parent: int, a: str, b: str, started: Any) -> None:
     global _started
+    for sig in (signal.SIGINT, signal.SIGTERM):  # sent to the whole group, they are the parent's to handle
+        signal.signal(sig, signal.SIG_IGN)
     die_with_parent(parent)
     warm(a, b)
     _started = started

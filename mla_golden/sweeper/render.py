@@ -10,6 +10,7 @@ counts come last, folded away.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from mla_golden.call import Call
@@ -18,6 +19,7 @@ from mla_golden.report import render_text as render_diff
 from mla_golden.sanitize import html_text
 from mla_golden.svg import draw
 from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, TOP_REASONS, Findings, Reproducer
+from mla_golden.sweeper.evaluate import FAILED
 from mla_golden.sweeper.groups import Group
 from mla_golden.sweeper.regions import NOT_APPLICABLE
 from mla_golden.sweeper.space import Point
@@ -98,13 +100,15 @@ def _exhausted(rep: Reproducer) -> str:
 
 
 def _notes(findings: Findings) -> list[str]:
-    """Shrinks cut short, and why some cases were not judged (skipped / undefined) past the top reasons, a line each."""
+    """Shrinks cut short, and why some cases were not judged (failed / skipped / undefined), one line per distinct reason."""
     lines = [
         f"shrinking ran out of {_RAN_OUT.get(what, what)} on {n} divergent case(s): their reproducers may not be minimal"
         for what, n in sorted(findings.shrink_exhausted.items())
     ]
     shown = set(findings.not_compared.reasons[:TOP_REASONS])
     lines += [f"{verdict} {n}: {reason}" for verdict, reason, n in findings.not_compared.reasons[:5] if (verdict, reason, n) not in shown]
+    failed = Counter(r.detail for r in findings.results if r.status == FAILED)
+    lines += [f"{FAILED} {n}: {reason}" for reason, n in failed.most_common(5)]
     return lines
 
 

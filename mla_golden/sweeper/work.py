@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mla_golden.errors import SweepError
+from mla_golden.errors import PLANNER_EXITS, MlaGoldenError, PlannerExited, SweepError
 from mla_golden.reference._device import DEFAULT_DEVICE
 from mla_golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.sweeper import shrink as shrinking
-from mla_golden.sweeper.evaluate import DIVERGED, KIND_ERROR, KIND_SHAPE, KIND_VALUES, Verdict, capture, evaluate
+from mla_golden.sweeper.evaluate import DIVERGED, FAILED, KIND_ERROR, KIND_SHAPE, KIND_VALUES, Verdict, capture, evaluate
 from mla_golden.sweeper.planners import Planner, parse_spec, resolve
 from mla_golden.sweeper.shrink import shrink
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
+from mla_golden.workers import user_interrupted
 
 _planners: dict[str, Planner] = {}
 
@@ -85,8 +86,18 @@ def warm(a: str, b: str) -> None:
     torch.set_num_threads(1)  # planner tensors are tiny; intra-op threads only fight the other workers
     pa, pb = planner(a), planner(b)
     for op in (DECODE, PREFILL):
-        evaluate(Point(op, DEFAULT_DEVICE.arch, DEFAULT_DEVICE.cu_num, 16, (64,)), pa, pb)
+        try:
+            evaluate(Point(op, DEFAULT_DEVICE.arch, DEFAULT_DEVICE.cu_num, 16, (64,)), pa, pb)
+        except BaseException as exc:
+            _unless_ours(exc)  # a planner that fails here fails the points that reach it, each as its own result
     _warm.add((a, b))
+
+
+def _unless_ours(exc: BaseException) -> None:
+    """Raise ``exc`` again unless it is a case's own failure: mla-golden's errors (a bad --out), the user's Ctrl-C and
+    exits other than planner code's stop the sweep; anything else planner code raised fails that case only."""
+    if isinstance(exc, MlaGoldenError) or user_interrupted(exc) or not isinstance(exc, (Exception, *PLANNER_EXITS)):
+        raise exc
 
 
 #: Reproducer pairs this process wrote: (out, a, b, key) -> their paths. Shrinking leads many cases to one
@@ -124,22 +135,15 @@ def run_chunk(
     warm(a, b)
     if (sweep, a, b) not in _causes:
         _causes.clear()
-    pa, pb = planner(a), planner(b)
     results = []
     for index, data in items:
         start, cpu = time.perf_counter(), time.thread_time()
-        point = Point.from_dict(data)
-        verdict = evaluate(point, pa, pb)
-        result = CaseResult(index, data, verdict.status, verdict.kind, verdict.detail, verdict.planner_s)
-        result.planner_cpu_s = verdict.planner_cpu_s
-        if any(verdict.paths):
-            result.paths = list(verdict.paths)
-        if verdict.status == DIVERGED:
-            result.signature = list(verdict.signature)
-        if verdict.status == DIVERGED and shrink_divergent:
-            _reproduce(point, verdict, result, pa, pb, _causes.setdefault((sweep, a, b), {}), deadline)
-        if verdict.status == DIVERGED and out is not None:
-            result.written = write_pair(Point.from_dict(result.minimal or data), a, b, Path(out))
+        try:
+            result = _judge(a, b, index, data, shrink_divergent, deadline, out, _causes.setdefault((sweep, a, b), {}))
+        except BaseException as exc:
+            _unless_ours(exc)
+            why = str(PlannerExited.of(exc)) if isinstance(exc, PLANNER_EXITS) else f"{type(exc).__name__}: {exc}"
+            result = CaseResult(index, data, FAILED, detail=why)
         result.seconds, result.cpu_s = time.perf_counter() - start, time.thread_time() - cpu
         results.append(result)
     return results
@@ -210,6 +214,28 @@ def _at_lengths(point: Point, seen: Point) -> Point:
     """``point`` with the request lengths of ``seen`` (each at least a decode query long)."""
     shortest = point.qlen if point.op == DECODE else 1
     return dataclasses.replace(point, seq_lens=tuple(max(n, shortest) for n in seen.seq_lens))
+def _judge(
+    a: str, b: str, index: int, data: dict[str, Any], shrink_divergent: bool, deadline: float | None, out: str | None,
+    causes: dict[tuple[str | None, ...], _Cause],
+) -> CaseResult:
+    """One point's verdict on planners ``a`` and ``b``, shrunk (or seeded from a known cause) and written when it
+    diverges."""
+    pa, pb = planner(a), planner(b)
+    point = Point.from_dict(data)
+    verdict = evaluate(point, pa, pb)
+    result = CaseResult(index, data, verdict.status, verdict.kind, verdict.detail, verdict.planner_s)
+    result.planner_cpu_s = verdict.planner_cpu_s
+    if any(verdict.paths):
+        result.paths = list(verdict.paths)
+    if verdict.status == DIVERGED:
+        result.signature = list(verdict.signature)
+    if verdict.status == DIVERGED and shrink_divergent:
+        _reproduce(point, verdict, result, pa, pb, causes, deadline)
+    if verdict.status == DIVERGED and out is not None:
+        result.written = write_pair(Point.from_dict(result.minimal or data), a, b, Path(out))
+    return result
+
+
 
 
 def run_shipped(

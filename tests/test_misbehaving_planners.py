@@ -1,0 +1,149 @@
+"""Planner code that misbehaves fails its own calls, never the command: issue 30's planners.
+
+A plug-in without aiter's signature is exit 2 in record, diff and sweep; a
+planner raising SystemExit(0) or KeyboardInterrupt is that call's failure
+(exit 2, with the summary), not an exit 0 having done nothing; and SIGTERM
+ends a run whose in-process planner call never returns, reporting what it
+did, as it ends one whose worker processes are busy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.processes import children, wait_gone
+from typer.testing import CliRunner
+
+from mla_golden.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+CLI = str(Path(sys.executable).parent / "mla-golden")
+#: A few shipped goldens of both ops to replay.
+GOLDENS = [ROOT / "goldens" / "decode" / "dsv3-tp" / "gfx950-cu256", ROOT / "goldens" / "prefill" / "kimi-k2-fp8-prefill"]
+#: One small group of the default matrix per op.
+DEVICE = ["--device", "gfx950:256"]
+
+
+def _invoke(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args))
+
+
+def _command(name: str, backend: str, tmp_path: Path) -> list[str]:
+    if name == "record":
+        return ["record", "--backend", backend, "--out", str(tmp_path / "out"), *DEVICE, "--format", "json"]
+    if name == "diff":
+        return ["diff", *map(str, GOLDENS), "--backend", backend, "--format", "json"]
+    return ["sweep", "--a", "reference", "--b", backend, "--cases", "4", "--format", "json"]
+
+
+@pytest.mark.parametrize("command", ["record", "diff", "sweep"])
+def test_a_plugin_without_aiters_signature_is_exit_2_everywhere(tmp_path: Path, command: str) -> None:
+    result = _invoke(*_command(command, "python:planted_planners:unsigned", tmp_path))
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    output = " ".join(result.output.split())
+    assert "not in aiter's signatures" in output and "get_mla_metadata_v1(*args, **kwargs) does not open with aiter's" in output
+    assert "get_ps_metadata_info_v1(batch, heads) does not open with aiter's (batch_size, num_head_k, max_qlen)" in output
+
+
+@pytest.mark.parametrize(
+    ("command", "plugin", "raised"),
+    [
+        *[(command, "exits", "SystemExit(0)") for command in ("record", "diff", "sweep")],
+        *[(command, "interrupts", "KeyboardInterrupt()") for command in ("record", "diff", "sweep")],
+        # a replay plans on the golden's own buffers: only record and sweep call the sizing helpers
+        *[(command, "exiting_sizers", "SystemExit(0)") for command in ("record", "sweep")],
+    ],
+)
+def test_a_planner_that_exits_fails_its_calls_and_the_run_is_exit_2_with_its_summary(
+    tmp_path: Path, command: str, plugin: str, raised: str
+) -> None:
+    result = _invoke(*_command(command, f"python:planted_planners:{plugin}", tmp_path))
+    assert result.exit_code == 2, result.output
+    document = json.loads(result.stdout)
+    if command == "sweep":
+        assert document["counts"] == {"failed": 4}
+        details = {case["detail"] for case in document["failed_cases"]}
+    else:
+        assert document["exit_code"] == 2 and document["results"]
+        assert {r["status"] for r in document["results"]} == {"failed"}
+        details = {r["message"] for r in document["results"]}
+    assert all(f"planner code raised {raised}: that call failed" in d for d in details), details
+
+
+@pytest.fixture
+def looping_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a CLI run whose planner loops (it touches ``looping`` first)."""
+    path = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "MLA_GOLDEN_TEST_LOOPING": str(tmp_path / "looping")}
+
+
+def _terminated(args: list[str], env: dict[str, str], looping: Path) -> tuple[subprocess.Popen[str], str, str, list[int]]:
+    """Run ``mla-golden ARGS``, send SIGTERM once its planner loops; the process, its output, the children it had."""
+    proc = subprocess.Popen([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        while not looping.exists():
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.05)
+        helpers = children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)  # a run that ignores SIGTERM keeps looping past this
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc, stdout, stderr, helpers
+
+
+@pytest.mark.parametrize("command", ["record", "diff"])
+def test_sigterm_ends_a_run_whose_in_process_planner_never_returns(tmp_path: Path, command: str, looping_env: dict[str, str]) -> None:
+    args = [*_command(command, "python:planted_planners:loops", tmp_path), "--jobs", "1"]
+    proc, stdout, stderr, _ = _terminated(args, looping_env, tmp_path / "looping")
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "interrupted by SIGTERM" in stderr
+    document = json.loads(stdout)
+    assert document["interrupted"] == "SIGTERM" and document["exit_code"] == 143
+    if command == "record":
+        assert not list((tmp_path / "out").rglob("*.safetensors")), "nothing written by the planner that never returned"
+
+
+def test_sigterm_ends_an_aiter_src_run_whose_trees_python_loops_and_its_processes_with_it(
+    tmp_path: Path, looping_env: dict[str, str]
+) -> None:
+    tree = tmp_path / "aiter"
+    cu = tree / "csrc" / "kernels" / "mla" / "metadata.cu"
+    cu.parent.mkdir(parents=True)
+    cu.write_text("void get_mla_metadata_v1(const int32_t num_heads_k)\n{\n}\n")
+    (tree / "csrc" / "include").mkdir(parents=True)
+    (tree / "aiter" / "ops").mkdir(parents=True)
+    (tree / "aiter" / "ops" / "attention.py").write_text(
+        "def get_mla_metadata_info_v1(batch_size, max_seqlen_qo, num_head_qo, q_dtype, kv_dtype, is_sparse, fast_mode=True):\n"
+        "    import os, pathlib\n"
+        "    pathlib.Path(os.environ['MLA_GOLDEN_TEST_LOOPING']).touch()\n"
+        "    while True:\n"
+        "        pass\n"
+        "\n"
+        "def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k,\n"
+        "                        is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,\n"
+        "                        reduce_partial_map, **kwargs):\n"
+        "    pass\n"
+    )
+    fake = tmp_path / "fake-cxx"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho > "$2"\n')
+    fake.chmod(0o755)
+    env = {**looping_env, "CXX": str(fake), "MLA_GOLDEN_CACHE": str(tmp_path / "cache")}
+    args = ["record", "--backend", f"aiter-src:{tree}", "--out", str(tmp_path / "out"), *DEVICE, "--format", "json", "--jobs", "1"]
+    proc, stdout, stderr, helpers = _terminated(args, env, tmp_path / "looping")
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert json.loads(stdout)["interrupted"] == "SIGTERM"
+    assert helpers, "the tree's Python ran in a child process"
+    wait_gone(helpers)  # the looping one too: a survivor keeps this waiting
