@@ -88,7 +88,8 @@ def looping_env(tmp_path: Path) -> dict[str, str]:
 
 
 def _terminated(args: list[str], env: dict[str, str], looping: Path) -> tuple[subprocess.Popen[str], str, str, list[int]]:
-    """Run ``mla-golden ARGS``, send SIGTERM once its planner loops; the process, its output, the children it had."""
+    """Run ``mla-golden ARGS`` and send it SIGTERM once its planner loops: the process, its output, and the children
+    it had, all gone by then (a survivor keeps this waiting: the process group is killed only after)."""
     proc = subprocess.Popen([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     try:
         while not looping.exists():
@@ -98,6 +99,7 @@ def _terminated(args: list[str], env: dict[str, str], looping: Path) -> tuple[su
         helpers = children(proc.pid)
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=120)  # a run that ignores SIGTERM keeps looping past this
+        wait_gone(helpers)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -116,8 +118,30 @@ def test_sigterm_ends_a_run_whose_in_process_planner_never_returns(tmp_path: Pat
         assert not list((tmp_path / "out").rglob("*.safetensors")), "nothing written by the planner that never returned"
 
 
-def test_sigterm_ends_an_aiter_src_run_whose_trees_python_loops_and_its_processes_with_it(
-    tmp_path: Path, looping_env: dict[str, str]
+#: A tree's sizing helper and planner wrapper; LOOP_IN_PYTHON says whether the helper loops, else its built planner does.
+LOOPING_TREE = """
+def get_mla_metadata_info_v1(batch_size, max_seqlen_qo, num_head_qo, q_dtype, kv_dtype, is_sparse, fast_mode=True):
+    import os, pathlib
+    if LOOP_IN_PYTHON:
+        pathlib.Path(os.environ["MLA_GOLDEN_TEST_LOOPING"]).touch()
+        while True:
+            pass
+    return ((2, torch.uint64), (2, torch.int32), ((1, 8), torch.int32), (2, torch.int32), ((1, 2), torch.int32), (1, torch.int32))
+
+@compile_ops("module_mla_metadata")
+def _impl(num_heads_k): ...
+
+def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k,
+                        is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,
+                        reduce_partial_map, page_size=1, kv_granularity=16, max_seqlen_qo=-1, uni_seqlen_qo=-1,
+                        fast_mode=True, max_split_per_batch=-1, dtype_q=None, dtype_kv=None):
+    return _impl(num_heads_k)
+"""
+
+
+@pytest.mark.parametrize("where", ["python", "harness"])
+def test_sigterm_ends_an_aiter_src_run_whose_tree_loops_and_its_processes_with_it(
+    tmp_path: Path, looping_env: dict[str, str], where: str
 ) -> None:
     tree = tmp_path / "aiter"
     cu = tree / "csrc" / "kernels" / "mla" / "metadata.cu"
@@ -125,25 +149,16 @@ def test_sigterm_ends_an_aiter_src_run_whose_trees_python_loops_and_its_processe
     cu.write_text("void get_mla_metadata_v1(const int32_t num_heads_k)\n{\n}\n")
     (tree / "csrc" / "include").mkdir(parents=True)
     (tree / "aiter" / "ops").mkdir(parents=True)
-    (tree / "aiter" / "ops" / "attention.py").write_text(
-        "def get_mla_metadata_info_v1(batch_size, max_seqlen_qo, num_head_qo, q_dtype, kv_dtype, is_sparse, fast_mode=True):\n"
-        "    import os, pathlib\n"
-        "    pathlib.Path(os.environ['MLA_GOLDEN_TEST_LOOPING']).touch()\n"
-        "    while True:\n"
-        "        pass\n"
-        "\n"
-        "def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_heads_per_head_k, num_heads_k,\n"
-        "                        is_causal, work_metadata_ptrs, work_info_set, work_indptr, reduce_indptr, reduce_final_map,\n"
-        "                        reduce_partial_map, **kwargs):\n"
-        "    pass\n"
-    )
-    fake = tmp_path / "fake-cxx"
-    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho > "$2"\n')
+    (tree / "aiter" / "ops" / "attention.py").write_text(LOOPING_TREE.replace("LOOP_IN_PYTHON", str(where == "python")))
+    harness = tmp_path / "looping-harness"  # a built planner that never returns
+    harness.write_text('#!/bin/sh\ntouch "$MLA_GOLDEN_TEST_LOOPING"\nwhile :; do :; done\n')
+    harness.chmod(0o755)
+    fake = tmp_path / "fake-cxx"  # "builds" it
+    fake.write_text(f'#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\ncp {harness} "$2"\n')
     fake.chmod(0o755)
     env = {**looping_env, "CXX": str(fake), "MLA_GOLDEN_CACHE": str(tmp_path / "cache")}
     args = ["record", "--backend", f"aiter-src:{tree}", "--out", str(tmp_path / "out"), *DEVICE, "--format", "json", "--jobs", "1"]
     proc, stdout, stderr, helpers = _terminated(args, env, tmp_path / "looping")
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
     assert json.loads(stdout)["interrupted"] == "SIGTERM"
-    assert helpers, "the tree's Python ran in a child process"
-    wait_gone(helpers)  # the looping one too: a survivor keeps this waiting
+    assert len(helpers) == (1 if where == "python" else 2), "the tree's Python (and its harness) ran in child processes"

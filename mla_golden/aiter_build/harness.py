@@ -3,11 +3,13 @@
 One process per binary per Python process serves case after case over
 stdin/stdout (protocol in emu/harness_runtime.hpp); a process that died (a
 crash, an emulation failure, a planner that never finished) is restarted for
-the next case. Values come back as raw bytes, read straight into numpy.
+the next case, and every one is killed when this process exits. Values come
+back as raw bytes, read straight into numpy.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import subprocess
@@ -209,6 +211,14 @@ def _read_case(proc: subprocess.Popen[bytes], found: CaseFound) -> CaseFound:
 
 _processes: dict[Path, HarnessProcess] = {}
 _processes_lock = threading.Lock()
+
+
+@atexit.register
+def _close_all() -> None:
+    """A harness whose planner loops must not outlive the run given up on it (a SIGTERM'd ``--jobs 1`` run)."""
+    for proc in list(_processes.values()):
+        if proc.owner == os.getpid():
+            proc.close()
 
 
 def process_for(binary: Path) -> HarnessProcess:
