@@ -49,6 +49,7 @@ _EXPORTS = {
     "JournalError": "mla_golden.errors",
     "ExecutorError": "mla_golden.errors",
     "PreconditionError": "mla_golden.errors",
+    "PlannerExited": "mla_golden.errors",
     "diff": "mla_golden.differ",
     "diff_trees": "mla_golden.runs",
     "Result": "mla_golden.runs",

@@ -197,11 +197,13 @@ exiting_sizers = SimpleNamespace(
 
 
 def _opaque(*args: Any, **kwargs: Any) -> None:
-    """A wrapper that says nothing of what it takes: not aiter's signature."""
+    """A wrapper that says nothing of what it takes: Python binds it every argument, as aiter's callers pass them."""
     reference.get_mla_metadata_v1(*args, **kwargs)
 
 
-#: Not aiter's signatures: the decode planner takes (*args, **kwargs), the prefill sizing helper one made-up argument.
+#: Not aiter's signatures: the prefill sizing helper takes (batch, heads), not aiter's (batch_size, num_head_k, max_qlen).
 unsigned = SimpleNamespace(
-    **{**_REFERENCE, "get_mla_metadata_v1": _opaque, "get_ps_metadata_info_v1": lambda batch, heads: reference.get_ps_metadata_info_v1(batch, heads, 1)}
+    **{**_REFERENCE, "get_ps_metadata_info_v1": lambda batch, heads: reference.get_ps_metadata_info_v1(batch, heads, 1)}
 )
+#: The reference behind a decode planner that takes (*args, **kwargs): aiter's signature as Python binds it.
+opaque = SimpleNamespace(**{**_REFERENCE, "get_mla_metadata_v1": _opaque})

@@ -51,8 +51,16 @@ def test_a_plugin_without_aiters_signature_is_exit_2_everywhere(tmp_path: Path, 
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     output = " ".join(result.output.split())
-    assert "not in aiter's signatures" in output and "get_mla_metadata_v1(*args, **kwargs) does not open with aiter's" in output
+    assert "not in aiter's signatures" in output
     assert "get_ps_metadata_info_v1(batch, heads) does not open with aiter's (batch_size, num_head_k, max_qlen)" in output
+
+
+@pytest.mark.parametrize("command", ["record", "diff", "sweep"])
+def test_a_plugin_taking_args_and_kwargs_is_taken_everywhere(tmp_path: Path, command: str) -> None:
+    """``def get_mla_metadata_v1(*args, **kwargs)`` receives every argument as Python binds it: it plans as the
+    reference it wraps (record writes, diff replays the shipped goldens equal, the sweep finds nothing)."""
+    result = _invoke(*_command(command, "python:planted_planners:opaque", tmp_path))
+    assert result.exit_code == 0, result.output
 
 
 @pytest.mark.parametrize(
