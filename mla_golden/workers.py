@@ -176,7 +176,8 @@ class Background(Generic[T]):
         self._result: T | None = None
         self._raised: BaseException | None = None
         context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(self._run,), name=name, daemon=True).start()
+        self._thread = threading.Thread(target=context.run, args=(self._run,), name=name, daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
         try:
@@ -191,7 +192,12 @@ class Background(Generic[T]):
         return self._done.wait(timeout)
 
     def outcome(self) -> T:
-        """What ``fn`` returned, or what it raised (raised here); only once :meth:`wait` said it finished."""
+        """What ``fn`` returned, or what it raised (raised here); only once :meth:`wait` said it finished.
+
+        The thread is joined first: one still unwinding when the interpreter exits is stopped mid-way, which
+        aborted the process ("terminate called without an active exception", exit 134) about one run in five.
+        """
+        self._thread.join()
         if self._raised is not None:
             raise self._raised
         return self._result  # type: ignore[return-value]  # T: set when fn returned
