@@ -84,24 +84,27 @@ class Soundness:
     def both_sound(self) -> bool:
         return all(side.sound is not False for side in (self.expected, self.actual))
 
-    def headline(self) -> str:
-        """What a report leads with: ``sound on both sides``, or which side breaks what."""
-        broken = [(name, side) for name, side in (("old", self.expected), ("new", self.actual)) if side.sound is False]
+    def headline(self, names: tuple[str, str] = ("old", "new")) -> str:
+        """What a report leads with: ``sound on both sides``, or which side breaks what (``names``: the sides' words,
+        ``old`` / ``new`` for a golden and its replay, ``A`` / ``B`` for a sweep's planners)."""
+        sides = tuple(zip(names, (self.expected, self.actual)))
+        broken = [(name, side) for name, side in sides if side.sound is False]
         if not broken:
-            raised = [name for name, side in (("old", self.expected), ("new", self.actual)) if side.sound is None]
+            raised = [name for name, side in sides if side.sound is None]
             return "sound on both sides" if not raised else f"the {' and '.join(raised)} plan raised; the other is sound"
         if len(broken) == 2:
             if self.actual.first == self.expected.first:
                 return f"both plans break {self.actual.first}"
-            return f"both plans unsound: the new one breaks {self.actual.first}; the old one breaks {self.expected.first}"
+            return (f"both plans unsound: the {names[1]} one breaks {self.actual.first}; "
+                    f"the {names[0]} one breaks {self.expected.first}")
         name, side = broken[0]
         return f"the {name} plan breaks {side.first}"
 
-    def changes(self) -> str:
+    def changes(self, names: tuple[str, str] = ("old", "new")) -> str:
         """The numbers read first, old -> new: ``works 224 -> 112, ..., kernel serial/folded x2 -> parallel/native``."""
         old, new = self.expected, self.actual
         if old.error is not None or new.error is not None:
-            return "; ".join(f"{name} {side.summary()}" for name, side in (("old", old), ("new", new)))
+            return "; ".join(f"{name} {side.summary()}" for name, side in zip(names, (old, new)))
         pairs = [
             ("works", old.works, new.works),
             ("split requests", old.split_requests, new.split_requests),

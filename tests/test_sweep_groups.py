@@ -42,13 +42,24 @@ def test_groups_say_their_cause_with_check_on_both_sides_and_a_short_rule(two_bu
     assert decode.cls == VALUES and prefill.cls == SIZING, "the sizing-only change is a class of its own"
     assert decode.checks["A"] == [] and decode.checks["B"], "the reference passes check; the bug breaks an invariant"
     assert "B violates" in decode.cause() and "check passes on both sides" in prefill.cause()
+    # Soundness: each side judged, with the numbers read first, in text, JSON and the page; the headline leads with it.
+    assert decode.soundness is not None and prefill.soundness is not None
+    assert decode.soundness.expected.sound is True and decode.soundness.actual.sound is False
+    assert prefill.soundness.both_sound
+    assert decode.judged().startswith("A sound, B unsound: ") and "works " in decode.judged()
+    assert two_bugs.soundness.startswith("1 of 2 group(s) unsound: [values] ") and "the B plan breaks" in two_bugs.soundness
     assert prefill.rule is not None and Condition("batch", ">=", str(planted_planners.BIG_BATCH)) in prefill.rule.conditions
     assert prefill.rule.precision == prefill.rule.coverage == 1.0
     assert decode.rule is not None and decode.rule.coverage == 1.0 and len(decode.rule.conditions) <= 3
     document = json.loads(json.dumps(two_bugs.to_dict()))
     assert [g["class"] for g in document["groups"]] == [VALUES, SIZING], "behaviour changes before sizing"
     assert len(document["reproducers"]) == 2
+    assert [g["soundness"]["actual"]["sound"] for g in document["groups"]] == [False, True]
+    assert document["soundness"] == two_bugs.soundness
     text, page = render_text(two_bugs), render_html(two_bugs)
+    assert text.splitlines()[0].startswith(f"DIVERGED (2 group(s), {two_bugs.soundness}): ")
+    assert f"    soundness: {decode.judged()}" in text.splitlines()
+    assert page.count("<b>soundness</b>: ") == 2
     assert text.index("causes (2 group(s)") < text.index("regions:"), "the causes lead"
     assert page.index("<h2>Causes (2)</h2>") < page.index("<details class='group'") < page.index("Regions and per-parameter")
     assert "reproducers drawn 2 of 2" in page and page.count("<svg") == 4, "each group's pair drawn"

@@ -27,7 +27,7 @@ from mla_golden.differ import Diff, diff
 from mla_golden.errors import PLANNER_EXITS, PlannerExited, SweepError
 from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, FAILED, SKIPPED, UNDEFINED, capture
-from mla_golden.sweeper.groups import CLASSES, Group, check_sides, explain, signature, size
+from mla_golden.sweeper.groups import CLASSES, SIDES, Group, explain, judge_sides, signature, size
 from mla_golden.sweeper.journal import Journal
 from mla_golden.sweeper.planners import parse_spec
 from mla_golden.sweeper.regions import Summary, judged, labelled, summarise
@@ -204,6 +204,20 @@ class Findings:
         return {side: dict(sorted(c.items())) for side, c in counts.items()}
 
     @property
+    def soundness(self) -> str:
+        """The groups' reproducers judged, in a few words: ``all sound on both sides``, or how many groups have a
+        side that breaks an invariant, the first of them named (empty when no group was captured)."""
+        judged = [g for g in self.groups if g.soundness is not None]
+        broken = [g for g in judged if g.soundness is not None and not g.soundness.both_sound]
+        if not broken:
+            return ("all sound on both sides" if len(judged) > 1 else "sound on both sides") if judged else ""
+        first = broken[0]
+        assert first.soundness is not None
+        more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+        where = f"[{first.cls}] {', '.join(first.fields) or first.kind}"
+        return f"{len(broken)} of {len(judged)} group(s) unsound: {where}: {first.soundness.headline(SIDES)}{more}"
+
+    @property
     def shrink_exhausted(self) -> dict[str, int]:
         """Divergent cases whose shrink stopped short of a minimum, by what ran out (evals, time)."""
         return dict(Counter(r.shrink_exhausted for r in self.results if r.shrink_exhausted))
@@ -214,6 +228,7 @@ class Findings:
             "format": "mla-golden-sweep/1", "a": self.a, "b": self.b, "runs": list(self.labels),
             "space": self.space, "seed": self.seed, "out": str(self.out) if self.out else None,
             "cases": len(self.results), "counts": self.counts, "diverged": self.diverged, "verdict": self.verdict,
+            "soundness": self.soundness,
             "not_compared": self.not_compared.to_dict(),
             "stopped_by": self.stopped_by, "resumed": self.resumed, "elapsed_s": round(self.elapsed_s, 3), "startup_s": round(self.startup_s, 3),
             "planner_s": round(self.planner_s, 3), "kernel_paths": self.kernel_paths, "shrink_exhausted": self.shrink_exhausted, **self.summary.to_dict(),
@@ -375,7 +390,7 @@ def sweep(
     for key, best in smallest.items():
         with marking_interrupts():
             group = Group(key, _captured(best, wa, wb, out_path), tallies[key][0], tallies[key][1])
-        group.checks = check_sides(group.reproducer)
+        group.soundness = judge_sides(group.reproducer)
         group.reproducer.cases = group.cases
         found.append(group)
     explain(found, results, parsed)

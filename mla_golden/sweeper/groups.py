@@ -6,8 +6,9 @@ first shows in: the works or the reduce maps): cases that diverge the same
 way are taken to share a cause, and the group keeps the smallest minimal call
 any of them shrank to.
 Each group is then explained by a rule over the axes (:mod:`.rules`), and
-its reproducer judged on both sides by ``check`` (:mod:`mla_golden.checks`):
-a kernel-invariant violation on one side is the cause a reader wants first.
+its reproducer judged on both sides (:mod:`mla_golden.soundness`: ``check``
+and the numbers a kernel engineer reads first): a kernel-invariant violation
+on one side is the cause a reader wants first.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mla_golden.differ import Cause
+from mla_golden.soundness import Soundness
 from mla_golden.sweeper.evaluate import DIVERGED, KIND_ERROR, KIND_SHAPE, KIND_SIZING
 from mla_golden.sweeper.regions import Parsed, judged, labelled
 from mla_golden.sweeper.rules import Rule, conditions_of, learn
@@ -57,8 +59,8 @@ class Group:
     cases: int = 0
     minimal_calls: set[str] = field(default_factory=set)
     rule: Rule | None = None
-    #: ``check`` on each side of the reproducer: side ("A", "B") -> the invariants it violates.
-    checks: dict[str, list[str]] = field(default_factory=dict)
+    #: Both sides of the reproducer judged (A is the expected side, B the actual); None: not captured.
+    soundness: Soundness | None = None
 
     @property
     def kind(self) -> str:
@@ -77,6 +79,13 @@ class Group:
         by_differ = _CLASS_OF_CAUSE.get(rep.diff.cause) if rep.diff is not None else None
         return by_differ or {KIND_ERROR: ERROR, KIND_SIZING: SIZING, KIND_SHAPE: GEOMETRY}.get(self.kind, VALUES)
 
+    @property
+    def checks(self) -> dict[str, list[str]]:
+        """Side ("A", "B") -> the invariants ``check`` finds violated on it (a side that raised has none)."""
+        if self.soundness is None:
+            return {}
+        return {"A": self.soundness.expected.violated, "B": self.soundness.actual.violated}
+
     def cause(self) -> str:
         """One line: the class, what the differ calls it, and what ``check`` says of each side."""
         rep = self.reproducer
@@ -84,22 +93,36 @@ class Group:
         broken = [f"{side} violates {', '.join(names)}" for side, names in self.checks.items() if names]
         return text + ("; check: " + "; ".join(broken) if broken else "; check passes on both sides")
 
+    def judged(self) -> str:
+        """``A sound, B unsound: coverage at ...; works 64 -> 32, ..., kernel ...`` (empty when not captured)."""
+        if self.soundness is None:
+            return ""
+        sides = ", ".join(f"{name} {side.verdict()}" for name, side in zip(SIDES, (self.soundness.expected, self.soundness.actual)))
+        return f"{sides}; {self.soundness.changes(SIDES)}"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "signature": list(self.signature), "class": self.cls, "cause": self.cause(), "cases": self.cases,
             "minimal_calls": len(self.minimal_calls), "reproducer": self.reproducer.key,
             "rule": self.rule.to_dict() if self.rule else None, "checks": self.checks,
+            "soundness": self.soundness.to_dict() if self.soundness is not None else None,
         }  # fmt: skip
 
 
-def check_sides(rep: Reproducer) -> dict[str, list[str]]:
-    """The invariants ``check`` finds violated on each side of the reproducer (an errored side has none)."""
-    from mla_golden.checks import check
+#: The sweep's sides as reports name them: A (the expected side of every diff) and B.
+SIDES = ("A", "B")
 
-    found: dict[str, list[str]] = {}
-    for side, call in zip(("A", "B"), rep.calls or ()):
-        found[side] = [] if call.error is not None else sorted(check(call).invariants)
-    return found
+
+def judge_sides(rep: Reproducer) -> Soundness | None:
+    """Both sides of the reproducer judged: the differ's judgement of the pair, or the pair judged here when the
+    differ found them equal (a divergence the capture did not confirm); None when nothing was captured."""
+    if rep.diff is not None and rep.diff.soundness is not None:
+        return rep.diff.soundness
+    if rep.calls is None:
+        return None
+    from mla_golden.soundness import judge_pair
+
+    return judge_pair(*rep.calls)
 
 
 def explain(groups: Sequence[Group], results: Sequence[CaseResult], parsed: Parsed | None = None) -> None:

@@ -32,7 +32,8 @@ MAX_SHOWN = 20
 def headline(findings: Findings) -> str:
     counts = findings.counts
     tally = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
-    verdict = {"diverged": "DIVERGED:", "equal": "no divergence:"}.get(findings.verdict)
+    sound = f" ({len(findings.groups)} group(s), {findings.soundness})" if findings.soundness else ""
+    verdict = {"diverged": f"DIVERGED{sound}:", "equal": "no divergence:"}.get(findings.verdict)
     verdict = verdict or f"INCONCLUSIVE: {findings.not_compared.phrase()};"
     budget = {"space": "the whole space", "cases": "the case budget", "time": "the time budget"}[findings.stopped_by]
     resumed = f", {findings.resumed} resumed from the journal" if findings.resumed else ""
@@ -119,6 +120,7 @@ def _group_lines(group: Group) -> list[str]:
         f"  [{group.cls}] {', '.join(group.fields) or group.kind} ({group.kind}): {group.cases} case(s), "
         f"{len(group.minimal_calls)} distinct minimal call(s)",
         f"    cause: {group.cause()}",
+        *([f"    soundness: {group.judged()}"] if group.soundness is not None else []),
         f"    where its cases lie: {group.rule.describe() if group.rule else 'no judged cases'}",
         f"    reproducer: {rep.key} ({len(lens)} request(s), {sum(lens)} KV tokens{_exhausted(rep)})",
     ]
@@ -250,7 +252,9 @@ def _group_section(i: int, group: Group, drawn: bool) -> str:
     summary = (f"{html_text(group.cls)}: {html_text(', '.join(group.fields) or group.kind)} "
                f"({html_text(group.kind)}) · {group.cases} case(s)")  # fmt: skip
     body = [
-        f"<p><b>cause</b>: {html_text(group.cause())}<br><b>where</b>: "
+        f"<p><b>cause</b>: {html_text(group.cause())}<br>"
+        + (f"<b>soundness</b>: {html_text(group.judged())}<br>" if group.soundness is not None else "")
+        + "<b>where</b>: "
         f"{html_text(group.rule.describe() if group.rule else 'no judged cases')}<br>"
         f"<b>reproducer</b> <code>{html_text(rep.key)}</code>, {len(lens)} request(s), {sum(lens)} KV tokens"
         f"{html_text(_exhausted(rep))}; {len(group.minimal_calls)} distinct minimal call(s) in the group<br>"
