@@ -32,6 +32,7 @@ from mla_golden.schema import MLA_OP, OUTPUTS, PS_OP, SCHEMAS, to_dtype
 
 ATTENTION_PY = "aiter/ops/attention.py"
 ENUM_H = "csrc/include/aiter_enum.h"
+DTYPES_PY = "aiter/utility/dtypes.py"
 #: Each op's sizing helper, as the schema names it.
 SIZING = {op: schema.sizer for op, schema in SCHEMAS.items()}
 #: Each op's output buffers as aiter's Python names them, in its sizing helper's order (the schema's):
@@ -156,10 +157,11 @@ class AiterPython:
         self.source = tree.read_text(path)
         self.functions = _module_level_functions(parse(self.source, path))
         self.dtype_ids = _aiter_dtype_ids((csrc_root or checkout) / ENUM_H)
+        self.fp8_by_arch = _fp8_by_arch(checkout / DTYPES_PY)
         self.checkout = checkout
 
     def namespace(self, device: DeviceSpec, recorder: dict[str, Any]) -> dict[str, Any]:
-        fp8 = torch.float8_e4m3fn if device.arch == "gfx950" else torch.float8_e4m3fnuz
+        fp8 = self.fp8_by_arch.get(device.arch, FP8_FALLBACK)
         dtypes = types.SimpleNamespace(
             fp8=fp8, bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32, i32=torch.int32, u64=torch.uint64
         )
@@ -278,6 +280,46 @@ def _recorder(name: str, node: ast.FunctionDef, sink: dict[str, Any]) -> Callabl
 
     record.__signature__ = signature  # type: ignore[attr-defined]
     return record
+
+
+#: aiter's fp8 on an arch its ``defaultDtypes`` does not list (its ``_8bit_fallback``).
+FP8_FALLBACK = torch.uint8
+
+
+def _fp8_by_arch(dtypes_py: Path) -> dict[str, torch.dtype]:
+    """The tree's own fp8 per arch: its ``defaultDtypes`` literal, read with ``ast`` (the list grew across
+    versions: gfx942 and gfx950 only at v0.1.10, gfx12xx from v0.1.16, gfx11xx later). Where the tree has no such
+    literal, the newest port's table (:data:`mla_golden.reference.dtypes.FP8_BY_ARCH`)."""
+    from mla_golden.reference.dtypes import FP8_BY_ARCH
+
+    if not dtypes_py.is_file():
+        return dict(FP8_BY_ARCH)
+    try:
+        module = ast.parse(tree.read_text(dtypes_py), str(dtypes_py))
+    except SyntaxError:
+        return dict(FP8_BY_ARCH)
+    for node in module.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "defaultDtypes" for t in node.targets):
+            if not isinstance(node.value, ast.Dict):
+                break
+            found: dict[str, torch.dtype] = {}
+            for key, value in zip(node.value.keys, node.value.values):
+                fp8 = _fp8_entry(value)
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and fp8 is not None:
+                    found[key.value] = fp8
+            return found
+    return dict(FP8_BY_ARCH)
+
+
+def _fp8_entry(value: ast.expr) -> torch.dtype | None:
+    """``{"fp8": torch.float8_e4m3fn}`` -> torch.float8_e4m3fn; anything else -> None."""
+    if not isinstance(value, ast.Dict):
+        return None
+    for key, dtype in zip(value.keys, value.values):
+        if isinstance(key, ast.Constant) and key.value == "fp8" and isinstance(dtype, ast.Attribute):
+            found = getattr(torch, dtype.attr, None)
+            return found if isinstance(found, torch.dtype) else None
+    return None
 
 
 def _aiter_dtype_ids(enum_h: Path) -> dict[str, int]:
