@@ -188,8 +188,7 @@ class Backend:
             return None, None  # live aiter: its version is not a ported one to size by
         from mla_golden import reference
         from mla_golden.caller_sizing import Resizing, caller_buffers
-        from mla_golden.capture import planner_env
-        from mla_golden.context import plan_for
+        from mla_golden.context import as_recorded
         from mla_golden.planner_id import recorded_planner, reference_version
 
         planner = recorded_planner(call.provenance)
@@ -205,7 +204,7 @@ class Backend:
         old = getattr(reference.at(recorded), helper)
         if old is target:
             return None, None  # one helper for every version (prefill)
-        with planner_env(call.env), plan_for(call.device):
+        with as_recorded(call):
             found = caller_buffers(call, old, target)
         if not isinstance(found, Resizing):
             return None, f"buffers as the golden's: {found}"

@@ -15,7 +15,6 @@ import ctypes
 import inspect
 import math
 import mmap
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ import numpy as np
 import torch
 
 from mla_golden.call import Call
-from mla_golden.context import SIMULATED, backend_of, device_snapshot, env_snapshot, plan_for, provenance
+from mla_golden.context import SIMULATED, backend_of, device_snapshot, env_snapshot, plan_for, planner_env, provenance
 from mla_golden.schema import (
     OUTPUTS,
     POINTER_OUTPUT,
@@ -42,7 +41,6 @@ CANARIES: dict[torch.dtype, tuple[int, int]] = {
     torch.int64: (-0x5A5A5A5A5A5A5A5B, 0x3C3C3C3C3C3C3C3D),
     torch.uint64: (0xA5A5A5A5A5A5A5A5, 0x5A5A5A5A5A5A5A5A),
 }
-_ENV_LOCK = threading.RLock()
 #: Buffers as a probe run fills them, by name.
 _Buffers = dict[str, torch.Tensor]
 
@@ -473,29 +471,6 @@ def _outputs(live: LiveCapture, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 
 def _message(exc: BaseException) -> str:
     return str(getattr(exc, "message", None) or exc) or type(exc).__name__
-
-
-@contextlib.contextmanager
-def planner_env(env: Mapping[str, str | None]) -> Iterator[None]:
-    """Set the planner's env vars (None = unset) for the block, then restore them.
-
-    os.environ is process-wide: concurrent replays in threads serialise here.
-    """
-    with _ENV_LOCK:
-        saved = {k: os.environ.get(k) for k in env}
-        try:
-            _set_env(env)
-            yield
-        finally:
-            _set_env(saved)
-
-
-def _set_env(env: Mapping[str, str | None]) -> None:
-    for key, value in env.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
 
 
 def replay(

@@ -13,13 +13,17 @@ import functools
 import importlib.metadata
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mla_golden.planner_id import planner_of, stamp
 from mla_golden.schema import schema_for
+
+if TYPE_CHECKING:
+    from mla_golden.call import Call
 
 #: Backends that plan for the reference's device context rather than a GPU.
 SIMULATED = ("reference", "aiter-src")
@@ -74,6 +78,40 @@ def plan_for(device: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any
         warp_size=device.get("warp_size", DEFAULT_DEVICE.warp_size),
         lds_bytes=device.get("lds_bytes"),
     )
+
+
+#: os.environ is process-wide: planner_env blocks of concurrent replays (threads) take turns.
+_ENV_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def planner_env(env: Mapping[str, str | None]) -> Iterator[None]:
+    """Set the planner's env vars (None = unset) for the block, then restore them.
+
+    os.environ is process-wide: concurrent replays in threads serialise here.
+    """
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in env}
+        try:
+            _set_env(env)
+            yield
+        finally:
+            _set_env(saved)
+
+
+def _set_env(env: Mapping[str, str | None]) -> None:
+    for key, value in env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@contextlib.contextmanager
+def as_recorded(call: Call) -> Iterator[None]:
+    """Plan as ``call`` was planned: its env set and the reference planning for its device, for the block."""
+    with planner_env(call.env), plan_for(call.device):
+        yield
 
 
 def gpu_device(device: torch.device) -> dict[str, Any]:

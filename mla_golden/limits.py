@@ -20,8 +20,8 @@ takes or can address:
   asks the planner to write past the buffers it was recorded with, so its cost
   stays proportional to the golden's own size;
 - the buffers it declares (which a replay allocates, twice) hold at most
-  :data:`DECLARED_PER_STORED` times the elements the golden stores (inputs and
-  written outputs) plus :data:`DECLARED_SLACK`: room for a caller's
+  :data:`~mla_golden.golden_format.DECLARED_PER_STORED` times the elements the golden stores (inputs and
+  written outputs) plus :data:`~mla_golden.golden_format.DECLARED_SLACK`, the bound loading holds them to: room for a caller's
   over-allocation (vLLM sizes for its largest batch), not for a 2^25-element
   declaration in a 49 KB file.
 """
@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 
 from mla_golden.call import Call
+from mla_golden.golden_format import declared_bound
 from mla_golden.schema import MLA_OP, PS_OP, WORK_ROW
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -38,9 +39,6 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 UNITS_PER_WORK = 16
 #: Planned units allowed on top (a call that raised records no works).
 UNITS_SLACK = 1 << 16
-#: Declared buffer elements allowed per element the golden stores, and on top (16 MB of int32).
-DECLARED_PER_STORED = 64
-DECLARED_SLACK = 1 << 22
 
 
 def problems(call: Call) -> list[str]:
@@ -91,11 +89,6 @@ def _head_problems(call: Call) -> list[str]:
     return []
 
 
-def declared_bound(stored: int) -> int:
-    """The most buffer elements a golden storing ``stored`` elements may declare (loading and replay build them)."""
-    return DECLARED_PER_STORED * stored + DECLARED_SLACK
-
-
 def planned_units(call: Call) -> int | None:
     """How many units aiter's planner walks for ``call`` (None when it would not plan at all)."""
     qo = _ints(call, "seqlens_qo_indptr")
@@ -111,13 +104,12 @@ def planned_units(call: Call) -> int | None:
 
 def _decode_units(call: Call, qo: list[int]) -> int | None:
     """Batches aiter's decode dispatch plans (after head folding; per query token when sparse)."""
-    from mla_golden.capture import planner_env
-    from mla_golden.context import plan_for
+    from mla_golden.context import as_recorded
     from mla_golden.planner_id import rules_version
     from mla_golden.reference.layout import decode_layout
 
     try:
-        with planner_env(call.env), plan_for(call.device):
+        with as_recorded(call):
             layout = decode_layout(call.inputs, call.params, _numel(call, "reduce_indptr"), rules_version(call.provenance).features)
     except Exception:  # noqa: BLE001 - aiter refuses these inputs: the planner says why, at no cost
         return None

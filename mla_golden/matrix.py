@@ -140,7 +140,7 @@ def capture(cases: Sequence[Case], backend: Backend) -> Iterator[tuple[Case, Cal
     code raising SystemExit or KeyboardInterrupt (as :class:`PlannerExited`). One spy for all
     cases: installing one scans every loaded module.
     """
-    from mla_golden.capture import planner_env
+    from mla_golden.context import planner_env
     from mla_golden.errors import PLANNER_EXITS, PlannerExited
     from mla_golden.recorder import spy
 

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from mla_golden.call import Call
-from mla_golden.capture import planner_env
+from mla_golden.context import planner_env
 from mla_golden.reference import (
     UNDEFINED_PLACEHOLDER,
     AiterCheckError,

@@ -30,8 +30,9 @@ from helpers.calls import incident
 import mla_golden
 from mla_golden import reference
 from mla_golden.call import Call
-from mla_golden.capture import planner_env, replay
+from mla_golden.capture import replay
 from mla_golden.checks import HAZARDS, INVARIANTS, CheckResult, check
+from mla_golden.context import planner_env
 from mla_golden.reference import (
     get_mla_metadata_info_v1,
     get_mla_metadata_v1,

@@ -54,8 +54,8 @@ from conformance import (
 from typer.testing import CliRunner
 
 import mla_golden
-from mla_golden.capture import planner_env
 from mla_golden.cli import app
+from mla_golden.context import planner_env
 from mla_golden.reference import device
 from mla_golden.schema import OUTPUTS
 from mla_golden.store import Golden, GoldenStore

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mla_golden"
@@ -42,3 +43,101 @@ def test_the_library_never_imports_the_cli() -> None:
         if PACKAGE / "cli" not in path.parents and any(n == "mla_golden.cli" or n.startswith("mla_golden.cli.") for n in _imports(path))
     ]
     assert not offenders, f"library modules import the CLI: {offenders}"
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def _layers() -> dict[str, int]:
+    """docs/architecture.md's Layers table: unit (a top-level module or a subpackage) -> its layer."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text[text.index("## Layers") :]
+    section = section[: section.index("\n## ", 1)]
+    found: dict[str, int] = {}
+    for row in re.findall(r"^\| (\d+) \| [^|]+ \| (.+) \|$", section, re.MULTILINE):
+        for unit in re.findall(r"`([a-z_]+)`", row[1]):
+            assert unit not in found, f"{unit} is in two layers of docs/architecture.md"
+            found[unit] = int(row[0])
+    return found
+
+
+def _unit(module: str) -> str | None:
+    """``mla_golden.sweeper.driver`` -> ``sweeper``; the package itself (``from mla_golden import x``) -> None."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "mla_golden" and len(parts) > 1 else None
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The ``mla_golden`` modules ``path`` imports when it runs (lazily too), not those only annotations need."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            # `from mla_golden import reference` imports mla_golden.reference
+            names.update({node.module} if node.module != "mla_golden" else {f"mla_golden.{a.name}" for a in node.names})
+    return {n for n in names if n.startswith("mla_golden.")}
+
+
+def _unit_of_file(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0].removesuffix(".py")
+
+
+def _unit_imports() -> dict[str, set[str]]:
+    """unit -> the other units it imports, over every file of the package but its lazy front door (__init__.py)."""
+    edges: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "__init__.py":
+            continue
+        unit = _unit_of_file(path)
+        imported = {_unit(name) for name in _runtime_imports(path)} - {unit, None}
+        edges.setdefault(unit, set()).update(u for u in imported if u is not None)
+    return edges
+
+
+def test_every_unit_is_in_one_layer_of_the_architecture_doc() -> None:
+    units = {_unit_of_file(p) for p in PACKAGE.rglob("*.py") if p != PACKAGE / "__init__.py"} - {"__main__"}
+    layers = _layers()
+    assert sorted(units - set(layers)) == [], "units missing from docs/architecture.md's Layers table"
+    assert sorted(set(layers) - units) == [], "docs/architecture.md's Layers table names units that do not exist"
+
+
+def test_every_import_runs_down_the_layers() -> None:
+    """The table is the rule; every runtime import of every module is held to it."""
+    layers = _layers()
+    upward = sorted(
+        f"{unit} (layer {layers[unit]}) imports {other} (layer {layers[other]})"
+        for unit, others in _unit_imports().items()
+        for other in others
+        if layers[other] > layers[unit]
+    )
+    assert not upward, upward
+
+
+def test_no_two_units_import_each_other_even_through_others() -> None:
+    edges = _unit_imports()
+    circles: list[list[str]] = []
+
+    def visit(unit: str, path: list[str], done: set[str]) -> None:
+        for other in sorted(edges.get(unit, ())):
+            if other in path:
+                circles.append([*path[path.index(other) :], other])
+            elif other not in done:
+                visit(other, [*path, other], done)
+        done.add(unit)
+
+    done: set[str] = set()
+    for unit in sorted(edges):
+        if unit not in done:
+            visit(unit, [unit], done)
+    assert not circles, [" -> ".join(c) for c in circles[:5]]

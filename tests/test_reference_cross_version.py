@@ -38,7 +38,7 @@ from conformance import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mla_golden.capture import planner_env
+from mla_golden.context import planner_env
 from mla_golden.reference import (
     AiterCheckError,
     BufferTooSmallError,

@@ -36,7 +36,7 @@ from conformance import (
     version_params,
 )
 
-from mla_golden.capture import planner_env
+from mla_golden.context import planner_env
 from mla_golden.reference import UNDEFINED_PLACEHOLDER, allow_undefined, at, device, versions
 from mla_golden.reference.mla_v1 import _aiter_dtype_id, plan_mla_metadata_v1
 from mla_golden.schema import OUTPUTS

@@ -18,8 +18,8 @@ from helpers.processes import children, wait_gone
 from typer.testing import CliRunner
 
 import mla_golden
-from mla_golden.capture import planner_env
 from mla_golden.cli import app
+from mla_golden.context import planner_env
 from mla_golden.reference import device as reference_device
 from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.store import load

@@ -12,7 +12,6 @@ import bisect
 from collections import defaultdict
 
 from mla_golden import reference
-from mla_golden.capture import planner_env
 from mla_golden.checks.common import (
     Checker,
     Tile,
@@ -29,7 +28,7 @@ from mla_golden.checks.common import (
     written_extent,
 )
 from mla_golden.checks.results import HAZARDS
-from mla_golden.context import plan_for
+from mla_golden.context import as_recorded
 from mla_golden.errors import AiterCheckError, UndefinedResultError
 from mla_golden.geometry import Work
 from mla_golden.planner_id import recorded_planner, reference_version, rules_version
@@ -93,7 +92,7 @@ def _decode_layout(c: Checker) -> DecodeLayout | None:
     call = c.call
     version = rules_version(call.provenance)
     try:
-        with planner_env(call.env), plan_for(call.device):
+        with as_recorded(call):
             return decode_layout(call.inputs, call.params, numel(call, "reduce_indptr"), version.features)
     except (AiterCheckError, AssertionError) as error:
         recorder = reference_version(recorded_planner(call.provenance))
@@ -381,7 +380,7 @@ def _decode_helper(c: Checker, longest_qo: int) -> dict[str, int]:
     """Buffer sizes aiter's own helper gives for the query lengths actually passed (none, said why, when it refuses)."""
     call, p = c.call, c.call.params
     try:
-        with planner_env(call.env), plan_for(call.device):
+        with as_recorded(call):
             sizes = reference.get_mla_metadata_info_v1(
                 len(call.inputs["seqlens_kv_indptr"]) - 1,
                 max(p.get("max_seqlen_qo", -1), longest_qo),

@@ -102,10 +102,10 @@ def as_aiter(version: str | None = None) -> Iterator[ModuleType]:
     for name in saved:
         del sys.modules[name]
     sys.modules.update(modules)
-    from mla_golden.import_hook import recording
+    from mla_golden.stand_in_hooks import around
 
     try:
-        with recording(modules["aiter"]):  # `mla-golden record -- COMMAND` sees no import of this aiter
+        with around(modules["aiter"]):  # `mla-golden record -- COMMAND` records the block (it sees no import)
             yield modules["aiter"]
     finally:
         for name in [n for n in sys.modules if _is_aiter(n)]:

@@ -11,7 +11,8 @@ processes or Ray), :mod:`.journal` (resuming), :mod:`.driver` (the loop) and
 """
 
 from mla_golden.errors import SpaceError, SpecError, SweepError
-from mla_golden.sweeper.driver import Findings, Reproducer, sweep
+from mla_golden.sweeper.driver import Findings, sweep
+from mla_golden.sweeper.groups import Reproducer
 from mla_golden.sweeper.planners import PlannerSpec, parse_spec
 from mla_golden.sweeper.space import Point, Space
 

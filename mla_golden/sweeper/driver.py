@@ -18,16 +18,15 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mla_golden.call import Call
-from mla_golden.differ import Diff, diff
+from mla_golden.differ import diff
 from mla_golden.errors import PLANNER_EXITS, PlannerExited, SweepError
 from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, FAILED, SKIPPED, UNDEFINED, capture
-from mla_golden.sweeper.groups import CLASSES, SIDES, Group, explain, judge_sides, signature, size
+from mla_golden.sweeper.groups import CLASSES, SIDES, Group, Reproducer, explain, judge_sides, signature, size
 from mla_golden.sweeper.journal import Journal
 from mla_golden.sweeper.planners import parse_spec
 from mla_golden.sweeper.regions import Summary, judged, labelled, summarise
@@ -48,34 +47,6 @@ IN_FLIGHT = 2
 INCONCLUSIVE_SHARE = 0.10
 #: Reasons a report lists for the cases not compared, most frequent first.
 TOP_REASONS = 3
-
-
-@dataclass
-class Reproducer:
-    """A minimal divergent call, written (with ``out``) as OUT/a/<key> and OUT/b/<key>."""
-
-    key: str
-    point: dict[str, Any]
-    kind: str | None
-    detail: str
-    #: How many swept cases it stands for (its group's cases).
-    cases: int = 1
-    #: The differ's verdict on the two captured calls (False: the capture saw no divergence).
-    confirmed: bool = True
-    #: What ran out before the shrink reached a minimum ("evals", "time"); None: it is a minimum.
-    exhausted: str | None = None
-    #: Kept parameters along which it is not minimal ("qlen 1": that query length diverges the same way too).
-    loose: list[str] = field(default_factory=list)
-    #: Tried at the lengths another case of its group shrank to, not shrunk itself: not shown minimal.
-    seeded: bool = False
-    diff: Diff | None = field(default=None, repr=False)
-    calls: tuple[Call, Call] | None = field(default=None, repr=False)
-    written: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "point": self.point, "kind": self.kind, "detail": self.detail, "cases": self.cases,
-                "confirmed": self.confirmed, "exhausted": self.exhausted, "not_minimal_along": self.loose,
-                "seeded": self.seeded, "written": self.written}  # fmt: skip
 
 
 @dataclass(frozen=True)

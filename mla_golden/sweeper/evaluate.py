@@ -25,7 +25,8 @@ import torch
 
 from mla_golden import cases
 from mla_golden.call import Call
-from mla_golden.capture import CANARIES, _message, planner_env, replay
+from mla_golden.capture import CANARIES, _message, replay
+from mla_golden.context import planner_env
 from mla_golden.errors import AdaptationError, BufferTooSmallError
 from mla_golden.reference import kernel_log
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, as_aiter_callers_pass, build_arguments, schema_for, signature_of, to_dtype

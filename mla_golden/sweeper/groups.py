@@ -15,17 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mla_golden.differ import Cause
+from mla_golden.call import Call
+from mla_golden.differ import Cause, Diff
 from mla_golden.soundness import Soundness
 from mla_golden.sweeper.evaluate import DIVERGED, KIND_ERROR, KIND_SHAPE, KIND_SIZING
 from mla_golden.sweeper.regions import Parsed, judged, labelled
 from mla_golden.sweeper.rules import Rule, conditions_of, learn
 from mla_golden.sweeper.work import CaseResult
-
-if TYPE_CHECKING:
-    from mla_golden.sweeper.driver import Reproducer
 
 #: Classes of cause, in the order pages list them (behaviour changes before sizing).
 ERROR, GEOMETRY, VALUES, SIZING, NOT_COMPARABLE = "error", "geometry", "values", "sizing", "not comparable"
@@ -47,6 +45,34 @@ def signature(result: CaseResult) -> tuple[str, ...]:
 def size(point: dict[str, Any]) -> tuple[int, int]:
     """How big a call is: requests, then KV tokens (what "the smallest reproducer" minimises)."""
     return len(point["seq_lens"]), sum(point["seq_lens"])
+
+
+@dataclass
+class Reproducer:
+    """A minimal divergent call, written (with ``out``) as OUT/a/<key> and OUT/b/<key>."""
+
+    key: str
+    point: dict[str, Any]
+    kind: str | None
+    detail: str
+    #: How many swept cases it stands for (its group's cases).
+    cases: int = 1
+    #: The differ's verdict on the two captured calls (False: the capture saw no divergence).
+    confirmed: bool = True
+    #: What ran out before the shrink reached a minimum ("evals", "time"); None: it is a minimum.
+    exhausted: str | None = None
+    #: Kept parameters along which it is not minimal ("qlen 1": that query length diverges the same way too).
+    loose: list[str] = field(default_factory=list)
+    #: Tried at the lengths another case of its group shrank to, not shrunk itself: not shown minimal.
+    seeded: bool = False
+    diff: Diff | None = field(default=None, repr=False)
+    calls: tuple[Call, Call] | None = field(default=None, repr=False)
+    written: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "point": self.point, "kind": self.kind, "detail": self.detail, "cases": self.cases,
+                "confirmed": self.confirmed, "exhausted": self.exhausted, "not_minimal_along": self.loose,
+                "seeded": self.seeded, "written": self.written}  # fmt: skip
 
 
 @dataclass
