@@ -29,6 +29,12 @@ from mla_golden.errors import AdaptationError as AdaptationError  # re-exported:
 MLA_OP = "get_mla_metadata_v1"
 PS_OP = "get_ps_metadata_v1"
 
+#: Where aiter defines both ops (paths in its repository): the C++ planners, the headers they include, and the
+#: Python wrappers with their sizing helpers. What aiter-src builds, planner digests hash, and history follows.
+CPP_FILE = "csrc/kernels/mla/metadata.cu"
+CPP_DIR = "csrc/kernels/mla/metadata"
+ATTENTION_PY = "aiter/ops/attention.py"
+
 #: Output buffers, canonical names, in the order goldens and reports list them
 #: (also the order aiter's get_*_info_v1 sizing helpers return their shapes).
 OUTPUTS = (

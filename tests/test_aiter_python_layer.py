@@ -8,8 +8,9 @@ import pytest
 import torch
 from helpers.aiter_trees import ATTENTION
 
-from mla_golden.aiter_build.python_layer import ATTENTION_PY, DTYPES_PY, AiterPython, DeviceSpec
+from mla_golden.aiter_build.python_layer import DTYPES_PY, AiterPython, DeviceSpec
 from mla_golden.reference.dtypes import FP8_BY_ARCH
+from mla_golden.schema import ATTENTION_PY
 
 #: aiter/utility/dtypes.py's table as v0.1.10 wrote it (gfx942 and gfx950 only), and as v0.1.16 did (gfx12xx too).
 OLD_TABLE = 'import torch\ndefaultDtypes = {\n    "gfx942": {"fp8": torch.float8_e4m3fnuz},\n    "gfx950": {"fp8": torch.float8_e4m3fn},\n}\n'

@@ -17,7 +17,8 @@ from helpers.git_repos import GitRepo
 
 from mla_golden.aiter_build.repo import AiterRepo, Commit
 from mla_golden.errors import AiterSourceError
-from mla_golden.reference.planner_digest import ATTENTION_PY, CPP_FILE, tree_digest
+from mla_golden.reference.planner_digest import tree_digest
+from mla_golden.schema import ATTENTION_PY, CPP_FILE
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -22,7 +22,7 @@ from mla_golden.aiter_build.repo import AiterRepo
 from mla_golden.backends import BackendError, resolve
 from mla_golden.cli import app
 from mla_golden.reference import planner_digest
-from mla_golden.reference.planner_digest import ATTENTION_PY, CPP_FILE
+from mla_golden.schema import ATTENTION_PY, CPP_FILE
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

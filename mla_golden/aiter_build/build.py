@@ -25,6 +25,7 @@ from pathlib import Path
 
 from mla_golden.aiter_build import scratch, tree
 from mla_golden.errors import AiterSourceError
+from mla_golden.schema import CPP_DIR, CPP_FILE
 
 HERE = Path(__file__).resolve().parent
 EMU_DIR = HERE / "emu"
@@ -32,8 +33,6 @@ EMU_DIR = HERE / "emu"
 CXX_ENV = "CXX"
 OPT_LEVEL = "-O2"
 OPS = ("get_mla_metadata_v1", "get_ps_metadata_v1")
-METADATA_CU = "csrc/kernels/mla/metadata.cu"
-METADATA_DIR = "csrc/kernels/mla/metadata"
 INCLUDE_DIR = "csrc/include"
 
 
@@ -175,12 +174,12 @@ def parse_signature(source: str, func: str) -> tuple[CppParam, ...]:
             decl = raw.split("=")[0].strip()
             names = re.findall(r"(\w+)\s*$", decl)
             if not names:
-                raise BuildError(f"{METADATA_CU}: {func} has a parameter without a name: {raw!r}")
+                raise BuildError(f"{CPP_FILE}: {func} has a parameter without a name: {raw!r}")
             name = names[0]
             ctype = decl[: -len(name)].strip()
             params.append(CppParam(name, _classify(ctype, func), re.sub(r"\bconst\b|&", "", ctype).strip()))
         return tuple(params)
-    raise BuildError(f"{METADATA_CU}: no definition of {func}")
+    raise BuildError(f"{CPP_FILE}: no definition of {func}")
 
 
 _KINDS = (
@@ -285,10 +284,10 @@ def build(checkout: Path, cache_dir: Path) -> Harness:
     from filelock import FileLock
 
     checkout = checkout.resolve()
-    cu = checkout / METADATA_CU
+    cu = checkout / CPP_FILE
     if not cu.is_file():
-        raise BuildError(f"{checkout}: no {METADATA_CU} (not an aiter tree with the MLA metadata planners)")
-    sources = [cu, *sorted((checkout / METADATA_DIR).glob("*.cuh"))]
+        raise BuildError(f"{checkout}: no {CPP_FILE} (not an aiter tree with the MLA metadata planners)")
+    sources = [cu, *sorted((checkout / CPP_DIR).glob("*.cuh"))]
     # The emulation's own headers replace the checkout's of the same name (a quoted include
     # finds its neighbour first, so the shadowed ones are not copied at all).
     shimmed = {p.name for p in EMU_DIR.iterdir()}

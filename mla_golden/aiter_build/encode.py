@@ -13,12 +13,11 @@ from typing import Any
 import torch
 
 from mla_golden.aiter_build.build import CppParam
+from mla_golden.aiter_build.python_layer import OUTPUT_NAMES as PYTHON_OUTPUT_NAMES
 from mla_golden.aiter_build.python_layer import AiterPyError, Buf, DeviceSpec
 
-#: Output buffers under every name aiter has given them.
-OUTPUTS = frozenset(
-    ("work_metadata_ptrs", "work_indptr", "work_info_set", "work_info", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
-)
+#: Output buffers under every name aiter has given them (the prefill planner's ``work_info`` too).
+OUTPUT_NAMES = frozenset(name for names in PYTHON_OUTPUT_NAMES.values() for name in names)
 #: torch dtype name -> at::ScalarType name the harness knows.
 SCALAR_TYPE_NAMES = {
     "bfloat16": "BFloat16",
@@ -77,7 +76,7 @@ def _tensor(param: CppParam, name: str, value: Any) -> str:
         dtype, shape, values = value.dtype, value.shape, value.values
     elif isinstance(value, torch.Tensor):
         dtype, shape = str(value.dtype), tuple(value.shape)
-        values = None if name in OUTPUTS else value.detach().reshape(-1).cpu().tolist()
+        values = None if name in OUTPUT_NAMES else value.detach().reshape(-1).cpu().tolist()
         if values is not None and (value.dtype != torch.int32 or not value.is_contiguous()):
             # aiter's own AITER_CHECKs on dtype and stride would see the harness's copy, not this tensor
             raise AiterPyError(

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from mla_golden.aiter_build import build, harness, tree
-from mla_golden.aiter_build.encode import OUTPUTS, case_text
+from mla_golden.aiter_build.encode import OUTPUT_NAMES, case_text
 from mla_golden.aiter_build.harness import CaseFound
 from mla_golden.aiter_build.python_layer import SIZING, DeviceSpec
 from mla_golden.aiter_build.python_process import PythonProcess
@@ -33,7 +33,7 @@ from mla_golden.planner_id import AITER_SRC, RecordedPlanner
 from mla_golden.reference import _device, _undefined
 from mla_golden.reference.mla_v1_dispatch import MlaVersion
 from mla_golden.reference.versioned import SIMULATION
-from mla_golden.schema import ENV_VARS
+from mla_golden.schema import ATTENTION_PY, CPP_DIR, CPP_FILE, ENV_VARS
 
 POINTERS = "work_metadata_ptrs"
 #: Where a build keeps the tree's sources (``__FILE__`` of a failed check points there).
@@ -96,7 +96,7 @@ class _Planners:
             named = self.loaded.signatures[op].bind(*args, **kwargs).arguments
         except TypeError:  # the tree's function says how the call does not fit
             return frozenset()
-        return frozenset(id(value) for name, value in named.items() if name in OUTPUTS and isinstance(value, torch.Tensor))
+        return frozenset(id(value) for name, value in named.items() if name in OUTPUT_NAMES and isinstance(value, torch.Tensor))
 
 
 def _apply(op: str, found: CaseFound, arguments: dict[str, Any]) -> None:
@@ -183,10 +183,10 @@ def _function(planners: _Planners, name: str, kind: str, op: str, identity: Reco
 def source_digest(source: tree.Tree) -> str:
     """sha256 (16 hex) of the planner sources: names a tree that has no known commit."""
     h = hashlib.sha256()
-    files = [source.csrc_root / build.METADATA_CU, *sorted((source.csrc_root / build.METADATA_DIR).glob("*.cuh"))]
+    files = [source.csrc_root / CPP_FILE, *sorted((source.csrc_root / CPP_DIR).glob("*.cuh"))]
     for path in files:
         build.hash_file(h, str(path.relative_to(source.csrc_root)), tree.read_bytes(path))
-    build.hash_file(h, tree.ATTENTION_PY, tree.read_bytes(source.py_root / tree.ATTENTION_PY))
+    build.hash_file(h, ATTENTION_PY, tree.read_bytes(source.py_root / ATTENTION_PY))
     return h.hexdigest()[:16]
 
 

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from mla_golden.schema import ATTENTION_PY
+
 #: How often this process looks whether its parent is still there.
 WATCH_INTERVAL_S = 0.5
 #: What the tree may define that mla-golden calls: the planner wrappers and their sizing helpers.
@@ -101,7 +103,7 @@ def _load(py_root: Path, csrc_root: Path, memory: int) -> tuple[Any, dict[str, A
         present = [name for name in NAMES if name in layer.functions]
         signatures = {name: wire.signature_to_wire(inspect.signature(layer.load(name, probe))) for name in present}
     except BaseException as exc:  # noqa: BLE001 - the tree's code may raise anything; its parent says what
-        return None, _error(exc, memory, f"loading {py_root / 'aiter/ops/attention.py'}")
+        return None, _error(exc, memory, f"loading {py_root / ATTENTION_PY}")
     return layer, {"functions": present, "signatures": signatures}
 
 

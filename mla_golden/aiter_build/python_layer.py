@@ -28,9 +28,8 @@ import torch
 from mla_golden.aiter_build import tree
 from mla_golden.errors import AiterSourceError
 from mla_golden.reference.mla_v1_dispatch import MlaVersion
-from mla_golden.schema import MLA_OP, OUTPUTS, PS_OP, SCHEMAS, to_dtype
+from mla_golden.schema import ATTENTION_PY, MLA_OP, OUTPUTS, PS_OP, SCHEMAS, to_dtype
 
-ATTENTION_PY = "aiter/ops/attention.py"
 ENUM_H = "csrc/include/aiter_enum.h"
 DTYPES_PY = "aiter/utility/dtypes.py"
 #: Each op's sizing helper, as the schema names it.

@@ -20,14 +20,8 @@ from typing import Any
 
 from mla_golden.aiter_build.build import INCLUDE_DIR
 from mla_golden.errors import AiterSourceError
-from mla_golden.reference.planner_digest import (
-    ATTENTION_PY,
-    CPP_DIR,
-    CPP_FILE,
-    digest_of,
-    normalise_cpp,
-    planner_functions,
-)
+from mla_golden.reference.planner_digest import digest_of, normalise_cpp, planner_functions
+from mla_golden.schema import ATTENTION_PY, CPP_DIR, CPP_FILE
 
 #: The repository paths whose contents make the planner (what ``git log -- PATHS`` follows).
 PLANNER_PATHS = (CPP_FILE, CPP_DIR, ATTENTION_PY)

@@ -21,14 +21,13 @@ from pathlib import Path
 
 from mla_golden.aiter_build import scratch
 from mla_golden.errors import AiterSourceError
+from mla_golden.schema import ATTENTION_PY, CPP_FILE
 
 #: Overrides the cache folder (builds and extracted revisions).
 CACHE_ENV = "MLA_GOLDEN_CACHE"
 #: A git clone of aiter that ``aiter-src@REV`` takes revisions from.
 REPO_ENV = "MLA_GOLDEN_AITER_REPO"
 #: What a tree needs (relative to the csrc root's parent and the Python root).
-PLANNER_CU = "csrc/kernels/mla/metadata.cu"
-ATTENTION_PY = "aiter/ops/attention.py"
 #: A ``git archive`` has no .git: its commit may be written here.
 COMMIT_MARKER = ".aiter_commit"
 #: The most bytes any one file of a tree may hold (aiter's largest planner source is about 300 KB):
@@ -65,9 +64,9 @@ def from_path(path: str | Path) -> Tree:
         raise AiterSourceError(f"aiter tree {path}: no such folder")
     root = given.resolve()
     for csrc_root, py_root in _layouts(root):
-        if (csrc_root / PLANNER_CU).is_file() and (py_root / ATTENTION_PY).is_file():
+        if (csrc_root / CPP_FILE).is_file() and (py_root / ATTENTION_PY).is_file():
             return Tree(csrc_root, py_root, _commit_of(root), str(path))
-    missing = [rel for rel in (PLANNER_CU, ATTENTION_PY) if not (root / rel).is_file()]
+    missing = [rel for rel in (CPP_FILE, ATTENTION_PY) if not (root / rel).is_file()]
     raise AiterSourceError(
         f"{path}: not an aiter tree with the MLA metadata planners: no {' and no '.join(missing)} "
         "(give an aiter checkout, a git archive of one, or an installed aiter that ships csrc/)"

@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from mla_golden.reference import kernel_log, preconditions
+from mla_golden.reference import dtypes, kernel_log, preconditions
 from mla_golden.reference._device import current_device
 from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, undefined_allowed
 from mla_golden.reference.errors import (
@@ -68,6 +68,7 @@ from mla_golden.reference.mla_v1_sizing import (
     mla_metadata_info_v1,
 )
 from mla_golden.reference.versions import latest
+from mla_golden.schema import CPP_FILE
 
 __all__ = [
     "FP8_DTYPES",
@@ -81,28 +82,16 @@ __all__ = [
     "sizing_signature",
 ]
 
-METADATA_CU = "csrc/kernels/mla/metadata.cu"
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-#: ``AiterDtype`` ids (``csrc/include/aiter_enum.h``) of the torch dtypes aiter maps.
-_AITER_DTYPE_IDS: dict[torch.dtype, int] = {
-    torch.float8_e4m3fnuz: 0,
-    torch.float8_e4m3fn: 0,
-    torch.float8_e8m0fnu: 1,
-    torch.float16: 2,
-    torch.bfloat16: 3,
-    torch.float32: 4,
-    getattr(torch, "int4", torch.uint8): 5,  # aiter's i4x2 (a later uint8 entry wins)
-    torch.float4_e2m1fn_x2: 6,
-    torch.uint32: 7,
-    torch.int32: 8,
-    torch.int16: 9,
-    torch.int8: 10,
-    torch.uint8: 11,
-    torch.int64: 12,
-    torch.uint64: 13,
-}
-_AITER_DTYPE_I32 = 8
+#: ``AiterDtype`` ids of the torch dtypes aiter maps: both fp8 flavours are ``fp8``; every other name of
+#: :data:`~mla_golden.reference.dtypes.AITER_DTYPE_NAMES` is its dtype (a fallback uint8, such as i4x2 where torch
+#: has no int4, takes u8's id: the later entry wins, as in aiter's own map).
+_AITER_DTYPE_IDS: dict[torch.dtype, int] = {torch.float8_e4m3fnuz: 0, torch.float8_e4m3fn: 0}
+_AITER_DTYPE_IDS.update(
+    {getattr(dtypes, name): index for index, name in enumerate(dtypes.AITER_DTYPE_NAMES) if name != "fp8"}
+)
+_AITER_DTYPE_I32 = dtypes.AITER_DTYPE_NAMES.index("i32")
 
 def _aiter_dtype_id(dtype: object) -> int:
     """torch dtype -> ``AiterDtype`` id; aiter's message for dtypes it cannot pass."""
@@ -117,12 +106,12 @@ def _check_input(tensor: torch.Tensor, name: str, lines: Iterator[int]) -> None:
     stride_line, dtype_line = next(lines), next(lines)
     if tensor.stride(0) != 1:
         raise AiterCheckError(
-            f"get_mla_metadata_v1: {name} should be continuous!", f"{METADATA_CU}:{stride_line}"
+            f"get_mla_metadata_v1: {name} should be continuous!", f"{CPP_FILE}:{stride_line}"
         )
     if _aiter_dtype_id(tensor.dtype) != _AITER_DTYPE_I32:
         raise AiterCheckError(
             f"get_mla_metadata_v1: {name}'s element type should be int!",
-            f"{METADATA_CU}:{dtype_line}",
+            f"{CPP_FILE}:{dtype_line}",
         )
 
 
@@ -175,14 +164,14 @@ def plan_mla_metadata_v1(
     if kv_granularity & (kv_granularity - 1) != 0:
         raise AiterCheckError(
             "get_mla_metadata_v1: kv_granularity Must be power of 2!",
-            f"{METADATA_CU}:{granularity_line}",
+            f"{CPP_FILE}:{granularity_line}",
         )
     if kv_last_page_lens is not None:
         page_size_line = next(lines)
         if page_size & (page_size - 1) != 0:
             raise AiterCheckError(
                 "get_mla_metadata_v1: page_size Must be power of 2!",
-                f"{METADATA_CU}:{page_size_line}",
+                f"{CPP_FILE}:{page_size_line}",
             )
     _check_input(seqlens_qo_indptr, "seqlens_qo_indptr", lines)
     _check_input(seqlens_kv_indptr, "seqlens_kv_indptr", lines)

@@ -23,14 +23,12 @@ from functools import cache
 from pathlib import Path
 
 from mla_golden.reference.versions import PlannerVersion, versions
+from mla_golden.schema import ATTENTION_PY, CPP_DIR, CPP_FILE
 
 #: Bumped whenever the normalisation changes, so stored digests are never compared across rules.
 NORMALISATION = 1
 #: The ported versions' digests (commit -> digest), written by tools/aiter_oracle/tags.py.
 DIGESTS_FILE = Path(__file__).with_name("planner_digests.json")
-CPP_FILE = "csrc/kernels/mla/metadata.cu"
-CPP_DIR = "csrc/kernels/mla/metadata"
-ATTENTION_PY = "aiter/ops/attention.py"
 #: The two ops' entry points in attention.py; the functions they call are followed from here.
 PY_ROOTS = (
     "get_mla_metadata_v1",

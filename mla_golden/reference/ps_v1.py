@@ -38,10 +38,10 @@ from mla_golden.reference.errors import (
     BufferTooSmallError,
     UndefinedResultError,
 )
+from mla_golden.schema import CPP_FILE
 
 __all__ = ["get_ps_metadata_info_v1", "get_ps_metadata_v1"]
 
-_METADATA_CU = "csrc/kernels/mla/metadata.cu"
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 #: int32 fields per work item (``kSizeWorkInfoInDw``) and per final location.
@@ -114,7 +114,7 @@ def _c_gcd(a: int, b: int) -> int:
 def _check(condition: bool, line: int, message: str) -> None:
     """``AITER_CHECK`` of ``metadata.cu``: raise with aiter's text and line."""
     if not condition:
-        raise AiterCheckError(f"get_ps_metadata_v1: {message}", f"{_METADATA_CU}:{line}")
+        raise AiterCheckError(f"get_ps_metadata_v1: {message}", f"{CPP_FILE}:{line}")
 
 
 def _check_scalar(name: str, value: object) -> None:

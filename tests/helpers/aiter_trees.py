@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 import mla_golden
-from mla_golden.reference.planner_digest import ATTENTION_PY, CPP_FILE
+from mla_golden.schema import ATTENTION_PY, CPP_FILE
 
 HEADER = "csrc/kernels/mla/metadata/v1_2_device.cuh"
 
