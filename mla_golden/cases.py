@@ -49,7 +49,7 @@ _DEVICE_RE = re.compile(r"^(gfx[0-9a-z]+):([1-9][0-9]*)$")
 
 def default_devices() -> tuple[str, ...]:
     """Every arch the planners know, as its full part (``gfx942:304``...): what a case plans for unless told."""
-    from mla_golden.reference._device import FULL_PART_CUS
+    from mla_golden.reference import FULL_PART_CUS
 
     return tuple(f"{arch}:{cu}" for arch, cu in FULL_PART_CUS.items())
 
@@ -59,7 +59,7 @@ def arch_problem(arch: str) -> str | None:
 
     Planning every case for such an arch would write goldens that each hold the same arch error.
     """
-    from mla_golden.reference._device import FULL_PART_CUS
+    from mla_golden.reference import FULL_PART_CUS
 
     if arch in FULL_PART_CUS:
         return None

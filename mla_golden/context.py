@@ -57,7 +57,7 @@ def device_snapshot(fn: Callable[..., Any], tensors: Iterable[torch.Tensor]) -> 
         for tensor in tensors:
             if tensor.device.type == "cuda":
                 return gpu_device(tensor.device)
-    from mla_golden.reference._device import current_device
+    from mla_golden.reference import current_device
 
     dev = current_device()
     return {"arch": dev.arch, "cu_num": dev.cu_num, "warp_size": dev.warp_size, "lds_bytes": dev.lds_bytes}
@@ -69,8 +69,8 @@ def plan_for(device: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any
     Missing keys take the reference's defaults: arch gfx942, the arch's full
     CU count and LDS size, warp size 64.
     """
-    from mla_golden.reference._device import DEFAULT_DEVICE
-    from mla_golden.reference._device import device as reference_device
+    from mla_golden.reference import DEFAULT_DEVICE
+    from mla_golden.reference import device as reference_device
 
     return reference_device(
         device.get("arch", DEFAULT_DEVICE.arch),

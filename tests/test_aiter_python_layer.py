@@ -8,7 +8,8 @@ import pytest
 import torch
 from helpers.aiter_trees import ATTENTION
 
-from mla_golden.aiter_build.python_layer import DTYPES_PY, AiterPython, DeviceSpec
+from mla_golden.aiter_build.python_layer import DTYPES_PY, AiterPython
+from mla_golden.reference import Device
 from mla_golden.reference.dtypes import FP8_BY_ARCH
 from mla_golden.schema import ATTENTION_PY
 
@@ -24,7 +25,7 @@ def _fp8(root: Path, dtypes: str | None, arch: str) -> torch.dtype:
     if dtypes is not None:
         (root / DTYPES_PY).parent.mkdir(parents=True, exist_ok=True)
         (root / DTYPES_PY).write_text(dtypes)
-    fp8: torch.dtype = AiterPython(root).namespace(DeviceSpec(arch, 32, 32, 65536), {})["dtypes"].fp8
+    fp8: torch.dtype = AiterPython(root).namespace(Device(arch, 32, 32, 65536), {})["dtypes"].fp8
     return fp8
 
 

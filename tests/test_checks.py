@@ -34,13 +34,13 @@ from mla_golden.capture import replay
 from mla_golden.checks import HAZARDS, INVARIANTS, CheckResult, check
 from mla_golden.context import planner_env
 from mla_golden.reference import (
+    LDS_BYTES,
     get_mla_metadata_info_v1,
     get_mla_metadata_v1,
     get_ps_metadata_info_v1,
     get_ps_metadata_v1,
 )
-from mla_golden.reference._device import LDS_BYTES
-from mla_golden.reference._device import device as reference_device
+from mla_golden.reference import device as reference_device
 from mla_golden.report import render_check_text
 from mla_golden.schema import OUTPUTS, WorkColumn
 

@@ -14,7 +14,8 @@ import torch
 
 from mla_golden.aiter_build.build import CppParam
 from mla_golden.aiter_build.python_layer import OUTPUT_NAMES as PYTHON_OUTPUT_NAMES
-from mla_golden.aiter_build.python_layer import AiterPyError, Buf, DeviceSpec
+from mla_golden.aiter_build.python_layer import AiterPyError, Buf
+from mla_golden.reference import Device
 
 #: Output buffers under every name aiter has given them (the prefill planner's ``work_info`` too).
 OUTPUT_NAMES = frozenset(name for names in PYTHON_OUTPUT_NAMES.values() for name in names)
@@ -31,7 +32,7 @@ SCALAR_TYPE_NAMES = {
 
 def case_text(
     op: str,
-    device: DeviceSpec,
+    device: Device,
     env: Mapping[str, str | None],
     params: Sequence[CppParam],
     bound: Sequence[tuple[str, Any]],

@@ -26,11 +26,11 @@ import torch
 from mla_golden.aiter_build import build, harness, tree
 from mla_golden.aiter_build.encode import OUTPUT_NAMES, case_text
 from mla_golden.aiter_build.harness import CaseFound
-from mla_golden.aiter_build.python_layer import SIZING, DeviceSpec
+from mla_golden.aiter_build.python_layer import SIZING
 from mla_golden.aiter_build.python_process import PythonProcess
 from mla_golden.errors import AiterCheckError, AiterSourceError, BufferTooSmallError, UndefinedResultError
 from mla_golden.planner_id import AITER_SRC, RecordedPlanner
-from mla_golden.reference import _device, _undefined
+from mla_golden.reference import Device, _undefined, current_device
 from mla_golden.reference.mla_v1_dispatch import MlaVersion
 from mla_golden.reference.versioned import SIMULATION
 from mla_golden.schema import ATTENTION_PY, CPP_DIR, CPP_FILE, ENV_VARS
@@ -69,9 +69,8 @@ class _Planners:
         #: every environment variable ever sent: later cases unset those no longer set
         self.env_names: set[str] = set(ENV_VARS)
 
-    def device(self) -> DeviceSpec:
-        dev = _device.current_device()
-        return DeviceSpec(dev.arch, dev.cu_num, dev.warp_size, dev.lds_bytes)
+    def device(self) -> Device:
+        return current_device()
 
     def env(self) -> dict[str, str | None]:
         self.env_names.update(name for name in os.environ if name.startswith("AITER_"))

@@ -32,7 +32,6 @@ WATCH_INTERVAL_S = 0.5
 #: What the tree may define that mla-golden calls: the planner wrappers and their sizing helpers.
 NAMES = ("get_mla_metadata_v1", "get_mla_metadata_info_v1", "get_ps_metadata_v1", "get_ps_metadata_info_v1")
 #: The device the signatures are read for (a signature does not depend on it).
-PROBE_DEVICE = ("gfx942", 304, 64, 65536)
 
 
 def main(argv: list[str]) -> None:
@@ -95,11 +94,12 @@ def _limit_memory(extra: int) -> None:
 def _load(py_root: Path, csrc_root: Path, memory: int) -> tuple[Any, dict[str, Any]]:
     """The tree's Python layer and the hello naming its functions with their signatures (or the error)."""
     from mla_golden.aiter_build import wire
-    from mla_golden.aiter_build.python_layer import AiterPython, DeviceSpec
+    from mla_golden.aiter_build.python_layer import AiterPython
+    from mla_golden.reference import DEFAULT_DEVICE
 
     try:
         layer = AiterPython(py_root, csrc_root)
-        probe = layer.namespace(DeviceSpec(*PROBE_DEVICE), {})
+        probe = layer.namespace(DEFAULT_DEVICE, {})
         present = [name for name in NAMES if name in layer.functions]
         signatures = {name: wire.signature_to_wire(inspect.signature(layer.load(name, probe))) for name in present}
     except BaseException as exc:  # noqa: BLE001 - the tree's code may raise anything; its parent says what
@@ -110,14 +110,15 @@ def _load(py_root: Path, csrc_root: Path, memory: int) -> tuple[Any, dict[str, A
 def _answer(layer: Any, data: bytes, memory: int) -> dict[str, Any]:
     """One call of the tree's function: its result and the C++ call its binding recorded, or its error."""
     from mla_golden.aiter_build import wire
-    from mla_golden.aiter_build.python_layer import AiterPyError, DeviceSpec
+    from mla_golden.aiter_build.python_layer import AiterPyError
+    from mla_golden.reference import Device
 
     request, sent = wire.load_request(data)
     name = request["name"]
     if request["env"] is not None:
         os.environ.clear()
         os.environ.update(request["env"])
-    device = DeviceSpec(*request["device"])
+    device = Device(*request["device"])
     if device not in _namespaces:
         sink: dict[str, Any] = {}
         _namespaces[device] = (layer.namespace(device, sink), sink)

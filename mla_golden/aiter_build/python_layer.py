@@ -27,6 +27,7 @@ import torch
 
 from mla_golden.aiter_build import tree
 from mla_golden.errors import AiterSourceError
+from mla_golden.reference import Device
 from mla_golden.reference.mla_v1_dispatch import MlaVersion
 from mla_golden.schema import ATTENTION_PY, MLA_OP, OUTPUTS, PS_OP, SCHEMAS, to_dtype
 
@@ -43,16 +44,6 @@ OUTPUT_NAMES = {
 
 
 AiterPyError = AiterSourceError  # the name tools/aiter_oracle knows
-
-@dataclass(frozen=True)
-class DeviceSpec:
-    """The GPU the Python layer's device queries answer for."""
-
-    arch: str
-    cu_num: int
-    warp_size: int
-    lds_bytes: int
-
 
 @dataclass
 class Buf:
@@ -111,7 +102,7 @@ def _free_names(node: ast.FunctionDef) -> set[str]:
 class _CudaStandIn:
     """torch.cuda as the sizing helpers see it: one device with the record's CU count."""
 
-    def __init__(self, device: DeviceSpec) -> None:
+    def __init__(self, device: Device) -> None:
         self._device = device
 
     def current_device(self) -> int:
@@ -130,7 +121,7 @@ class _CudaStandIn:
 
 
 class _TorchStandIn(types.ModuleType):
-    def __init__(self, device: DeviceSpec) -> None:
+    def __init__(self, device: Device) -> None:
         super().__init__("torch")
         self.cuda = _CudaStandIn(device)
 
@@ -159,7 +150,7 @@ class AiterPython:
         self.fp8_by_arch = _fp8_by_arch(checkout / DTYPES_PY)
         self.checkout = checkout
 
-    def namespace(self, device: DeviceSpec, recorder: dict[str, Any]) -> dict[str, Any]:
+    def namespace(self, device: Device, recorder: dict[str, Any]) -> dict[str, Any]:
         fp8 = self.fp8_by_arch.get(device.arch, FP8_FALLBACK)
         dtypes = types.SimpleNamespace(
             fp8=fp8, bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32, i32=torch.int32, u64=torch.uint64

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from mla_golden.aiter_build import wire
-from mla_golden.aiter_build.python_layer import DeviceSpec
 from mla_golden.errors import AiterSourceError
+from mla_golden.reference import Device
 
 #: How long one call of the tree's Python may take (aiter's take milliseconds).
 CALL_TIMEOUT_S = 60.0
@@ -80,7 +80,7 @@ class PythonProcess:
             return self.loaded
 
     def call(
-        self, name: str, device: DeviceSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], outputs: frozenset[int] = frozenset()
+        self, name: str, device: Device, args: tuple[Any, ...], kwargs: Mapping[str, Any], outputs: frozenset[int] = frozenset()
     ) -> tuple[Any, list[tuple[str, Any]] | None]:
         """``name(*args, **kwargs)`` in the tree's Python for ``device``: its result, and the C++ call its
         compiled binding recorded (None: it reached none). ``outputs``: ids of the output buffers among the

@@ -26,7 +26,7 @@ This module plans as the newest ported aiter version (``version``, ``versions()[
 """
 
 from mla_golden.reference import dtypes
-from mla_golden.reference._device import DEFAULT_DEVICE, Device, current_device, device
+from mla_golden.reference._device import DEFAULT_DEVICE, FULL_PART_CUS, LDS_BYTES, Device, current_device, device
 from mla_golden.reference._stand_in import as_aiter
 from mla_golden.reference._undefined import UNDEFINED_PLACEHOLDER, allow_undefined
 from mla_golden.reference.errors import (
@@ -49,6 +49,8 @@ get_mla_metadata_info_v1 = at(version).get_mla_metadata_info_v1
 
 __all__ = [
     "DEFAULT_DEVICE",
+    "FULL_PART_CUS",
+    "LDS_BYTES",
     "AiterCheckError",
     "BufferTooSmallError",
     "Device",

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from mla_golden.cases import arch_problem
 from mla_golden.errors import BackendError, SpecError
-from mla_golden.reference._device import FULL_PART_CUS
+from mla_golden.reference import FULL_PART_CUS
 from mla_golden.schema import ENV_VARS
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class Planner:
         """Is ``device`` what this planner plans for already (so no device context is needed)?"""
         if not self.backend.plans_any_device:
             return True
-        from mla_golden.reference._device import current_device
+        from mla_golden.reference import current_device
 
         now = current_device()
         return (now.arch, now.cu_num) == (device["arch"], device["cu_num"])

@@ -22,8 +22,9 @@ import numpy as np
 from mla_golden.aiter_build.build import Harness
 from mla_golden.aiter_build.encode import case_text
 from mla_golden.aiter_build.harness import BufferFound, CaseFound, process_for
-from mla_golden.aiter_build.python_layer import OUTPUT_NAMES, SIZING, AiterPyError, AiterPython, Buf, DeviceSpec, torch_dtype
+from mla_golden.aiter_build.python_layer import OUTPUT_NAMES, SIZING, AiterPyError, AiterPython, Buf, torch_dtype
 from mla_golden.errors import AiterSourceError
+from mla_golden.reference import Device
 
 PRODUCER = "oracle-host-emulation"
 
@@ -107,7 +108,7 @@ class Oracle:
         accepted = {a.arg for a in node.args.args + node.args.kwonlyargs}
         return {k: v for k, v in full.items() if k in accepted}
 
-    def buffers(self, case: dict[str, Any], device: DeviceSpec) -> dict[str, Any]:
+    def buffers(self, case: dict[str, Any], device: Device) -> dict[str, Any]:
         op = case["op"]
         given = case.get("buffers") or {}
         names = OUTPUT_NAMES[op]
@@ -125,7 +126,7 @@ class Oracle:
             out[name] = {"shape": shape, "dtype": str(dtype)}
         return out
 
-    def binding(self, case: dict[str, Any], buffers: dict[str, Any], device: DeviceSpec) -> list[tuple[str, Any]]:
+    def binding(self, case: dict[str, Any], buffers: dict[str, Any], device: Device) -> list[tuple[str, Any]]:
         """The arguments, in order, that the checkout's Python hands to the C++ op."""
         op = case["op"]
         sink: dict[str, Any] = {}
@@ -148,7 +149,7 @@ class Oracle:
             raise AiterPyError(f"{op} never reached a compiled binding")
         return cast(list[tuple[str, Any]], sink["args"])
 
-    def harness_input(self, case: dict[str, Any], device: DeviceSpec, bound: list[tuple[str, Any]]) -> str:
+    def harness_input(self, case: dict[str, Any], device: Device, bound: list[tuple[str, Any]]) -> str:
         return case_text(case["op"], device, case["env"], self.harness.signatures[case["op"]], bound)
 
     # ---------------------------------------------------------------- run + record
@@ -159,7 +160,7 @@ class Oracle:
         if case["op"] not in OUTPUT_NAMES:
             raise CaseError(f"case {case['case_id']}: unknown op {case['op']!r}")
         dev = case["device"]
-        device = DeviceSpec(dev["arch"], dev["cu_num"], dev.get("warp_size", 64), dev.get("lds_bytes", 65536))
+        device = Device(dev["arch"], dev["cu_num"], dev.get("warp_size", 64), dev.get("lds_bytes", 65536))
         buffers = self.buffers(case, device)
         bound = self.binding(case, buffers, device)
         try:
