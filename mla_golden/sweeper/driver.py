@@ -299,42 +299,7 @@ def sweep(
     # what the workers resolve: the same planners, with no clone to read
     wa, wb = (p.portable for p in planners)
     journal = Journal(out_path, {"a": a, "b": b, "space": space.digest, "seed": seed}) if out_path else None
-    done = journal.resume() if journal else []
-    finished = {r.index for r in done}
-    results = list(done)
-    smallest: dict[tuple[str, ...], CaseResult] = {}
-    tallies: dict[tuple[str, ...], list[Any]] = {}
-    parsed: dict[int, tuple[Point, dict[str, str]]] = {}  # filled while the workers run: the summary's inputs
-
-    def merge(batch: list[CaseResult]) -> None:
-        for result in judged(batch):
-            parsed[result.index] = labelled(result)
-            if result.status == DIVERGED:
-                _collect(smallest, tallies, result)
-
-    merge(done)
-    enumerated = space.size() <= (cases if cases is not None else 10_000)
-    total = min(space.size(), cases) if enumerated and cases else cases
-    points: Iterator[tuple[int, Point]] = ((i, p) for i, p in enumerate(space.points(seed, cases)) if i not in finished)
-    if cases is not None:
-        points = itertools.islice(points, max(0, cases - len(finished)))
-    per_case = [0.05]  # seconds; updated from finished chunks
-    left = [total - len(finished) if total is not None else None]  # points not yet sent
-    workers = [1]
-
-    def chunk_size() -> int:
-        """About CHUNK_SECONDS of work, but small enough near the end that no worker idles long."""
-        if seconds is not None and time.monotonic() - started >= seconds:
-            return 0
-        size = max(1, min(MAX_CHUNK, int(CHUNK_SECONDS / max(per_case[0], 1e-4))))
-        if left[0] is not None:
-            # but no smaller than MIN_CHUNK_SECONDS of work: below that the round trip costs more than the wait
-            floor = int(MIN_CHUNK_SECONDS / max(per_case[0], 1e-4))
-            size = max(1, min(size, max(floor, -(-left[0] // (2 * IN_FLIGHT * workers[0])))))
-            left[0] -= size
-        return size
-
-    stopped_by = "space" if enumerated else ("cases" if cases is not None else "time")
+    run = _Run(space, cases, seconds, seed, started, journal.resume() if journal else [])
     opened = time.monotonic()
     with marking_interrupts(), executors.make(wa, wb, shrink, jobs, ray) as executor:
         startup = time.monotonic() - opened
@@ -342,34 +307,89 @@ def sweep(
             executor.deadline = time.time() + seconds - (time.monotonic() - started)
         executor.out = str(out_path) if out_path is not None else None  # workers write the reproducers
         executor.sweep = uuid.uuid4().hex
-        workers[0] = executor.workers
-        if progress:
-            progress(len(results), total, sum(r.status == DIVERGED for r in results))
+        run.workers = executor.workers
 
         def take(batch: list[CaseResult]) -> None:
-            merge(batch)
+            run.take(batch)
             if journal:
                 journal.append(batch)
-            results.extend(batch)
-            per_case[0] = max(sum(r.seconds for r in batch) / len(batch), 1e-4)
             if progress:
-                progress(len(results), total, sum(r.status == DIVERGED for r in results))
+                progress(*run.progress())
 
-        _drive(executor, _chunks(points, chunk_size), take)
-    results.sort(key=lambda r: r.index)
-    found = []
-    for key, best in smallest.items():
-        with marking_interrupts():
-            group = Group(key, _captured(best, wa, wb, out_path), tallies[key][0], tallies[key][1])
-        group.soundness = judge_sides(group.reproducer)
-        group.reproducer.cases = group.cases
-        found.append(group)
-    explain(found, results, parsed)
-    found.sort(key=lambda g: (CLASSES.index(g.cls), -g.cases, g.signature))
+        if progress:
+            progress(*run.progress())
+        _drive(executor, _chunks(run.points, run.chunk_size), take)
+    run.results.sort(key=lambda r: r.index)
     return Findings(
-        a, b, (planners[0].label, planners[1].label), space.source, seed, results,
-        found, summarise(results, parsed), time.monotonic() - started, out_path, stopped_by, len(done), startup,
+        a=a, b=b, labels=(planners[0].label, planners[1].label), space=space.source, seed=seed, results=run.results,
+        groups=run.groups(wa, wb, out_path), summary=summarise(run.results, run.parsed),
+        elapsed_s=time.monotonic() - started, out=out_path, stopped_by=run.stopped_by, resumed=run.resumed,
+        startup_s=startup,
     )  # fmt: skip
+
+
+class _Run:
+    """One sweep in progress: the points left to send, what has been judged, and how big the next chunk is."""
+
+    def __init__(self, space: Space, cases: int | None, seconds: float | None, seed: int, started: float, done: list[CaseResult]) -> None:
+        self.seconds, self.started = seconds, started
+        self.results = list(done)
+        self.resumed = len(done)
+        #: per divergence signature: the smallest divergent case yet, and (cases, distinct minimal calls)
+        self.smallest: dict[tuple[str, ...], CaseResult] = {}
+        self.tallies: dict[tuple[str, ...], list[Any]] = {}
+        #: filled while the workers run: the summary's inputs
+        self.parsed: dict[int, tuple[Point, dict[str, str]]] = {}
+        self.merge(done)
+        finished = {r.index for r in done}
+        enumerated = space.size() <= (cases if cases is not None else 10_000)
+        self.total = min(space.size(), cases) if enumerated and cases else cases
+        self.stopped_by = "space" if enumerated else ("cases" if cases is not None else "time")
+        points: Iterator[tuple[int, Point]] = ((i, p) for i, p in enumerate(space.points(seed, cases)) if i not in finished)
+        self.points = itertools.islice(points, max(0, cases - len(finished))) if cases is not None else points
+        self.per_case = 0.05  # seconds; updated from finished chunks
+        self.left = self.total - len(finished) if self.total is not None else None  # points not yet sent
+        self.workers = 1
+
+    def merge(self, batch: list[CaseResult]) -> None:
+        for result in judged(batch):
+            self.parsed[result.index] = labelled(result)
+            if result.status == DIVERGED:
+                _collect(self.smallest, self.tallies, result)
+
+    def take(self, batch: list[CaseResult]) -> None:
+        """A finished chunk: merged, kept, and its cost per case remembered for the next chunk's size."""
+        self.merge(batch)
+        self.results.extend(batch)
+        self.per_case = max(sum(r.seconds for r in batch) / len(batch), 1e-4)
+
+    def progress(self) -> tuple[int, int | None, int]:
+        return len(self.results), self.total, sum(r.status == DIVERGED for r in self.results)
+
+    def chunk_size(self) -> int:
+        """About CHUNK_SECONDS of work, but small enough near the end that no worker idles long."""
+        if self.seconds is not None and time.monotonic() - self.started >= self.seconds:
+            return 0
+        size = max(1, min(MAX_CHUNK, int(CHUNK_SECONDS / max(self.per_case, 1e-4))))
+        if self.left is not None:
+            # but no smaller than MIN_CHUNK_SECONDS of work: below that the round trip costs more than the wait
+            floor = int(MIN_CHUNK_SECONDS / max(self.per_case, 1e-4))
+            size = max(1, min(size, max(floor, -(-self.left // (2 * IN_FLIGHT * self.workers)))))
+            self.left -= size
+        return size
+
+    def groups(self, a: str, b: str, out: Path | None) -> list[Group]:
+        """One group per divergence signature, its reproducer captured and judged, explained by a rule, in report order."""
+        found = []
+        for key, best in self.smallest.items():
+            with marking_interrupts():
+                group = Group(key, _captured(best, a, b, out), self.tallies[key][0], self.tallies[key][1])
+            group.soundness = judge_sides(group.reproducer)
+            group.reproducer.cases = group.cases
+            found.append(group)
+        explain(found, self.results, self.parsed)
+        found.sort(key=lambda g: (CLASSES.index(g.cls), -g.cases, g.signature))
+        return found
 
 
 def _drive(executor: executors.Executor, chunks: Iterator[executors.Chunk], take: Callable[[list[CaseResult]], None]) -> None:
