@@ -1,4 +1,4 @@
-"""What check costs as inputs grow, and what forged goldens cost (issue 18.5, 19.4).
+"""What check costs as inputs grow, and what forged goldens cost.
 
     python benchmarks/bench_bounds.py     (make bench runs it)
 

@@ -1,4 +1,4 @@
-"""README.md's ```python blocks and the one test that runs each (issue 10 item 8: every snippet runs).
+"""README.md's ```python blocks and the one test that runs each (every snippet runs).
 
 A runner fetches its block with :func:`block`; :data:`RUNNERS` names, per block, the marker that
 finds it and the test that runs it. ``tests/test_readme.py`` fails when a block has no runner.

@@ -1,4 +1,4 @@
-"""The CLI's shape (issue 21): a module per command, none long, and an option two commands share declared once."""
+"""The CLI's shape: a module per command, none long, and an option two commands share declared once."""
 
 from __future__ import annotations
 

@@ -231,7 +231,7 @@ def test_planner_change_is_found_from_provenance_not_from_the_wording_of_a_note(
 
 
 def test_padding_reduce_groups_are_not_listed() -> None:
-    """Issue 11: a larger buffer's padding groups (merging nothing into nothing) made 20 empty report lines."""
+    """The dropped-dtype scenario: a larger buffer's padding groups (merging nothing into nothing) made 20 empty report lines."""
     import importlib
     import sys
 

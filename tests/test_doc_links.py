@@ -1,6 +1,6 @@
 """Every relative link in README.md and docs/*.md reaches a file, and its #anchor a heading there.
 
-The README's reference material lives in docs/ (issue 21 item 6), so the two link to each other a lot;
+The README's reference material lives in docs/, so the two link to each other a lot;
 a moved or renamed section must not leave a link that lands nowhere.
 """
 

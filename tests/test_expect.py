@@ -1,6 +1,6 @@
 """mla_golden.expect: the golden diff survives a planner that raises inside the builder.
 
-The scenario of issue 11: on gfx942 with 64 heads, a builder that sizes its
+The dropped-dtype scenario: on gfx942 with 64 heads, a builder that sizes its
 buffers for fp8 but drops the dtypes from the planner call gets a folded plan
 that outgrows them; the reference raises BufferTooSmallError inside build().
 """

@@ -1,4 +1,4 @@
-"""The case matrix: the shipped one covers the deployments issue 4 lists; bad files name line and key."""
+"""The case matrix: the shipped one covers the deployments the project targets (MI300X and MI355X, DeepSeek-V3/R1 and Kimi-K2 head counts); bad files name line and key."""
 
 from __future__ import annotations
 

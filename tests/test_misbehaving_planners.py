@@ -1,4 +1,4 @@
-"""Planner code that misbehaves fails its own calls, never the command: issue 30's planners.
+"""Planner code that misbehaves fails its own calls, never the command.
 
 A plug-in without aiter's signature is exit 2 in record, diff and sweep; a
 planner raising SystemExit(0) or KeyboardInterrupt is that call's failure

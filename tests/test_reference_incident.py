@@ -1,4 +1,4 @@
-"""The seed incident, on the aiter users ran then: v0.1.16.post2 (issue 9, DESIGN.md 2.4).
+"""The seed incident, on the aiter users ran then: v0.1.16.post2 (the dtype-dropping builder of README.md).
 
 A vLLM builder on gfx950 with fp8 KV and 32 heads per rank stopped passing
 ``dtype_q`` / ``dtype_kv``. At v0.1.16.post2, 32 fp8 heads run natively only

@@ -5,7 +5,7 @@ holding 0 or more than ``page_size`` tokens, head counts or a gqa ratio of 0
 or below, an arch it has no plan for, or float / int64 / meta output buffers
 give a garbage plan (or a crash) without a word. The public planners call
 :func:`require` first and raise :class:`PreconditionError` naming the
-argument; ``mla_golden.check`` flags the same problems in a golden through
+argument; ``mla_golden.invariants`` flags the same problems in a golden through
 :func:`problems`. What aiter does check (element types and contiguity of the
 indptrs, kv granularity a power of two, ...) is left to its own checks, so
 the reference keeps aiter's verdict and message for those.

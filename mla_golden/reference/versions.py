@@ -2,7 +2,7 @@
 
 A version is a set of planner sources (``csrc/kernels/mla/metadata*``,
 ``aiter/ops/attention.py``'s metadata wrappers): many aiter commits and release
-tags share one. :data:`VERSIONS` lists the ported ones oldest first, each with
+tags share one. :func:`versions` lists the ported ones oldest first, each with
 the :class:`~mla_golden.reference.features.PlannerFeatures` that set it apart
 from the core port (e4048607) and one line per change from the version before.
 Release tags come from ``aiter_tags.json`` next to this module (written by
