@@ -33,10 +33,11 @@ import torch
 
 import mla_golden
 from mla_golden import reference
+from mla_golden.reference.dtypes import FP8_BY_ARCH
 
 ROUNDS = 30
 GOAL = 4.0
-FP8 = torch.float8_e4m3fn
+FP8 = FP8_BY_ARCH["gfx950"]
 
 Plan = Callable[[Callable[..., None]], None]
 

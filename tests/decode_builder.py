@@ -9,8 +9,10 @@ from __future__ import annotations
 import torch
 from aiter import get_mla_metadata_info_v1, get_mla_metadata_v1
 
+from mla_golden.reference.dtypes import FP8_BY_ARCH
+
 NUM_HEADS = 128  # DeepSeek-V3 at TP 1
-FP8 = torch.float8_e4m3fnuz  # gfx942's fp8
+FP8 = FP8_BY_ARCH["gfx942"]
 
 
 def build(seq_lens: list[int], *, pass_dtypes: bool = True) -> dict[str, torch.Tensor]:

@@ -7,8 +7,9 @@ from conformance import ps_outputs
 
 import mla_golden
 from mla_golden import reference
+from mla_golden.reference.dtypes import FP8_BY_ARCH
 
-FP8 = torch.float8_e4m3fnuz
+FP8 = FP8_BY_ARCH["gfx942"]
 OUTPUTS = ("work_metadata_ptrs", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
 
 

@@ -11,9 +11,10 @@ import torch
 
 import mla_golden
 from mla_golden import reference
+from mla_golden.reference.dtypes import FP8_BY_ARCH
 from mla_golden.store import GoldenStore
 
-FP8 = torch.float8_e4m3fn
+FP8 = FP8_BY_ARCH["gfx950"]
 
 
 def i32(values: Any) -> Any:

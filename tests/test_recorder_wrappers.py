@@ -20,8 +20,9 @@ import torch
 import mla_golden
 from mla_golden import reference as ref
 from mla_golden.call import CallNotFound
+from mla_golden.reference.dtypes import FP8_BY_ARCH
 
-FP8 = torch.float8_e4m3fn
+FP8 = FP8_BY_ARCH["gfx950"]
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
 KV_PAGES = torch.tensor([0, 4, 13, 14], dtype=torch.int32)
 LAST = torch.tensor([16, 5, 1], dtype=torch.int32)

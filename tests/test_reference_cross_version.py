@@ -46,6 +46,7 @@ from mla_golden.reference import (
     at,
     device,
 )
+from mla_golden.reference.dtypes import FP8_BY_ARCH
 from mla_golden.schema import OUTPUTS
 
 Plan = tuple[Any, ...]
@@ -112,7 +113,7 @@ def test_versions_differ_exactly_where_aiter_did(stem: str) -> None:
     )
 
 
-FP8 = {"gfx942": torch.float8_e4m3fnuz, "gfx950": torch.float8_e4m3fn}
+FP8 = FP8_BY_ARCH
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -21,8 +21,9 @@ import torch
 
 import mla_golden
 from mla_golden.reference import ReferenceVersion, at
+from mla_golden.reference.dtypes import FP8_BY_ARCH
 
-FP8 = torch.float8_e4m3fn  # gfx950's fp8
+FP8 = FP8_BY_ARCH["gfx950"]
 HEADS = 32
 KV_LENS = [137 + 97 * (i % 13) + 31 * i for i in range(32)]
 DTYPE_PARAMS = ("dtype_q_nope", "dtype_q_rope", "dtype_kv_nope", "dtype_kv_rope")

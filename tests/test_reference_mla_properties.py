@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from mla_golden.reference import _device, get_mla_metadata_info_v1, get_mla_metadata_v1
+from mla_golden.reference.dtypes import FP8_BY_ARCH
 from mla_golden.reference.errors import AiterCheckError, UndefinedResultError
 from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.reference.mla_v1_comm import MlaV12Traits
@@ -33,7 +34,7 @@ from mla_golden.schema import OUTPUTS
 
 SIZING_ORDER = OUTPUTS  # get_mla_metadata_info_v1 return order
 DEVICES = [("gfx942", 304), ("gfx950", 256), ("gfx942", 80), ("gfx950", 8)]
-FP8 = {"gfx942": torch.float8_e4m3fnuz, "gfx950": torch.float8_e4m3fn}
+FP8 = FP8_BY_ARCH
 PROPERTY_SETTINGS = settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

@@ -7,8 +7,9 @@ from typing import Any
 import torch
 
 import mla_golden
+from mla_golden.reference.dtypes import FP8_BY_ARCH
 
-FP8 = torch.float8_e4m3fn
+FP8 = FP8_BY_ARCH["gfx950"]
 
 
 def spied_decode(
