@@ -234,8 +234,8 @@ class Context:
 
 
 @dataclass
-class Group:
-    """One [[decode]] / [[prefill]] table: an axis per parameter."""
+class Subspace:
+    """One [[decode]] / [[prefill]] table of a space file: an axis per parameter."""
 
     name: str
     op: str
@@ -304,9 +304,9 @@ class Group:
 
 @dataclass
 class Space:
-    """Groups of both ops, or an explicit list of points; ``source`` names it in the journal and reports."""
+    """Subspaces of both ops (the file's tables), or an explicit list of points; ``source`` names it in the journal and reports."""
 
-    groups: list[Group]
+    subspaces: list[Subspace]
     source: str = "<space>"
     text: str = field(default="", repr=False)
     #: Points swept as given, in order (``Space.of``), before any group's.
@@ -323,7 +323,7 @@ class Space:
         return cls([], source, text, tuple(points))
 
     def size(self) -> int:
-        return len(self.explicit) + sum(g.size() for g in self.groups)
+        return len(self.explicit) + sum(g.size() for g in self.subspaces)
 
     @property
     def digest(self) -> str:
@@ -334,16 +334,16 @@ class Space:
         """Enumerated when the whole space fits in ``limit`` (None: 10000), else seeded samples, endlessly."""
         if self.size() <= (limit if limit is not None else 10_000):
             yield from self.explicit
-            for group in self.groups:
-                yield from group.points()
+            for subspace in self.subspaces:
+                yield from subspace.points()
             return
         if self.explicit:
             raise SpaceError(f"{self.source}: {self.size()} explicit points exceed the budget of {limit}")
-        weights = [math.log2(g.size() + 1) for g in self.groups]
+        weights = [math.log2(g.size() + 1) for g in self.subspaces]
         for index in itertools.count():
             rng = random.Random(f"{seed}:{index}")
-            group = rng.choices(self.groups, weights)[0]
-            yield group.sample(rng)
+            subspace = rng.choices(self.subspaces, weights)[0]
+            yield subspace.sample(rng)
 
 
 # ---------------------------------------------------------------- loading
@@ -369,17 +369,17 @@ def parse(text: str, source: str = "<space>") -> Space:
         tables = {kind: where.tables_of(data, kind) for kind in ("decode", "prefill")}
     except MatrixError as exc:
         raise SpaceError(str(exc)) from exc
-    devices = _devices(_SpaceGroup(where, "", 0, {"devices": data.get("devices", list(cases.default_devices()))}))
-    groups: list[Group] = []
+    devices = _devices(_SpaceTable(where, "", 0, {"devices": data.get("devices", list(cases.default_devices()))}))
+    subspaces: list[Subspace] = []
     for kind, op in (("decode", DECODE), ("prefill", PREFILL)):
         for index, table in enumerate(tables[kind]):
-            groups.append(_group(_SpaceGroup(where, kind, index, table), op, devices))
-    if not groups:
+            subspaces.append(_subspace(_SpaceTable(where, kind, index, table), op, devices))
+    if not subspaces:
         raise SpaceError(f"{source}: no [[decode]] or [[prefill]] group: nothing to sweep")
-    return Space(groups, source, text)
+    return Space(subspaces, source, text)
 
 
-class _SpaceGroup(Table):
+class _SpaceTable(Table):
     """The matrix's located accessors, plus ranges (errors are SpaceErrors)."""
 
     def fail(self, key: str, problem: str) -> SpaceError:
@@ -460,7 +460,7 @@ class _SpaceGroup(Table):
         return tuple(tuple(b) for b in value)
 
 
-def _devices(group: _SpaceGroup) -> Choices:
+def _devices(group: _SpaceTable) -> Choices:
     value = group.data["devices"]
     values = value if isinstance(value, list) else [value]
     devices = []
@@ -474,7 +474,7 @@ def _devices(group: _SpaceGroup) -> Choices:
     return Choices(tuple(devices))
 
 
-def _group(group: _SpaceGroup, op: str, devices: Choices) -> Group:
+def _subspace(group: _SpaceTable, op: str, devices: Choices) -> Subspace:
     decode = op == DECODE
     group.check_keys(_DECODE_KEYS if decode else _PREFILL_KEYS, ("name", "heads"))
     name = group.text("name")
@@ -507,4 +507,4 @@ def _group(group: _SpaceGroup, op: str, devices: Choices) -> Group:
         short = min(min(b) for b in seq_lens)
         if short < max(axes["qlen"].values() if isinstance(axes["qlen"], Choices) else [axes["qlen"].high]):
             raise group.fail("seq_lens", f"a context of {short} tokens is shorter than a query length of this group")
-    return Group(name, op, axes, seq_lens, contexts)
+    return Subspace(name, op, axes, seq_lens, contexts)
