@@ -50,17 +50,52 @@ def _first_difference(result: Result) -> str:
 # ---------------------------------------------------------------- GitHub Actions
 
 
-def github_annotations(command: str, results: Sequence[Result]) -> list[str]:
-    """One ``::error`` line per golden that is not ok, on its file, titled with its status and key."""
-    lines = []
+#: Annotations GitHub shows per step and level: its documented limit is 10 errors, 10 warnings and 10 notices
+#: a step (50 a job); the rest are dropped without a word, so the run drops them itself and says how many.
+ANNOTATIONS_PER_LEVEL = 10
+
+#: Not-ok statuses that are no failure of the schedule (only buffer sizes changed): warnings, not errors.
+WARNINGS = frozenset({Status.RESIZED})
+
+
+def github_level(status: Status) -> str:
+    """The workflow command annotating a golden of ``status`` that is not ok: ``warning`` or ``error``."""
+    return "warning" if status in WARNINGS else "error"
+
+
+def github_annotations(command: str, results: Sequence[Result], limit: int = ANNOTATIONS_PER_LEVEL) -> list[str]:
+    """One ``::error`` (``::warning`` for :data:`WARNINGS`) line per golden that is not ok, on its file, titled
+    with its status and key: the first ``limit`` of each level, then a ``::notice`` counting those left out."""
+    lines: list[str] = []
+    shown, left_out = dict.fromkeys(("error", "warning"), 0), dict.fromkeys(("error", "warning"), 0)
     for r in results:
         if r.status.ok:
             continue
+        level = github_level(r.status)
+        if shown[level] >= limit:
+            left_out[level] += 1
+            continue
+        shown[level] += 1
         props = [f"title={github_property(f'mla-golden {command}: {r.status.value} {r.key}')}"]
         if r.path:
             props.insert(0, f"file={github_property(r.path)}")
-        lines.append(f"::error {','.join(props)}::{github_data(headline(r) or r.status.value)}")
+        lines.append(f"::{level} {','.join(props)}::{github_data(headline(r) or r.status.value)}")
+    if any(left_out.values()):
+        counted = " and ".join(f"{n} {level}(s)" for level, n in left_out.items() if n)
+        lines.append(
+            f"::notice title={github_property(f'mla-golden {command}: annotations left out')}::"
+            f"{counted} not annotated (GitHub shows {limit} a level in a step): every result is in the log's "
+            "report and not-ok table, and in the step summary"
+        )
     return lines
+
+
+def github_group(title: str) -> str:
+    """The line opening a folded section of a GitHub Actions log (``::endgroup::`` closes it)."""
+    return f"::group::{github_data(title)}"
+
+
+GITHUB_END_GROUP = "::endgroup::"
 
 
 def github_summary(command: str, results: Sequence[Result], code: int) -> str:

@@ -33,13 +33,17 @@ def trees(tmp_path: Path) -> tuple[Path, Path, list[str]]:
     return actual, expected, changed
 
 
+def _unescape(text: str) -> str:
+    """Undo GitHub's escapes of a workflow command's message or property."""
+    return text.replace("%2C", ",").replace("%3A", ":").replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")
+
+
 def _parse_annotation(line: str) -> tuple[dict[str, str], str]:
     """``::error k=v,k=v::message`` -> (properties, message), undoing GitHub's escapes."""
     assert line.startswith("::error ")
     props_text, message = line[len("::error ") :].split("::", 1)
-    unescape = lambda text: text.replace("%2C", ",").replace("%3A", ":").replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")  # noqa: E731
     props = dict(p.split("=", 1) for p in props_text.split(","))
-    return {k: unescape(v) for k, v in props.items()}, unescape(message)
+    return {k: _unescape(v) for k, v in props.items()}, _unescape(message)
 
 
 def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summary(trees: tuple[Path, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,7 +58,7 @@ def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summ
     # the counts lead, then whether the new plans still pass check: work 0's kv_end moved alone breaks its kv_offset
     assert lines[0].startswith("mla-golden diff: 4 result(s): 2 equal, 2 diverged, 2 unsound: "), lines[0]
     assert f"{sorted(changed)[0]}: the new plan breaks work.kv_offset at work 0" in lines[0], lines[0]
-    annotations = [_parse_annotation(line) for line in lines if line.startswith("::")]
+    annotations = [_parse_annotation(line) for line in lines if line.startswith("::error ")]
     assert sorted(props["title"] for props, _ in annotations) == sorted(f"mla-golden diff: diverged {k}" for k in changed)
     for props, message in annotations:
         key = props["title"].rsplit(" ", 1)[1]
@@ -96,7 +100,7 @@ def test_check_annotates_a_violated_golden_and_writes_junit(trees: tuple[Path, P
     ran = CliRunner().invoke(app, ["check", str(expected), "--format", "github", "--junit-xml", str(junit)])
     assert ran.exit_code == 1, ran.output
     assert ran.stdout.splitlines()[0] == "mla-golden check: 4 result(s): 3 passed, 1 violated"
-    (annotation,) = [_parse_annotation(line) for line in ran.stdout.splitlines() if line.startswith("::")]
+    (annotation,) = [_parse_annotation(line) for line in ran.stdout.splitlines() if line.startswith("::error ")]
     assert annotation[0]["title"] == f"mla-golden check: violated {key}" and "work 0" in annotation[1]
     cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
     assert len(cases) == 4 and cases[key].find("failure") is not None
@@ -107,3 +111,94 @@ def test_a_junit_path_that_cannot_be_written_is_refused_before_any_work(trees: t
     actual, expected, _ = trees
     ran = CliRunner().invoke(app, ["diff", str(actual), "--against", str(expected), "--junit-xml", str(tmp_path)])
     assert ran.exit_code == 2 and "--junit-xml" in ran.output and "is a folder" in ran.output
+
+
+@pytest.fixture
+def many(tmp_path: Path) -> tuple[Path, Path, list[str], str]:
+    """(actual, expected, diverged keys, resized key): every shipped golden of one folder, 12 of them diverged and
+    one whose work_info_set buffer only grew."""
+    import torch
+
+    expected = tmp_path / "expected"
+    for path in sorted(SHIPPED.glob("*.safetensors")):
+        golden = load(path)
+        GoldenStore(expected).write(Golden(golden.key, golden.call))
+    actual = tmp_path / "actual"
+    shutil.copytree(expected, actual)
+    store = GoldenStore(actual)
+    keys = sorted(load(p).key for p in store.paths())
+    assert len(keys) > 13
+    diverged, resized = keys[:12], keys[12]
+    for key in diverged:
+        golden = store.read(key)
+        golden.call.outputs["work_info_set"][0, 5] += 1
+        store.write(Golden(key, golden.call), update=True)
+    golden = store.read(resized)
+    for table in (golden.call.outputs, golden.call.written):  # only the buffer's size changes
+        old = table["work_info_set"]
+        table["work_info_set"] = torch.cat([old, torch.zeros(5, old.shape[1], dtype=old.dtype)])
+    golden.call.buffers["work_info_set"]["shape"][0] += 5
+    store.write(Golden(resized, golden.call), update=True)
+    return actual, expected, diverged, resized
+
+
+def _workflow_commands(stdout: str) -> list[tuple[str, dict[str, str], str]]:
+    """(command, properties, message) of each workflow command line, GitHub's escapes undone."""
+    found = []
+    for line in stdout.splitlines():
+        if not line.startswith("::"):
+            continue
+        head, message = line[2:].split("::", 1)
+        name, _, props_text = head.partition(" ")
+        props = dict(p.split("=", 1) for p in props_text.split(",")) if props_text else {}
+        found.append((name, {k: _unescape(v) for k, v in props.items()}, _unescape(message)))
+    return found
+
+
+def test_github_format_caps_annotations_a_level_says_how_many_were_left_out_and_warns_on_a_resize(
+    many: tuple[Path, Path, list[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mla_golden.ci import ANNOTATIONS_PER_LEVEL
+
+    actual, expected, diverged, resized = many
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    ran = CliRunner().invoke(app, ["diff", str(actual), "--against", str(expected), "--format", "github"])
+    assert ran.exit_code == 1, ran.output
+    commands = _workflow_commands(ran.stdout)
+    errors = [props["title"] for name, props, _ in commands if name == "error"]
+    warnings = [props["title"] for name, props, _ in commands if name == "warning"]
+    assert ANNOTATIONS_PER_LEVEL == 10 and len(errors) == 10
+    assert all(title.startswith("mla-golden diff: diverged ") and title.split()[-1] in diverged for title in errors)
+    assert warnings == [f"mla-golden diff: resized {resized}"], "a resize is no schedule failure: a warning"
+    (notice,) = [(props, message) for name, props, message in commands if name == "notice"]
+    assert notice[0]["title"] == "mla-golden diff: annotations left out"
+    assert notice[1].startswith("2 error(s) not annotated (GitHub shows 10 a level in a step)")
+    # the notice comes after the annotations it counts, and nothing is annotated twice
+    names = [name for name, _, _ in commands if name in ("error", "warning", "notice")]
+    assert names[-1] == "notice" and len(set(errors)) == 10
+
+
+def test_github_format_folds_each_group_of_reports_and_leaves_the_verdict_outside(
+    many: tuple[Path, Path, list[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    actual, expected, diverged, resized = many
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    ran = CliRunner().invoke(app, ["diff", str(actual), "--against", str(expected), "--format", "github"])
+    lines = ran.stdout.splitlines()
+    opened = [i for i, line in enumerate(lines) if line.startswith("::group::")]
+    closed = [i for i, line in enumerate(lines) if line == "::endgroup::"]
+    assert len(opened) == len(closed) == 2, "one fold per cause: the diverged calls, the resized one"
+    assert all(o < c for o, c in zip(opened, closed)) and all(c < o for c, o in zip(closed, opened[1:])), "not nested"
+    titles = [lines[i][len("::group::") :] for i in opened]
+    assert any(t.startswith("mla-golden diff: ") and t.endswith(": 12 call(s)") for t in titles), titles
+    assert any(t.endswith(": 1 call(s)") for t in titles), titles
+    folded = {i for o, c in zip(opened, closed) for i in range(o, c + 1)}
+    for key in diverged + [resized]:  # each report inside a fold
+        (verdict,) = [i for i, line in enumerate(lines) if line.split(" ")[:2] in (["DIVERGED", key], ["RESIZED", key])]
+        assert verdict in folded
+    # the counts, the summary tables and the exit line stay outside, where a reader lands
+    assert lines[0].startswith("mla-golden diff: ") and 0 not in folded
+    exit_line = lines.index("exit 1 (divergence)")
+    assert exit_line not in folded and exit_line > max(closed)
+    text = CliRunner().invoke(app, ["diff", str(actual), "--against", str(expected)])
+    assert not any(line.startswith("::") for line in text.stdout.splitlines()), "the text format folds nothing"
