@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -77,7 +78,9 @@ def test_diff_in_github_format_annotates_each_divergent_golden_and_writes_a_summ
     rows = [line for line in text.splitlines() if line.startswith("| diverged | `")]
     assert sorted(row.split("`")[1] for row in rows) == sorted(changed)
     # JUnit: one testcase per golden, the divergent ones failed with their report
-    suite = ET.parse(junit).getroot()
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites" and root.get("tests") == "4" and root.get("failures") == "2"
+    (suite,) = root
     assert suite.tag == "testsuite" and suite.get("tests") == "4" and suite.get("failures") == "2"
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert len(cases) == 4
@@ -202,3 +205,66 @@ def test_github_format_folds_each_group_of_reports_and_leaves_the_verdict_outsid
     assert exit_line not in folded and exit_line > max(closed)
     text = CliRunner().invoke(app, ["diff", str(actual), "--against", str(expected)])
     assert not any(line.startswith("::") for line in text.stdout.splitlines()), "the text format folds nothing"
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+
+
+def _documented_mapping() -> dict[str, tuple[str | None, str | None]]:
+    """status -> (JUnit element, GitHub annotation level) as docs/cli.md's table names them (None: nothing)."""
+    text = DOCS.read_text()
+    table = text[text.index("| status | JUnit testcase holds | GitHub annotation |") :].split("\n\n", 1)[0]
+    mapping = {}
+    for row in table.splitlines()[2:]:
+        statuses, element, level = (cell.strip() for cell in row.strip("|").split("|"))
+        for status in re.findall(r"`([a-z-]+)`", statuses):
+            held, annotated = re.match(r"`<(\w+)>`", element), re.fullmatch(r"`::(\w+)`", level)
+            mapping[status] = (held and held.group(1), annotated and annotated.group(1))
+    return mapping
+
+
+def test_each_status_gets_the_junit_element_and_annotation_level_the_docs_name() -> None:
+    from mla_golden.ci import github_annotations, junit_xml
+    from mla_golden.runs import Result, Status
+
+    documented = _documented_mapping()
+    assert sorted(documented) == sorted(s.value for s in Status), "the table names every status once"
+    results = [Result(f"op/{s.value}", s, f"goldens/op/{s.value}.safetensors", message=f"why {s.value}") for s in Status]
+    cases = {case.get("name"): case for case in ET.fromstring(junit_xml("diff", results, 1.5)).iter("testcase")}
+    levels = {}
+    for line in github_annotations("diff", results, limit=len(results)):
+        level, rest = line[2:].split(" ", 1)
+        levels[_unescape(rest.split("title=", 1)[1].split("::", 1)[0]).split()[-1]] = level
+    for status in Status:
+        element, annotated = documented[status.value]
+        held = [child.tag for child in cases[f"op/{status.value}"]]
+        assert held == ([element] if element else []), (status, held)
+        assert levels.get(f"op/{status.value}") == annotated, status
+    assert documented["resized"] == ("failure", "warning"), "a resize is no bad golden"
+
+
+def test_junit_has_a_testsuites_root_and_times_and_counts_a_resize_as_a_failure(
+    many: tuple[Path, Path, list[str], str], tmp_path: Path
+) -> None:
+    actual, expected, diverged, resized = many
+    (actual / "decode" / "broken.safetensors").write_bytes(b"not a golden")
+    junit = tmp_path / "junit.xml"
+    ran = CliRunner().invoke(app, ["diff", str(actual), "--against", str(expected), "--junit-xml", str(junit)])
+    assert ran.exit_code == 2, ran.output  # the unreadable golden
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    cases = list(suite.iter("testcase"))
+    number = re.compile(r"\d+\.\d{3}")
+    for element in (root, suite, *cases):  # measured by the run: seconds, to the millisecond
+        assert number.fullmatch(element.get("time") or ""), (element.tag, element.attrib)
+    assert float(suite.get("time") or 0) >= max(float(case.get("time") or 0) for case in cases)
+    by_name = {case.get("name"): case for case in cases}
+    assert [child.tag for child in by_name[resized]] == ["failure"] and by_name[resized][0].get("type") == "resized"
+    assert all([child.tag for child in by_name[key]] == ["failure"] for key in diverged)
+    (bad,) = [case for case in cases if case.find("error") is not None]
+    assert "broken" in (bad.get("name") or "") and bad[0].get("type") == "bad"
+    for element in (root, suite):
+        assert element.get("tests") == str(len(cases)) and element.get("failures") == str(len(diverged) + 1)
+        assert element.get("errors") == "1"
+    assert suite.get("skipped") == "0"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -56,6 +57,7 @@ def diff(
     """
     from mla_golden.runs import diff_trees, golden_files, misplaced, pair_worker, replay_worker
 
+    started = time.monotonic()  # the run's wall time, for JUnit
     check_outputs(("--html", html), ("--png", png), ("--junit-xml", junit_xml))
     roots = list(paths or [DEFAULT_GOLDENS])
     render = format is not RunFormat.json and not quiet
@@ -93,7 +95,7 @@ def diff(
         _write_html(html, results, quiet, compared)
     if png is not None:
         _write_png(png, results, quiet)
-    write_junit(junit_xml, "diff", results, quiet)
+    write_junit(junit_xml, "diff", results, quiet, time.monotonic() - started)
     raise typer.Exit(emit("diff", results, format, quiet, header))
 
 

@@ -257,13 +257,13 @@ def _github(command: str, results: list[Result], code: int) -> None:
             say(f"warning: GITHUB_STEP_SUMMARY {summary}: cannot append: {exc.strerror or exc}")
 
 
-def write_junit(path: Path | None, command: str, results: list[Result], quiet: bool) -> None:
-    """Write the run's results as JUnit XML (--junit-xml), atomically."""
+def write_junit(path: Path | None, command: str, results: list[Result], quiet: bool, seconds: float) -> None:
+    """Write the run's results as JUnit XML (--junit-xml), atomically; ``seconds`` the run took."""
     if path is None:
         return
     from mla_golden.ci import junit_xml
     from mla_golden.files import atomic_write
 
     with writing(path, "--junit-xml"):
-        atomic_write(path, junit_xml(command, results))
+        atomic_write(path, junit_xml(command, results, seconds))
     say(f"JUnit XML: {path}", quiet)
