@@ -416,7 +416,7 @@ def _diff_result(key: str, path: str, found: Diff, render: bool, calls: tuple[Ca
 
     if found.equal:
         return Result(key, Status.EQUAL, path, notes=list(found.notes))
-    report = render_text(found) if render else None
+    report = render_text(found, more="--max-items") if render else None
     status = Status.RESIZED if found.cause is Cause.RESIZED else Status.DIVERGED
     return Result(
         key, status, path, report=report, diff=found.to_dict(), notes=list(found.notes),
@@ -465,7 +465,7 @@ def record_worker(cases: list[Case], backend_spec: str, out: str, update: bool, 
             else:
                 found = diff(existing.call, call, expected_name=f"golden {path}", actual_name=f"{backend.label} run", max_items=max_items)
                 result.message = "a different golden exists (use --update to replace it)"
-                result.report = render_text(found) if render else None
+                result.report = render_text(found, more="--max-items") if render else None
                 result.diff = found.to_dict()
                 result.cause, result.cause_label = found.cause.value, found.cause_label
         results.append(result)
