@@ -28,7 +28,7 @@ def check(
     jobs: JobsOption = 1,
     quiet: QuietOption = False,
     html: Annotated[
-        Path | None, typer.Option(help="Also write a self-contained HTML report (works that break an invariant marked).")
+        Path | None, typer.Option(metavar="FILE", help="Also write a self-contained HTML report (works that break an invariant marked).")
     ] = None,
     junit_xml: JunitOption = None,
 ) -> None:

@@ -35,17 +35,17 @@ def diff(
     aiter_repo: AiterRepoOption = None,
     against: Annotated[
         Path | None,
-        typer.Option(help="Compare with this golden tree (expected) instead of replaying; PATHS is then one tree (actual)."),
+        typer.Option(metavar="DIR", help="Compare with this golden tree (expected) instead of replaying; PATH is then one tree (actual)."),
     ] = None,
     format: RunFormatOption = RunFormat.text,
     max_items: MaxItemsOption = 20,
     jobs: JobsOption = 1,
     quiet: QuietOption = False,
     html: Annotated[
-        Path | None, typer.Option(help="Also write a self-contained HTML report (schedules drawn, divergent works marked).")
+        Path | None, typer.Option(metavar="FILE", help="Also write a self-contained HTML report (schedules drawn, divergent works marked).")
     ] = None,
     junit_xml: JunitOption = None,
-    png: Annotated[Path | None, typer.Option(help="Also draw the first divergent call as a PNG (needs the plot extra).")] = None,
+    png: Annotated[Path | None, typer.Option(metavar="FILE", help="Also draw the first divergent call as a PNG (needs the plot extra).")] = None,
 ) -> None:
     """Diff goldens: replay their inputs on a backend, or compare two golden trees call by call.
 
