@@ -84,7 +84,9 @@ def test_a_deleting_update_leaves_no_empty_folder(project: pytest.Pytester) -> N
     assert beside.exists() and not (beside.parent / "test_any").exists()
 
 
-def test_update_fail_rewrites_what_changed_and_fails_those_tests(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_update_fail_rewrites_what_changed_and_fails_those_tests(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     golden = project.path / FOLDER / "decode.safetensors"
     before = golden.read_bytes()
     monkeypatch.setenv("BUILDER_DTYPE", "none")  # the builder now drops the dtypes: both calls change
