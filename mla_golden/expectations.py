@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Literal
 
-from mla_golden.assertions import Comparison, compare_with_golden
+from mla_golden.assertions import PYTHON_HINTS, Comparison, Hints, Update, compare_with_golden
 from mla_golden.differ import DEFAULT_MAX_ITEMS
 from mla_golden.errors import GoldenError, GoldenMismatch
 from mla_golden.recorder import Spy
@@ -54,15 +54,17 @@ class Expect:
         golden_dir: Path | str,
         *,
         name: str | None = None,
-        update: bool = False,
+        update: bool | Update = False,
         keep_obtained: bool = False,
         on_compare: Callable[[Comparison], None] | None = None,
         max_items: int = DEFAULT_MAX_ITEMS,
+        hints: Hints = PYTHON_HINTS,
     ) -> None:
         self.golden_dir = Path(golden_dir)
         self.max_items = max_items
+        self.hints = hints
         self.name = name
-        self.update = update
+        self.update = Update.of(update)
         self.keep_obtained = keep_obtained
         self.on_compare = on_compare
         self.spy = Spy(target)
@@ -97,6 +99,7 @@ class Expect:
                     update=self.update,
                     keep_obtained=self.keep_obtained,
                     max_items=self.max_items,
+                    hints=self.hints,
                 )
             except GoldenError as exc:  # one unreadable golden never stops the others from being checked
                 failures.append(f"call {index} of the block ({call.op}): {exc}")
@@ -107,7 +110,8 @@ class Expect:
             if result.failure is not None:
                 failures.append(f"call {index} of the block: {result.failure}")
         missing = self.key(len(calls))
-        if missing is not None and not self.update and GoldenStore(self.golden_dir).exists(missing):
+        # a rewriting mode leaves such a golden to be found unused (and deleted with the rest)
+        if missing is not None and self.update in (Update.CHECK, Update.NEW) and GoldenStore(self.golden_dir).exists(missing):
             path = GoldenStore(self.golden_dir).path_for(missing)
             failures.append(f"golden {path} expects call {len(calls)} of the block, which made only {len(calls)} call(s)")
         return failures
@@ -130,12 +134,14 @@ class ReportingSpy(Spy):
         folder: Path,
         on_compare: Callable[[Comparison], None],
         max_items: int = DEFAULT_MAX_ITEMS,
+        hints: Hints = PYTHON_HINTS,
     ) -> None:
         super().__init__(*targets)
         self.golden_dir = golden_dir
         self.folder = folder
         self.on_compare = on_compare
         self.max_items = max_items
+        self.hints = hints
 
     def __exit__(self, *exc_info: object) -> None:
         __tracebackhide__ = True
@@ -154,7 +160,7 @@ class ReportingSpy(Spy):
                 if golden is None:
                     continue
                 result = compare_with_golden(
-                    call, self.golden_dir, name=golden.key, keep_obtained=True, max_items=self.max_items
+                    call, self.golden_dir, name=golden.key, keep_obtained=True, max_items=self.max_items, hints=self.hints
                 )
             except GoldenError as error:
                 failures.append(f"call {index} of the block ({call.op}): {error}")
@@ -166,7 +172,7 @@ class ReportingSpy(Spy):
 
 
 def expect(
-    target: ModuleType | str, golden_dir: Path | str, *, name: str | None = None, update: bool = False
+    target: ModuleType | str, golden_dir: Path | str, *, name: str | None = None, update: bool | Update = False
 ) -> Expect:
     """Spy on ``target`` (like :func:`spy`) inside the block; on exit compare each call with its golden.
 
@@ -175,6 +181,7 @@ def expect(
 
     A mismatch raises :class:`GoldenMismatch` with the report; when the block
     itself raised (a planner error), that error is re-raised with the report
-    chained as its cause. ``update=True`` writes the goldens instead.
+    chained as its cause. ``update=True`` writes the goldens instead (an
+    :class:`~mla_golden.assertions.Update` picks another mode).
     """
     return Expect(target, golden_dir, name=name, update=update)

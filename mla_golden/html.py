@@ -331,7 +331,8 @@ def _diff_section(
             "<p class='note'>Not drawn: this page stopped drawing at its size limit; "
             "<code>mla-golden diff</code> of this golden alone with <code>--html</code> draws it.</p>"
         )
-    out.append(f"<details class='text'><summary>Plain-text report</summary><pre>{_e(render_text(entry.diff))}</pre></details>")
+    text = render_text(entry.diff, more="--max-items")  # the page is the CLI's: its option shows more
+    out.append(f"<details class='text'><summary>Plain-text report</summary><pre>{_e(text)}</pre></details>")
     out.append("</section>")
     return "".join(out)
 

@@ -1,4 +1,5 @@
-"""pytest plugin: ``--mla-golden-dir``, ``--mla-golden-update`` and the ``mla_golden`` fixture.
+"""pytest plugin: ``--mla-golden-dir``, ``--mla-golden-update`` (and its ``-new`` and ``-fail`` modes) and the
+``mla_golden`` fixture.
 
 Goldens live in a folder mirroring the test's node id
 (:mod:`mla_golden.golden_paths`), named by the assertion's ``name`` (or a
@@ -8,7 +9,9 @@ hand what they wrote and read to the controller, which prints the summary and,
 after a full run, the goldens no test used: they fail the run (as syrupy's
 unused snapshots do) unless ``--mla-golden-warn-unused``, and
 ``--mla-golden-update`` deletes them, only when every worker reported (a
-crashed one is named and nothing is deleted).
+crashed one is named and nothing is deleted). What fails a run but no test
+is a failed report of its own (``mla-golden::unused-goldens``), so pytest's
+summary and its JUnit XML count it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from mla_golden.assertions import Comparison
+    from mla_golden.assertions import Comparison, Hints, Update
     from mla_golden.call import Call
     from mla_golden.expectations import Expect
     from mla_golden.recorder import Spy
@@ -41,6 +44,10 @@ _SILENT = pytest.StashKey[list[str]]()
 _UNUSED = pytest.StashKey[tuple[list[Path], bool]]()
 #: Work items a failure decodes by default: a failure stays within a screen (about 60 lines).
 MAX_ITEMS = 5
+#: The run's mode (an ``assertions.Update`` value) per option; at most one is given.
+_MODES = {"mla_golden_update": "all", "mla_golden_update_new": "new", "mla_golden_update_fail": "fail"}
+#: The node id of the report that fails a run for its goldens (no test did): JUnit's classname and name.
+SESSION_NODEID = "mla-golden::unused-goldens"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,6 +64,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="write the goldens instead of checking them; a full run also deletes the goldens no test used",
+    )
+    group.addoption(
+        "--mla-golden-update-new",
+        dest="mla_golden_update_new",
+        action="store_true",
+        default=False,
+        help="write only the goldens that do not exist yet; check the others (and delete nothing)",
+    )
+    group.addoption(
+        "--mla-golden-update-fail",
+        dest="mla_golden_update_fail",
+        action="store_true",
+        default=False,
+        help="as --mla-golden-update, but a test that wrote or rewrote a golden fails, and so does a full run "
+        "that deleted unused ones: review the change, then rerun without it",
     )
     group.addoption(
         "--mla-golden-warn-unused",
@@ -86,7 +108,29 @@ class _TestOutcomes:
         self.locations[report.nodeid] = report.location[0]
 
 
+def _mode(config: pytest.Config) -> Update:
+    """What the run does with goldens (:class:`~mla_golden.assertions.Update`)."""
+    from mla_golden.assertions import Update  # imported when used: pytest starts without torch
+
+    return Update(next((mode for dest, mode in _MODES.items() if config.getoption(dest)), "check"))
+
+
+def _hints() -> Hints:
+    """What a failure in a test tells its reader to do, in this plugin's options."""
+    from mla_golden.assertions import Hints
+
+    return Hints(
+        create="--mla-golden-update-new (writes only the goldens that do not exist yet)",
+        accept="--mla-golden-update",
+        more="--mla-golden-max-items",
+        rewrite="--mla-golden-update-fail",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    given = [f"--{dest.replace('_', '-')}" for dest in _MODES if config.getoption(dest, False)]
+    if len(given) > 1:
+        raise pytest.UsageError(f"{' and '.join(given)}: give one of them (each writes goldens its own way)")
     config.stash[_WRITTEN] = []
     config.stash[_TOUCHED] = set()
     config.stash[_TESTS] = {}
@@ -103,7 +147,7 @@ def _golden_dir(config: pytest.Config) -> Path:
 class MlaGoldenFixture:
     """What a test holds: ``spy()`` / ``expect()`` to capture calls, ``assert_matches(call)`` to compare one."""
 
-    def __init__(self, nodeid: str, golden_dir: Path, update: bool, config: pytest.Config, location: str | None = None) -> None:
+    def __init__(self, nodeid: str, golden_dir: Path, update: Update, config: pytest.Config, location: str | None = None) -> None:
         self.nodeid = nodeid
         #: The test file's path relative to the rootdir (``item.location[0]``): its keys' first part when the
         #: node id has none (a test file outside the rootdir).
@@ -131,6 +175,7 @@ class MlaGoldenFixture:
             folder=folder_of_test(self.golden_dir, self.nodeid, self.location),
             on_compare=self._record,
             max_items=self.max_items,
+            hints=_hints(),
         )
         self._spies.append(made)
         return made
@@ -154,7 +199,8 @@ class MlaGoldenFixture:
             self._config.stash[_WRITTEN].append((result.key, result.outcome.value))
 
     def assert_matches(self, call: Call, name: str | None = None) -> None:
-        """Assert ``call`` matches this test's golden ``name`` (or write it under --mla-golden-update).
+        """Assert ``call`` matches this test's golden ``name`` (or write it, as the run's --mla-golden-update* option
+        says).
 
         On a mismatch (:class:`GoldenMismatch`) the call is also written next
         to the golden as ``<name>.obtained.safetensors``; a later pass removes it.
@@ -164,8 +210,9 @@ class MlaGoldenFixture:
         from mla_golden.errors import GoldenMismatch
 
         result = compare_with_golden(
-            call, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True, max_items=self.max_items
-        )
+            call, self.golden_dir, name=self.key(name), update=self.update, keep_obtained=True, max_items=self.max_items,
+            hints=_hints(),
+        )  # fmt: skip
         self._record(result)
         if result.failure is not None:
             raise GoldenMismatch(result.failure)
@@ -192,6 +239,7 @@ class MlaGoldenFixture:
             keep_obtained=True,
             on_compare=self._record,
             max_items=self.max_items,
+            hints=_hints(),
         )
         self._spies.append(made.spy)  # its missed calls fail the test too
         return made
@@ -201,16 +249,17 @@ class MlaGoldenFixture:
 def mla_golden(request: pytest.FixtureRequest) -> Iterator[MlaGoldenFixture]:
     """Check planner calls against goldens named after this test."""
     config = request.config
-    update = bool(config.getoption("mla_golden_update"))
-    fixture = MlaGoldenFixture(request.node.nodeid, _golden_dir(config), update, config, request.node.location[0])
+    fixture = MlaGoldenFixture(request.node.nodeid, _golden_dir(config), _mode(config), config, request.node.location[0])
     yield fixture
     missed = fixture.missed()
     if missed:
         pytest.fail(f"mla-golden: {len(missed)} planner call(s) made but not recorded: " + "; ".join(missed), pytrace=False)
 
 
+@pytest.hookimpl(tryfirst=True)  # before the JUnit XML is written, so it holds the run's own failure
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A worker hands its writes and reads to the controller; the controller (or a lone run) finds unused goldens."""
+    """A worker hands its writes and reads to the controller; the controller (or a lone run) finds unused goldens
+    and, when they fail the run, reports that as a failure of its own."""
     config = session.config
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:
@@ -219,8 +268,44 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         workeroutput["mla_golden_touched"] = sorted(touched)
     elif _full_run(session, exitstatus):
         _find_unused(config)
-        if _unused_fail(config) and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        why = _run_failure(config)
+        if why is not None:
+            _report_failure(session, why)
+
+
+def _run_failure(config: pytest.Config) -> str | None:
+    """Why the run fails for its goldens though no test did (None: it does not)."""
+    unused, deleted = config.stash.get(_UNUSED, ([], False))
+    listed = "".join(f"\n  {_shown(path, config)}" for path in unused)
+    if _unused_fail(config):
+        return (
+            f"{len(unused)} golden(s) under {_golden_dir(config)} that no test read or wrote:{listed}\n"
+            "a full run with --mla-golden-update deletes them; --mla-golden-warn-unused only warns"
+        )
+    if unused and deleted and _mode(config).value == "fail":
+        return (
+            f"deleted {len(unused)} unused golden(s) under {_golden_dir(config)} (--mla-golden-update-fail):{listed}\n"
+            "review the change, then rerun without --mla-golden-update-fail"
+        )
+    return None
+
+
+def _report_failure(session: pytest.Session, why: str) -> None:
+    """Fail the run with a report of its own, through the hook every reporter hears (the terminal, JUnit XML)."""
+    config = session.config
+    location = (str(_golden_dir(config)), None, SESSION_NODEID.replace("::", ": ", 1))
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and config.get_verbosity() <= 0:
+        reporter.write_line("")  # ends the progress line
+        reporter.write(f"{SESSION_NODEID} ")  # the letter its report prints says what it belongs to
+    failed = pytest.TestReport(SESSION_NODEID, location, {}, "failed", why, "call")
+    finished = pytest.TestReport(SESSION_NODEID, location, {}, "passed", None, "teardown")  # JUnit closes it here
+    session.testscollected += 1  # one more result in the run's counts (and the progress stays at 100%)
+    for report in (failed, finished):
+        config.hook.pytest_runtest_logreport(report=report)
+    session.testsfailed += 1
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -259,13 +344,30 @@ def _find_unused(config: pytest.Config) -> None:
     tests: dict[str, bool] = config.stash[_TESTS]
     touched = [Path(p) for p in config.stash[_TOUCHED]]
     unused = unused_goldens(_golden_dir(config), touched, tests, Path(config.rootpath), config.stash[_LOCATIONS])
-    delete = bool(config.getoption("mla_golden_update"))
+    delete = _mode(config).value in ("all", "fail")
     if delete:
         for path in unused:
             for gone in (path, obtained_path(path)):  # a failure's obtained call goes with its golden
                 with contextlib.suppress(FileNotFoundError):
                     gone.unlink()
+            _prune(path.parent, _golden_dir(config))
     config.stash[_UNUSED] = (unused, delete)
+
+
+def _prune(folder: Path, root: Path) -> None:
+    """Remove ``folder`` and the folders above it, up to ``root`` (kept), while they are empty."""
+    while folder != root and folder.is_relative_to(root):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (or gone): what is above it is not empty either
+            return
+        folder = folder.parent
+
+
+def _shown(path: Path, config: pytest.Config) -> str:
+    """A golden's path as the run's lines name it: under the golden dir when it is there."""
+    golden_dir = _golden_dir(config)
+    return str(path.relative_to(golden_dir) if path.is_relative_to(golden_dir) else path)
 
 
 def _unused_fail(config: pytest.Config) -> bool:
@@ -286,18 +388,23 @@ def _print_unused(terminalreporter: Any, config: pytest.Config) -> None:
     if not unused:
         return
     golden_dir = _golden_dir(config)
+    if _unused_fail(config):  # the run's failure report lists them
+        terminalreporter.write_line(
+            f"mla-golden: {len(unused)} golden(s) under {golden_dir} that no test read or wrote fail this run "
+            f"(listed in the failure {SESSION_NODEID}; a full run with --mla-golden-update deletes them)",
+            red=True,
+        )
+        return
     if deleted:
         terminalreporter.write_line(f"mla-golden: deleted {len(unused)} unused golden(s) under {golden_dir}:")
     else:
-        verdict = "fail this run" if _unused_fail(config) else "(--mla-golden-warn-unused: a warning only)"
         terminalreporter.write_line(
-            f"mla-golden: {len(unused)} golden(s) under {golden_dir} that no test read or wrote {verdict} "
-            "(a full run with --mla-golden-update deletes them):",
-            red=_unused_fail(config),
-            yellow=not _unused_fail(config),
+            f"mla-golden: {len(unused)} golden(s) under {golden_dir} that no test read or wrote "
+            "(--mla-golden-warn-unused: a warning only) (a full run with --mla-golden-update deletes them):",
+            yellow=True,
         )
     for path in unused:
-        terminalreporter.write_line(f"  {path.relative_to(golden_dir) if path.is_relative_to(golden_dir) else path}")
+        terminalreporter.write_line(f"  {_shown(path, config)}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -96,8 +96,9 @@ def _work_cells(item: WorkItem | None, columns: list[str]) -> list[str]:
     return [_fmt(item.cu_part)] + [format_cell(c, item.columns[c]) for c in columns]
 
 
-def render_text(diff: Diff, *, width: int = 120) -> str:
-    """The pinpointed report: what changed, where, and the divergent work items decoded."""
+def render_text(diff: Diff, *, width: int = 120, more: str = "max_items") -> str:
+    """The pinpointed report: what changed, where, and the divergent work items decoded; a cut list names ``more``,
+    the setting that decodes more items where the report is read (``--max-items`` in the CLI)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -141,7 +142,7 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
         say("  CU parts whose work range moved (work_indptr):")
         for cp in diff.cu_parts:
             say(f"    cu part {cp.cu_part}: works {cp.expected} -> {cp.actual}")
-        _more(console, diff.cu_parts_differing - len(diff.cu_parts), "CU part(s) whose work range moved", "    ")
+        _more(console, diff.cu_parts_differing - len(diff.cu_parts), "CU part(s) whose work range moved", "    ", more)
     if diff.work_items:
         columns = next(
             (list(w.columns) for d in diff.work_items for w in (d.expected, d.actual) if w is not None), []
@@ -158,7 +159,7 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
                 table.add_row(str(item.index) if side == "expected" else "", side, *marked)
         console.print(table)
         hidden = diff.work_items_differing - len(diff.work_items)
-        _more(console, hidden, "divergent work item(s)", "  (* marks the columns that differ) " if hidden > 0 else "")
+        _more(console, hidden, "divergent work item(s)", "  (* marks the columns that differ) " if hidden > 0 else "", more)
         if hidden <= 0:
             say("  (* marks the columns that differ)")
     if diff.reduce_groups:
@@ -168,7 +169,7 @@ def render_text(diff: Diff, *, width: int = 120) -> str:
                 qo = "(not written)" if rg is None or rg.qo_range is None else rg.qo_range
                 text = "(none)" if rg is None else f"qo {qo} <- partials {_clipped(rg.partials)}"
                 say(f"    group {g.group} {side}: {text}")
-        _more(console, diff.reduce_groups_differing - len(diff.reduce_groups), "divergent reduce group(s)", "    ")
+        _more(console, diff.reduce_groups_differing - len(diff.reduce_groups), "divergent reduce group(s)", "    ", more)
     for note in diff.notes:
         say(f"  note: {note}")
     return out.getvalue().rstrip() + "\n"
@@ -186,10 +187,10 @@ def _soundness_lines(say: Callable[[str], None], soundness: Soundness) -> None:
 _CALLER_CAUSES = (Cause.PARAMS, Cause.DEVICE, Cause.ENV, Cause.INPUTS)
 
 
-def _more(console: Any, hidden: int, what: str, indent: str) -> None:
-    """Say how many items a cut list leaves out: a report must not look complete when it is not."""
+def _more(console: Any, hidden: int, what: str, indent: str, more: str) -> None:
+    """Say how many items a cut list leaves out, and what shows them: a report must not look complete when it is not."""
     if hidden > 0:
-        console.print(f"{indent}... and {hidden} more {what}, not shown (raise max items to see them)", markup=False)
+        console.print(f"{indent}... and {hidden} more {what}, not shown (raise {more} to see them)", markup=False)
 
 
 #: Violations the check report lists per invariant.

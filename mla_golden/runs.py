@@ -16,6 +16,7 @@ import contextlib
 import enum
 import gc
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -115,10 +116,12 @@ class Result:
     content: str | None = field(default=None, repr=False, compare=False)
     #: (folder walked, file, key) per golden found by a walk, for :func:`misplaced`. Never in JSON.
     placed: list[tuple[str, str, str]] = field(default_factory=list, repr=False, compare=False)
+    #: Seconds its golden took to load and judge, when measured (JUnit's ``time``). Never in JSON.
+    seconds: float | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the kept diff, calls, check, content digest and placements left out)."""
-        hidden = ("found", "calls", "checked", "content", "placed")
+        hidden = ("found", "calls", "checked", "content", "placed", "seconds")
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
 
 
@@ -368,6 +371,17 @@ def _guard(key: str, path: str, results: list[Result]) -> Iterator[None]:
         results.append(Result(key, Status.FAILED, path, f"{type(exc).__name__}: {exc}"))
 
 
+def _each_timed(items: Iterable[Any], results: list[Result]) -> Iterator[Any]:
+    """``items`` one at a time, the results appended to ``results`` while the caller works on one stamped with the
+    seconds that took (:attr:`Result.seconds`)."""
+    for item in items:
+        start, first = time.perf_counter(), len(results)
+        yield item
+        took = time.perf_counter() - start
+        for result in results[first:]:
+            result.seconds = took
+
+
 def _placements(found: Iterable[tuple[GoldenFile, str]]) -> list[tuple[str, str, str]]:
     """(folder walked, file, key) of each of ``found`` (file, key) that a walk found."""
     return [(path[: len(path) - len(under)], path, key) for (path, under), key in found if under is not None]
@@ -402,7 +416,7 @@ def _diff_result(key: str, path: str, found: Diff, render: bool, calls: tuple[Ca
 
     if found.equal:
         return Result(key, Status.EQUAL, path, notes=list(found.notes))
-    report = render_text(found) if render else None
+    report = render_text(found, more="--max-items") if render else None
     status = Status.RESIZED if found.cause is Cause.RESIZED else Status.DIVERGED
     return Result(
         key, status, path, report=report, diff=found.to_dict(), notes=list(found.notes),
@@ -451,7 +465,7 @@ def record_worker(cases: list[Case], backend_spec: str, out: str, update: bool, 
             else:
                 found = diff(existing.call, call, expected_name=f"golden {path}", actual_name=f"{backend.label} run", max_items=max_items)
                 result.message = "a different golden exists (use --update to replace it)"
-                result.report = render_text(found) if render else None
+                result.report = render_text(found, more="--max-items") if render else None
                 result.diff = found.to_dict()
                 result.cause, result.cause_label = found.cause.value, found.cause_label
         results.append(result)
@@ -526,7 +540,7 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
     live = backend.live_device()
     results: list[Result] = []
     found: list[tuple[GoldenFile, str]] = []
-    for file in paths:
+    for file in _each_timed(paths, results):
         if stop_requested():
             break
         path, golden = file[0], _load_or_bad(file, results)
@@ -565,7 +579,7 @@ def pair_worker(pairs: list[GoldenPair], max_items: int, render: bool, keep: boo
     _single_threaded()
     results: list[Result] = []
     with _no_cycle_collection():
-        for key, expected, actual, by_inputs in pairs:
+        for key, expected, actual, by_inputs in _each_timed(pairs, results):
             if stop_requested():
                 break
             _pair_paths(key, expected, actual, by_inputs, max_items, render, keep, results)
@@ -731,7 +745,7 @@ def check_worker(paths: list[GoldenFile], keep: bool = False) -> list[Result]:
     _single_threaded()
     results: list[Result] = []
     found: list[tuple[GoldenFile, str]] = []
-    for file in paths:
+    for file in _each_timed(paths, results):
         if stop_requested():
             break
         path, golden = file[0], _load_or_bad(file, results)

@@ -252,14 +252,15 @@ def test_a_full_run_lists_unused_goldens_and_a_full_update_run_deletes_them(proj
     elsewhere = project.path / "goldens" / "written_by_other_means.safetensors"
     elsewhere.write_bytes(stale[0].read_bytes())
     result = project.runpytest()
-    result.assert_outcomes(passed=1)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the tests passed, the unused goldens fail the run
+    result.assert_outcomes(passed=1, failed=1)  # the tests passed, the unused goldens fail the run: a failure
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
-            "*mla-golden: 3 golden(s) under * that no test read or wrote fail this run*",
+            "*3 golden(s) under * that no test read or wrote:",
             "  test_builder.py/test_decode_metadata/gone.safetensors",
             "  test_builder.py/test_removed/x.safetensors",
             "  test_deleted_file.py/test_any/0.safetensors",
+            "*mla-golden: 3 golden(s) under * that no test read or wrote fail this run*",
         ]
     )
     assert "written_by_other_means" not in result.stdout.str()  # outside the folders of the test files that ran
@@ -290,8 +291,9 @@ def test_goldens_of_a_failed_or_skipped_test_are_never_called_unused(project: py
     in_failing_test, removed_test, deleted_file = _add_unused(project)
     monkeypatch.setenv("BUILDER_DTYPE", "none")
     result = project.runpytest()
-    result.assert_outcomes(failed=1)  # it stopped at its first golden: the rest of its folder is not judged
-    result.stdout.fnmatch_lines(["*mla-golden: 2 golden(s) under * that no test read or wrote*", "  test_builder.py/test_removed/x.safetensors"])
+    result.assert_outcomes(failed=2)  # the test, and the unused goldens; it stopped at its first golden: the rest
+    # of its folder is not judged
+    result.stdout.fnmatch_lines(["*2 golden(s) under * that no test read or wrote:", "  test_builder.py/test_removed/x.safetensors"])
     assert "gone.safetensors" not in result.stdout.str()
     monkeypatch.setenv("BUILDER_DTYPE", "fp8")
     project.makepyfile(
@@ -319,7 +321,7 @@ def test_unused_goldens_under_xdist(project: pytest.Pytester) -> None:
     project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
     stale = _add_unused(project)
     result = project.runpytest("-n", "2")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=1, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*mla-golden: 3 golden(s) under * that no test read or wrote fail this run*"])
     project.runpytest("-n", "2", "--mla-golden-update").stdout.fnmatch_lines(["*deleted 3 unused golden(s)*"])
@@ -392,7 +394,7 @@ def test_a_test_file_outside_the_rootdir_keeps_its_goldens_inside_the_goldens_fo
     stale.write_bytes((goldens / written[0]).read_bytes())
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()  # unused: the run fails, it does not crash
-    result.stdout.fnmatch_lines(["*1 golden(s) under * that no test read or wrote fail this run*", "*/test_decode_metadata/gone.safetensors"])
+    result.stdout.fnmatch_lines(["*1 golden(s) under * that no test read or wrote:", "*/test_decode_metadata/gone.safetensors", "*fail this run*"])
     result = pytester.runpytest(*args, "--mla-golden-update")
     assert result.ret == pytest.ExitCode.OK and not stale.exists()
     result.stdout.fnmatch_lines(["*mla-golden: deleted 1 unused golden(s)*"])

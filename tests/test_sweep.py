@@ -246,7 +246,7 @@ def test_cli_json_html_and_exit_status(tmp_path: Path) -> None:
         (["--a", "reference", "--b", "reference:gfx999:100"], "unknown arch 'gfx999'"),
         (["--a", "reference", "--b", "reference", "--cases", "5", "--time", "1"], "one budget"),
         (["--a", "reference", "--b", "reference", "--space", "missing.toml"], "missing.toml: cannot read"),
-        (["--a", "reference", "--b", "reference", "ray://x:1"], "a Ray address goes after --ray"),
+        (["--a", "reference", "--b", "reference", "ray://x:1"], "unexpected extra argument"),
     ],
 )
 def test_bad_input_exits_2_naming_the_problem(args: list[str], problem: str) -> None:

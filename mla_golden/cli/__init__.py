@@ -28,6 +28,7 @@ from mla_golden.cli.output import EXIT_PIPE
 from mla_golden.cli.record import RecordCommand, record
 from mla_golden.cli.show import show, textconv
 from mla_golden.cli.sweep import sweep
+from mla_golden.cli.usage import Command
 from mla_golden.cli.versions import versions
 
 app = typer.Typer(
@@ -61,16 +62,23 @@ def _options(
     """Record aiter MLA planner calls into safetensors goldens, and diff them field by field."""
 
 
-app.command(cls=RecordCommand, context_settings={"allow_interspersed_args": False})(record)
-app.command()(diff)
-app.command()(check)
-app.command()(show)
-app.command("list")(list_goldens)
-app.command()(textconv)
-app.command()(versions)
-app.command()(sweep)
-app.command()(bisect)
-app.command()(history)
+#: Each command's line in ``mla-golden --help``, whole (click cuts a docstring's first sentence to fit, with "...").
+SUMMARIES = {
+    "record": "Record goldens from the matrix or from a program's calls.",
+    "diff": "Replay goldens on a planner, or compare two golden trees.",
+    "check": "Check goldens against what the kernels rely on.",
+    "show": "Show one golden: params, inputs, work items by CU part.",
+    "list": "List goldens, one row each.",
+    "textconv": "Print a golden as stable text for git diff.",
+    "versions": "List the aiter planner versions the reference speaks.",
+    "sweep": "Sweep planner calls on two planners; shrink each divergence.",
+    "bisect": "Find the aiter commit that changed each call's plan.",
+    "history": "List the aiter commits that change the planner.",
+}
+app.command(cls=RecordCommand, short_help=SUMMARIES["record"], context_settings={"allow_interspersed_args": False})(record)
+for name, function in (("diff", diff), ("check", check), ("show", show), ("list", list_goldens), ("textconv", textconv),
+                       ("versions", versions), ("sweep", sweep), ("bisect", bisect), ("history", history)):  # fmt: skip
+    app.command(name, cls=Command, short_help=SUMMARIES[name])(function)
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ def bisect(
     max_items: MaxItemsOption = 5,
     format: FormatOption = Format.text,
     quiet: QuietOption = False,
-    html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML page: each commit, its calls and one call's diff drawn.")] = None,
+    html: Annotated[Path | None, typer.Option(metavar="FILE", help="Also write a self-contained HTML page: each commit, its calls and one call's diff drawn.")] = None,
 ) -> None:
     """For each call, the first aiter commit between --good and --bad whose planner plans it differently.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -27,7 +28,7 @@ def check(
     jobs: JobsOption = 1,
     quiet: QuietOption = False,
     html: Annotated[
-        Path | None, typer.Option(help="Also write a self-contained HTML report (works that break an invariant marked).")
+        Path | None, typer.Option(metavar="FILE", help="Also write a self-contained HTML report (works that break an invariant marked).")
     ] = None,
     junit_xml: JunitOption = None,
 ) -> None:
@@ -39,6 +40,7 @@ def check(
     from mla_golden.runs import check_worker, golden_files, misplaced, note_copies
     from mla_golden.sanitize import inline
 
+    started = time.monotonic()  # the run's wall time, for JUnit
     check_outputs(("--html", html), ("--junit-xml", junit_xml))
     roots = list(paths or [DEFAULT_GOLDENS])
     require_goldens(roots)
@@ -50,7 +52,7 @@ def check(
         say(f"warning: the same content under {len(group)} keys: {shown}")
     if html is not None:
         _write_check_html(html, results, quiet, f"goldens under {', '.join(map(str, roots))} against what aiter's kernels rely on")
-    write_junit(junit_xml, "check", results, quiet)
+    write_junit(junit_xml, "check", results, quiet, time.monotonic() - started)
     raise typer.Exit(emit("check", results, format, quiet, {}))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,17 +35,17 @@ def diff(
     aiter_repo: AiterRepoOption = None,
     against: Annotated[
         Path | None,
-        typer.Option(help="Compare with this golden tree (expected) instead of replaying; PATHS is then one tree (actual)."),
+        typer.Option(metavar="DIR", help="Compare with this golden tree (expected) instead of replaying; PATH is then one tree (actual)."),
     ] = None,
     format: RunFormatOption = RunFormat.text,
     max_items: MaxItemsOption = 20,
     jobs: JobsOption = 1,
     quiet: QuietOption = False,
     html: Annotated[
-        Path | None, typer.Option(help="Also write a self-contained HTML report (schedules drawn, divergent works marked).")
+        Path | None, typer.Option(metavar="FILE", help="Also write a self-contained HTML report (schedules drawn, divergent works marked).")
     ] = None,
     junit_xml: JunitOption = None,
-    png: Annotated[Path | None, typer.Option(help="Also draw the first divergent call as a PNG (needs the plot extra).")] = None,
+    png: Annotated[Path | None, typer.Option(metavar="FILE", help="Also draw the first divergent call as a PNG (needs the plot extra).")] = None,
 ) -> None:
     """Diff goldens: replay their inputs on a backend, or compare two golden trees call by call.
 
@@ -56,6 +57,7 @@ def diff(
     """
     from mla_golden.runs import diff_trees, golden_files, misplaced, pair_worker, replay_worker
 
+    started = time.monotonic()  # the run's wall time, for JUnit
     check_outputs(("--html", html), ("--png", png), ("--junit-xml", junit_xml))
     roots = list(paths or [DEFAULT_GOLDENS])
     render = format is not RunFormat.json and not quiet
@@ -93,7 +95,7 @@ def diff(
         _write_html(html, results, quiet, compared)
     if png is not None:
         _write_png(png, results, quiet)
-    write_junit(junit_xml, "diff", results, quiet)
+    write_junit(junit_xml, "diff", results, quiet, time.monotonic() - started)
     raise typer.Exit(emit("diff", results, format, quiet, header))
 
 

@@ -17,7 +17,7 @@ LIST_TABLE_REST = 70
 
 
 def list_goldens(
-    folder: Annotated[Path, typer.Argument(help="Golden folder.")] = DEFAULT_GOLDENS,
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="Golden folder.")] = DEFAULT_GOLDENS,
     format: FormatOption = Format.text,
 ) -> None:
     """List goldens: one row per golden (op, device, shape/dtype, the planner that recorded it, error)."""

@@ -167,10 +167,11 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
     tally += f", {judged}" if judged else ""
     out.print(inline(f"mla-golden {command}: {len(results)} result(s): {tally or 'none'}"))  # CI logs: counts first
     if not quiet:
+        fold = command if fmt.value == "github" else None  # a long report folded in the log, a group per cause
         for group in groups:
-            _print_group(out, group, headed=len(groups) > 1 or bool(group.causes))
+            _print_group(out, group, headed=len(groups) > 1 or bool(group.causes), fold=fold)
         for group in apart:  # after the divergences: nothing was compared
-            _print_group(out, group, headed=True, suffix=" (no divergence: nothing to compare)")
+            _print_group(out, group, headed=True, suffix=" (no divergence: nothing to compare)", fold=fold)
     table = Table(title=f"mla-golden {command}", title_justify="left")
     table.add_column("status")
     table.add_column("count", justify="right")
@@ -207,12 +208,21 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
     return code
 
 
-def _print_group(out: Any, group: CauseGroup, headed: bool, suffix: str = "") -> None:
-    """One group of results: its heading, then each result."""
+def _print_group(out: Any, group: CauseGroup, headed: bool, suffix: str = "", fold: str | None = None) -> None:
+    """One group of results: its heading, then each result; ``fold`` (the command) folds it in a GitHub log."""
+    heading = f"{inline(group.label)}{suffix}: {len(group.results)} call(s)"
+    if fold is not None:
+        from mla_golden.ci import github_group
+
+        typer.echo(github_group(f"mla-golden {fold}: {heading}"))
     if headed:
-        out.print(f"== {inline(group.label)}{suffix}: {len(group.results)} call(s)", markup=False)
+        out.print(f"== {heading}", markup=False)
     for r in group.results:
         _print_result(out, r)
+    if fold is not None:
+        from mla_golden.ci import GITHUB_END_GROUP
+
+        typer.echo(GITHUB_END_GROUP)
 
 
 def _print_result(out: Any, r: Result) -> None:
@@ -232,7 +242,8 @@ def _print_result(out: Any, r: Result) -> None:
 
 
 def _github(command: str, results: list[Result], code: int) -> None:
-    """GitHub Actions: one ::error annotation per golden not ok; the markdown summary into $GITHUB_STEP_SUMMARY."""
+    """GitHub Actions: an annotation per golden not ok (:func:`mla_golden.ci.github_annotations`); the markdown
+    summary into $GITHUB_STEP_SUMMARY."""
     from mla_golden.ci import github_annotations, github_summary
 
     for line in github_annotations(command, results):
@@ -246,13 +257,13 @@ def _github(command: str, results: list[Result], code: int) -> None:
             say(f"warning: GITHUB_STEP_SUMMARY {summary}: cannot append: {exc.strerror or exc}")
 
 
-def write_junit(path: Path | None, command: str, results: list[Result], quiet: bool) -> None:
-    """Write the run's results as JUnit XML (--junit-xml), atomically."""
+def write_junit(path: Path | None, command: str, results: list[Result], quiet: bool, seconds: float) -> None:
+    """Write the run's results as JUnit XML (--junit-xml), atomically; ``seconds`` the run took."""
     if path is None:
         return
     from mla_golden.ci import junit_xml
     from mla_golden.files import atomic_write
 
     with writing(path, "--junit-xml"):
-        atomic_write(path, junit_xml(command, results))
+        atomic_write(path, junit_xml(command, results, seconds))
     say(f"JUnit XML: {path}", quiet)

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand
 
 from mla_golden.cli.options import (
     DEFAULT_GOLDENS,
@@ -21,6 +20,7 @@ from mla_golden.cli.options import (
 from mla_golden.cli.output import emit, say
 from mla_golden.cli.running import resolve_backend, run_with_progress
 from mla_golden.cli.stops import note_stop
+from mla_golden.cli.usage import Command
 from mla_golden.runs import EXIT_BAD, Result, Status
 
 
@@ -63,7 +63,7 @@ def _record_command(command: list[str], out: Path, update: bool, allow_empty: bo
     return emit("record", results, fmt, quiet, {"out": str(out), "command_line": command, "command_status": status})
 
 
-class RecordCommand(TyperCommand):
+class RecordCommand(Command):
     """``record``: a ``--`` with nothing after it is a usage error, not a request to record the whole matrix."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
@@ -81,8 +81,10 @@ def record(
             help="After --: a program to run with interception installed (records every planner call it makes).",
         ),
     ] = None,
-    matrix: Annotated[Path | None, typer.Option(help="Case matrix TOML (default: the one shipped in the package).")] = None,
-    out: Annotated[Path, typer.Option(help="Folder the goldens are written to.")] = DEFAULT_GOLDENS,
+    matrix: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Case matrix TOML (default: the one shipped in the package).")
+    ] = None,
+    out: Annotated[Path, typer.Option(metavar="DIR", help="Folder the goldens are written to.")] = DEFAULT_GOLDENS,
     backend: RecordBackendOption = "auto",
     aiter_repo: AiterRepoOption = None,
     device: Annotated[

@@ -52,11 +52,11 @@ def _clip(values: list[int], limit: int = 16) -> str:
 
 def show(
     golden: GoldenArgument,
-    cu: Annotated[int | None, typer.Option(min=0, help="Only this CU part's work items.")] = None,
-    work: Annotated[int | None, typer.Option(min=0, help="Only this work item (and its CU part).")] = None,
+    cu: Annotated[int | None, typer.Option(min=0, metavar="N", help="Only this CU part's work items.")] = None,
+    work: Annotated[int | None, typer.Option(min=0, metavar="N", help="Only this work item (and its CU part).")] = None,
     format: FormatOption = Format.text,
-    html: Annotated[Path | None, typer.Option(help="Also write the schedule as a self-contained HTML picture.")] = None,
-    png: Annotated[Path | None, typer.Option(help="Also draw the schedule as a PNG (needs the plot extra).")] = None,
+    html: Annotated[Path | None, typer.Option(metavar="FILE", help="Also write the schedule as a self-contained HTML picture.")] = None,
+    png: Annotated[Path | None, typer.Option(metavar="FILE", help="Also draw the schedule as a PNG (needs the plot extra).")] = None,
 ) -> None:
     """Show one golden: header, params, device, provenance, inputs, work items by CU part, reduce groups."""
     from mla_golden.errors import GoldenError

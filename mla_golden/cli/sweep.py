@@ -18,20 +18,21 @@ EXIT_INCONCLUSIVE = 3
 
 
 def sweep(
-    a: Annotated[str, typer.Option("--a", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...]; BACKEND reference, aiter, python:MODULE[:ATTR], aiter-src:PATH or aiter-src@REV.", show_default=False)],
-    b: Annotated[str, typer.Option("--b", help="Planner B, same notation.", show_default=False)],
-    address: Annotated[
-        str | None, typer.Argument(metavar="[ADDRESS]", help="After --ray: the Ray cluster's address.", show_default=False)
+    a: Annotated[str, typer.Option("--a", metavar="PLANNER", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...]; BACKEND reference, aiter, python:MODULE[:ATTR], aiter-src:PATH or aiter-src@REV.", show_default=False)],
+    b: Annotated[str, typer.Option("--b", metavar="PLANNER", help="Planner B, same notation.", show_default=False)],
+    space: Annotated[Path | None, typer.Option(metavar="FILE", help="Space TOML (default: the one shipped, spanning the default matrix).")] = None,
+    cases: Annotated[int | None, typer.Option(min=1, metavar="N", help="Budget: this many cases (default 500).")] = None,
+    time: Annotated[float | None, typer.Option("--time", min=0.001, metavar="SECONDS", help="Budget: this many seconds.")] = None,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seed of the sampled cases.")] = 0,
+    out: Annotated[Path | None, typer.Option(metavar="DIR", help="Folder for the reproducer goldens (a/, b/) and the journal a rerun resumes.")] = None,
+    jobs: Annotated[int, typer.Option(min=1, metavar="N", help="Local worker processes (at most the CPU count).")] = 1,
+    ray: Annotated[bool, typer.Option("--ray", help="Run on a local Ray instance (--ray-address for a cluster).")] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(metavar="ADDR", help="Run on the Ray cluster at ADDR: auto (the one `ray start` joined here) or ray://HEAD:10001."),
     ] = None,
-    space: Annotated[Path | None, typer.Option(help="Space TOML (default: the one shipped, spanning the default matrix).")] = None,
-    cases: Annotated[int | None, typer.Option(min=1, help="Budget: this many cases (default 500).")] = None,
-    time: Annotated[float | None, typer.Option("--time", min=0.001, help="Budget: this many seconds.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the sampled cases.")] = 0,
-    out: Annotated[Path | None, typer.Option(help="Folder for the reproducer goldens (a/, b/) and the journal a rerun resumes.")] = None,
-    jobs: Annotated[int, typer.Option(min=1, help="Local worker processes (at most the CPU count).")] = 1,
-    ray: Annotated[bool, typer.Option("--ray", help="Run on Ray: a local instance, or the cluster at ADDRESS.")] = False,
     format: FormatOption = Format.text,
-    html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report.")] = None,
+    html: Annotated[Path | None, typer.Option(metavar="FILE", help="Also write a self-contained HTML report.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict and the regions.")] = False,
     aiter_repo: AiterRepoOption = None,
 ) -> None:
@@ -40,11 +41,8 @@ def sweep(
     \b
     mla-golden sweep --a reference@aded0f84 --b reference@e4048607 --out sweep-out
     mla-golden sweep --a reference+AITER_MLA_META_USE_PARALLEL=0 --b reference+AITER_MLA_META_USE_PARALLEL=1
-    mla-golden sweep --a reference --b reference:gfx942:80 --space docs/sweep-spaces/gfx942.toml --time 60 --ray ray://head:10001
+    mla-golden sweep --a reference --b reference:gfx942:80 --space docs/sweep-spaces/gfx942.toml --time 60 --ray-address ray://head:10001
     """
-    if address is not None and not ray:
-        say(f"error: unexpected argument {address!r} (a Ray address goes after --ray)")
-        raise typer.Exit(EXIT_BAD)
     if cases is not None and time is not None:
         say("error: give one budget: --cases N or --time SECONDS")
         raise typer.Exit(EXIT_BAD)
@@ -55,14 +53,15 @@ def sweep(
     from mla_golden.workers import cap_jobs
 
     jobs, note = cap_jobs(jobs)  # as record and diff do: the workers would only share the CPUs
-    if note and not ray:
+    on_ray = ray_address or ("local" if ray else None)
+    if note and on_ray is None:
         say(f"note: {note}", quiet)
 
     try:
         with _progress(quiet) as progress:
             findings = run_sweep(
                 a, b, space, cases=cases, seconds=time, seed=seed, out=out, jobs=jobs,
-                ray=(address or "local") if ray else None, progress=progress, aiter_repo=aiter_repo,
+                ray=on_ray, progress=progress, aiter_repo=aiter_repo,
             )  # fmt: skip
     except MlaGoldenError as exc:  # bad specs, space, journal, an executor that cannot start
         say(f"error: {exc}")

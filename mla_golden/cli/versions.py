@@ -17,6 +17,7 @@ def versions(
     aiter: Annotated[
         Path | None,
         typer.Option(
+            metavar="DIR",
             help="An aiter tree (a checkout, or a `git archive` of csrc and aiter): say which ported version "
             "plans exactly as it does. Exit 0 exact, 1 not ported, 2 not an aiter tree.",
             show_default=False,

@@ -47,7 +47,7 @@ def render_bisection(result: Bisection, *, quiet: bool = False) -> str:
         lines += _change_lines(change)
         if not quiet:
             lines.append(f"   the first call's diff, before -> at {change.after}:")
-            lines += ["    " + line for line in render_text(change.diff).rstrip().splitlines()]
+            lines += ["    " + line for line in render_text(change.diff, more="--max-items").rstrip().splitlines()]
     if result.unchanged:
         lines += ["", f"unchanged: {len(result.unchanged)} call(s) plan alike on GOOD and BAD"]
     for key, why in result.not_comparable:
