@@ -10,7 +10,6 @@ does not pay for torch until it is used.
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import Any
 
 __version__ = "0.1.0"
@@ -73,22 +72,10 @@ _EXPORTS = {
     "Changelog": "mla_golden.triage.changelog",
 }
 
-#: Old names kept for one release: name -> (module, new name).
-_DEPRECATED = {"check": ("mla_golden.invariant_checks", "invariants")}
-
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _DEPRECATED:
-        home, new = _DEPRECATED[name]
-        warnings.warn(
-            f"mla_golden.{name} is deprecated: use mla_golden.{new} (it returns the result; "
-            "mla_golden.assert_invariants raises)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(home), new)  # not cached: every use warns
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'mla_golden' has no attribute {name!r}")

@@ -17,7 +17,6 @@ summary and its JUnit XML count it.
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -216,16 +215,6 @@ class MlaGoldenFixture:
         self._record(result)
         if result.failure is not None:
             raise GoldenMismatch(result.failure)
-
-    def check(self, call: Call, name: str | None = None) -> None:
-        """Deprecated name of :meth:`assert_matches`."""
-        __tracebackhide__ = True
-        warnings.warn(
-            "the mla_golden fixture's check() is deprecated: use mla_golden.assert_matches(call, name=...)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        self.assert_matches(call, name)
 
     def expect(self, target: ModuleType | str = "aiter", *, name: str | None = None) -> Expect:
         """Like :func:`mla_golden.expect`, with this test's goldens: compares on exit even when the block raised."""

@@ -176,26 +176,6 @@ def test_golden_paths_mirror_the_test_file_and_keep_parametrize_ids(pytester: py
 # --- the old name of assert_matches keeps working, with a warning -------------------------------
 
 
-def test_the_fixtures_old_check_still_works_and_warns(project: pytest.Pytester) -> None:
-    project.makepyfile(
-        test_old=textwrap.dedent(
-            """
-            import pytest, standins, test_builder
-
-            def test_old_name(mla_golden):
-                aiter = standins.fake_aiter()
-                with mla_golden.spy(aiter) as spy:
-                    test_builder.build(aiter)
-                with pytest.warns(DeprecationWarning, match="assert_matches"):
-                    mla_golden.check(spy.calls.one(), name="old")
-            """
-        )
-    )
-    project.runpytest("--mla-golden-update", "test_old.py").assert_outcomes(passed=1)
-    assert (project.path / "goldens" / "test_old.py" / "test_old_name" / "old.safetensors").is_file()
-    project.runpytest("test_old.py").assert_outcomes(passed=1)
-
-
 # --- obtained files ------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""The two `check`s renamed: invariants() returns, assert_invariants() raises; the old name warns for one release."""
+"""The checker's names: invariants() returns, assert_invariants() raises."""
 
 from __future__ import annotations
 
@@ -46,13 +46,9 @@ def test_assert_invariants_raises_with_the_report(good_call: mla_golden.Call, br
     assert isinstance(info.value, AssertionError)  # a failed assertion to pytest
 
 
-def test_the_old_module_check_still_works_and_warns(good_call: mla_golden.Call, broken_call: mla_golden.Call) -> None:
-    with pytest.warns(DeprecationWarning, match="mla_golden.invariants"):
-        old = mla_golden.check
-    assert old(good_call).ok and not old(broken_call).ok
-    with pytest.warns(DeprecationWarning):
-        mla_golden.check  # noqa: B018  # every use warns, not only the first
-    assert "check" not in vars(mla_golden)
+def test_check_is_not_a_name_of_the_package() -> None:
+    """0.1.0 ships one name per meaning: the checker is invariants(), not the never-released check()."""
+    assert not hasattr(mla_golden, "check") and "check" not in mla_golden.__all__
 
 
 def test_the_public_functions_are_not_shadowed_by_their_modules() -> None:
