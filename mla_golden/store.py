@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -163,9 +163,13 @@ OBTAINED = ".obtained"
 OBTAINED_SUFFIX = OBTAINED + SUFFIX
 
 
-#: A golden file to read: its path, and for one found by walking a folder, its path under that folder
-#: ('/'-separated, which its key must agree with); None for a file named on its own.
-GoldenFile = tuple[str, str | None]
+class GoldenFile(NamedTuple):
+    """A golden file to read."""
+
+    path: str
+    #: For a file found by walking a folder, its path under that folder ('/'-separated, which its key must agree
+    #: with); None for a file named on its own.
+    under: str | None
 
 
 def key_matches_path(key: str, under: str) -> bool:
@@ -251,10 +255,9 @@ def _placed(golden: Golden, path: Path | str, under: str) -> Golden:
     return golden
 
 
-def _load_file(file: GoldenFile) -> Golden:
+def load_file(file: GoldenFile) -> Golden:
     """A named file as :func:`load` reads it, a walked one as :func:`load_placed`."""
-    path, under = file
-    return load(path) if under is None else load_placed(path, under)
+    return load(file.path) if file.under is None else load_placed(file.path, file.under)
 
 
 def load_pair(first: GoldenFile, second: GoldenFile) -> tuple[Golden | GoldenError, Golden | GoldenError]:
@@ -270,19 +273,19 @@ def load_pair(first: GoldenFile, second: GoldenFile) -> tuple[Golden | GoldenErr
     one: Golden | GoldenError
     two: Golden | GoldenError
     try:
-        raw = safetensors_file.read(Path(first[0]))
-        one = _decoded(Path(first[0]), raw)
-        if first[1] is not None:
-            one = _placed(one, first[0], first[1])
+        raw = safetensors_file.read(Path(first.path))
+        one = _decoded(Path(first.path), raw)
+        if first.under is not None:
+            one = _placed(one, first.path, first.under)
     except GoldenError as exc:
         one = exc
     try:
-        if isinstance(one, Golden) and raw is not None and safetensors_file.holds(Path(second[0]), raw):
-            two = Golden(one.key, one.call, Path(second[0]), one.format, list(one.notes))
-            if second[1] is not None:
-                two = _placed(two, second[0], second[1])
+        if isinstance(one, Golden) and raw is not None and safetensors_file.holds(Path(second.path), raw):
+            two = Golden(one.key, one.call, Path(second.path), one.format, list(one.notes))
+            if second.under is not None:
+                two = _placed(two, second.path, second.under)
         else:
-            two = _load_file(second)
+            two = load_file(second)
     except GoldenError as exc:
         two = exc
     return one, two

@@ -21,6 +21,7 @@ from mla_golden.errors import GoldenError
 from mla_golden.store import (
     FORMAT,
     Golden,
+    GoldenFile,
     GoldenStore,
     WriteOutcome,
     derived_key,
@@ -461,7 +462,7 @@ def _pair(tmp_path: Path, first: bytes, second: bytes, key: str = "case/one") ->
         path = key_path(tmp_path / side, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        paths.append((str(path), path.relative_to(tmp_path / side).as_posix()))
+        paths.append(GoldenFile(str(path), path.relative_to(tmp_path / side).as_posix()))
     return load_pair(*paths)
 
 
@@ -501,9 +502,9 @@ def test_a_copy_under_another_key_is_refused_for_its_path(tmp_path: Path, golden
     first.parent.mkdir()
     first.write_bytes(golden_bytes)
     second.write_bytes(golden_bytes)
-    one, two = load_pair((str(first), "case/one.safetensors"), (str(second), "other.safetensors"))
+    one, two = load_pair(GoldenFile(str(first), "case/one.safetensors"), GoldenFile(str(second), "other.safetensors"))
     assert isinstance(one, Golden) and isinstance(two, GoldenError) and "does not match the file's path" in two.problem
-    one, two = load_pair((str(first), None), (str(second), None))  # files named on their own: no place to match
+    one, two = load_pair(GoldenFile(str(first), None), GoldenFile(str(second), None))  # files named on their own: no place to match
     assert isinstance(one, Golden) and isinstance(two, Golden) and two.key == "case/one"
 
 

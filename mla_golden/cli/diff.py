@@ -55,7 +55,8 @@ def diff(
     mla-golden diff goldens --backend aiter-src@REV --aiter-repo AITER_REPO   # any aiter commit
     mla-golden diff goldens-aiter-new --against goldens-aiter-old
     """
-    from mla_golden.runs import diff_trees, golden_files, misplaced, pair_worker, replay_worker
+    from mla_golden.runs import GoldenPair, diff_trees, golden_files, misplaced, pair_worker, replay_worker
+    from mla_golden.store import GoldenFile
 
     started = time.monotonic()  # the run's wall time, for JUnit
     check_outputs(("--html", html), ("--png", png), ("--junit-xml", junit_xml))
@@ -73,7 +74,8 @@ def diff(
             say("error: --against compares two folders or two golden files: mla-golden diff ACTUAL --against EXPECTED")
             raise typer.Exit(EXIT_BAD)
         if two_files:  # e.g. a failing test's <name>.obtained.safetensors against its golden
-            results = pair_worker([(roots[0].stem, (str(against), None), (str(roots[0]), None), False)], max_items, render, keep)
+            pair = GoldenPair(roots[0].stem, GoldenFile(str(against), None), GoldenFile(str(roots[0]), None), False)
+            results = pair_worker([pair], max_items, render, keep)
         else:
             with progress(quiet, "comparing") as advance:
                 results = interruptible(
