@@ -6,8 +6,9 @@ divergent work items and reduce groups decoded), then where it changed: the
 divergent CU parts enlarged with a few neighbours, expected beside actual at
 one scale, every divergent work outlined and labelled. The full schedules
 follow, collapsed. A diff page names what it compared and says the notes
-every call shares once; past a size budget its calls leave the full
-schedules out, so a page over a whole tree stays small. ``show`` and
+every call shares once; within a size budget its pictures go to diverged
+calls before resize-only ones, and what is left out names the command that
+draws it, so a page over a whole tree stays small. ``show`` and
 ``check`` pages draw one schedule the same way.
 """
 
@@ -36,12 +37,9 @@ if TYPE_CHECKING:
 VERDICT_ROWS = 4
 #: Calls linked from one group of the summary before the rest are folded away.
 GROUP_LINKS = 6
-#: Characters a diff page may spend before drawn calls leave their (collapsed) full schedules out.
-PAGE_BUDGET = 1_000_000
-#: On a page drawing several calls, one whose section with its full schedule is larger than this leaves that schedule out.
-SECTION_BUDGET = 200_000
-#: Characters past which a diff page stops drawing: later calls keep their verdict and text report, no pictures.
-PAGE_LIMIT = 1_800_000
+#: Characters a diff page spends at most on drawing: every call's verdict and text first, then the enlarged pictures,
+#: then the (collapsed) full schedules, each in turn diverged calls before resize-only ones; what does not fit says so.
+PAGE_BUDGET = 1_800_000
 
 _CSS = f"""
 body{{font:13px/1.45 system-ui,sans-serif;margin:16px;color:#222;max-width:{2 * SIDE_WIDTH + 60}px}}
@@ -88,6 +86,9 @@ class Entry:
     group: str | None = None
     #: Both sides judged (``Soundness.to_dict``), for calls not drawn too; default: ``diff``'s.
     soundness: dict[str, Any] | None = None
+    #: The shell command that draws this call alone (``mla-golden diff FILE ... --html FILE``), offered where the
+    #: page leaves its pictures out.
+    command: str = ""
 
     def judged(self) -> dict[str, Any] | None:
         if self.soundness is not None:
@@ -192,13 +193,16 @@ def _works_table(items: list[WorkItemDiff]) -> str:
     return _table(["work", "side", "cu part", *columns], _work_rows(items), "works")
 
 
-def _verdict(diff: Diff, marks: Marks, moved: int, anchor: str, hoisted: frozenset[str] = frozenset()) -> str:
+def _verdict(
+    diff: Diff, marks: Marks, moved: int, anchor: str, hoisted: frozenset[str] = frozenset(), pictures: bool = True
+) -> str:
     """The answer in words: cause, what changed where, the divergent works and reduce groups decoded."""
     itemised = diff.params or diff.device or diff.env  # listed below: the detail would repeat them
     headline = (
         f'<p class="headline"><span class="diverged">DIVERGED</span> likely cause: <b>{_e(diff.cause_label)}</b>'
         + (f" ({_e(diff.cause_detail)})" if diff.cause_detail and not itemised else "")
-        + f' <a class="jump" href="#{anchor}-where">pictures</a></p>'
+        + (f' <a class="jump" href="#{anchor}-where">pictures</a>' if pictures else "")
+        + "</p>"
         + (_soundness_line(diff.soundness) if diff.soundness is not None else "")
     )
     left = []
@@ -287,54 +291,98 @@ def _geo(value: object) -> str:
 
 
 def _where(
-    sides: dict[str, Call], marks: Marks, marked_parts: set[int], what: str, heading: str, anchor: str, full: bool = True
-) -> str:
-    """The marked CU parts enlarged with their neighbours (under ``heading``), then (``full``) every CU part, collapsed."""
+    sides: dict[str, Call], marks: Marks, marked_parts: set[int], what: str, heading: str, anchor: str
+) -> tuple[str, str]:
+    """The marked CU parts enlarged with their neighbours (under ``heading``): as said beside the full schedule,
+    and as said without it. Both empty when nothing is marked (the verdict then links nowhere)."""
     total = max((len(schedule(c)) for c in sides.values()), default=0)
-    out = []
     rows, left_out = focus(marked_parts, total)
+    if not rows and not (marks or marked_parts):
+        return "", ""
     if rows:
-        more = f"; {left_out} more marked CU part(s) in the full schedule" if left_out else ""
-        out.append(
-            f'<div class="where" id="{anchor}-where"><h3>{heading}: CU part(s) {_span(sorted(marked_parts & set(rows)))} '
-            f"of {total}, enlarged with neighbours{more}</h3>{_pair(draw(sides, marks, rows, enlarged=True))}</div>"
+        head = f'<div class="where" id="{anchor}-where"><h3>{heading}: CU part(s) {_span(sorted(marked_parts & set(rows)))} of {total}, enlarged with neighbours'
+        tail = f"</h3>{_pair(draw(sides, marks, rows, enlarged=True))}</div>"
+        if not left_out:
+            return head + tail, head + tail
+        return (
+            f"{head}; {left_out} more marked CU part(s) in the full schedule below{tail}",
+            f"{head}; {left_out} more marked CU part(s), in the full schedule (left out here: see below){tail}",
         )
-    else:  # the verdict's "pictures" link lands here
-        said = f"No {what} lies in a CU part's work range; see the full schedule." if marks or marked_parts else ""
-        out.append(f'<div class="where" id="{anchor}-where"><p>{said}</p></div>')
-    if full:
-        out.append(f'<details class="full"><summary>Full schedule: {total} CU parts</summary>{_pair(draw(sides, marks))}</details>')
-    else:
-        out.append(f"<p class='legend'>Full schedule ({total} CU parts) left out to keep the page small; "
-                   "diff this call alone for it.</p>")  # fmt: skip
-    return "".join(out)
+    said = f'<div class="where" id="{anchor}-where"><p>No {what} lies in a CU part\'s work range; '
+    return said + "the full schedule below draws every work.</p></div>", said + "the full schedule is left out: see below.</p></div>"
 
 
-def _diff_section(
-    entry: Entry, anchor: str, full: bool = True, hoisted: frozenset[str] = frozenset(), pictures: bool = True
-) -> str:
-    out = [f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>']
-    if entry.diff is None or entry.expected is None or entry.actual is None:
-        out.append(f'<p class="bad">{_e(entry.status)}: {_e(entry.message)}</p></section>')
+def _full(sides: dict[str, Call], marks: Marks) -> str:
+    """Every CU part of each side, collapsed."""
+    total = max((len(schedule(c)) for c in sides.values()), default=0)
+    return f'<details class="full"><summary>Full schedule: {total} CU parts</summary>{_pair(draw(sides, marks))}</details>'
+
+
+def _command(command: str) -> str:
+    """A shell command to copy, or a hint where the page was not told one."""
+    if command:
+        return f"<code class='command'>{_e(command)}</code>"
+    return "<code>mla-golden diff</code> of this golden alone with <code>--html</code>"
+
+
+def _left_out(what: str, why: str, command: str) -> str:
+    return f"<p class='left-out'>{what} left out: {why}. Draw it: {_command(command)}</p>"
+
+
+@dataclass
+class _Drawn:
+    """A drawn call's section in pieces, each rendered once, so the page can choose which pictures it keeps."""
+
+    anchor: str
+    head: str
+    #: The enlarged pictures as said beside the full schedule, and as said without it ("" for none).
+    where: tuple[str, str]
+    full: str
+    tail: str
+    cu_parts: int
+
+    def assemble(self, command: str, pictures: bool, full: bool, why: str) -> str:
+        """The section with its pictures (``pictures``) and full schedule (``full``); what is left out says ``why``."""
+        out = [self.head]
+        if pictures:
+            out.append(self.where[0] if full else self.where[1])
+        elif self.where[0]:
+            out.append(f'<div class="where" id="{self.anchor}-where">'
+                       + _left_out("Pictures", "the page stopped drawing at its size limit", command) + "</div>")  # fmt: skip
+        if full:
+            out.append(self.full)
+        else:
+            out.append(_left_out(f"Full schedule ({self.cu_parts} CU parts)", why, command))
+        out.append(self.tail)
         return "".join(out)
+
+
+def _drawn_parts(entry: Entry, anchor: str, hoisted: frozenset[str]) -> _Drawn:
+    assert entry.diff is not None and entry.expected is not None and entry.actual is not None
     sides = {"expected": entry.expected, "actual": entry.actual}
     marks = diff_marks(entry.expected, entry.actual)
     moved = moved_parts(entry.expected, entry.actual)
     marked_parts = set(moved)
     for call in sides.values():
         marked_parts |= parts_of(schedule(call), marks)
-    out.append(_verdict(entry.diff, marks, len(moved), anchor, hoisted))
-    if pictures:
-        out.append(_where(sides, marks, marked_parts, "divergent work", "Where it changed", anchor, full))
-    else:
-        out.append(
-            "<p class='note'>Not drawn: this page stopped drawing at its size limit; "
-            "<code>mla-golden diff</code> of this golden alone with <code>--html</code> draws it.</p>"
-        )
+    where = _where(sides, marks, marked_parts, "divergent work", "Where it changed", anchor)
+    head = f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>' + _verdict(
+        entry.diff, marks, len(moved), anchor, hoisted, pictures=bool(where[0])
+    )
     text = render_text(entry.diff, more="--max-items")  # the page is the CLI's: its option shows more
-    out.append(f"<details class='text'><summary>Plain-text report</summary><pre>{_e(text)}</pre></details>")
-    out.append("</section>")
-    return "".join(out)
+    tail = f"<details class='text'><summary>Plain-text report</summary><pre>{_e(text)}</pre></details>"
+    tail += (f"<p class='alone'>This call alone: {_command(entry.command)}</p>" if entry.command else "") + "</section>"
+    total = max((len(schedule(c)) for c in sides.values()), default=0)
+    return _Drawn(anchor, head, where, _full(sides, marks), tail, total)
+
+
+def _plain_section(entry: Entry, anchor: str) -> str:
+    """A call with nothing drawn: its status and why (and the command that draws it, where there is one)."""
+    alone = f" Draw it: {_command(entry.command)}" if entry.command else ""
+    return (
+        f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>'
+        f'<p class="bad">{_e(entry.status)}: {_e(entry.message)}{alone}</p></section>'
+    )
 
 
 # ---------------------------------------------------------------- grouping
@@ -454,13 +502,17 @@ def _recorded_by(call: Call) -> str:
     return planner_label(call.provenance)
 
 
+def _resize_only(entry: Entry) -> bool:
+    return entry.status == "resized" or (entry.diff is not None and entry.diff.cause is Cause.RESIZED)
+
+
 def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", compared: str = "") -> str:
     """Divergences grouped by cause (for more than one call), then each divergent call, group by group.
 
     ``compared`` names what was compared (trees, backend); notes every drawn call shares are said
-    once under it. Past :data:`PAGE_BUDGET` (or for a call whose full schedule alone is past
-    :data:`SECTION_BUDGET`), drawn calls leave their full schedules out; past :data:`PAGE_LIMIT`,
-    their pictures, saying so (page size).
+    once under it. Within :data:`PAGE_BUDGET`, pictures go to the calls that matter most, diverged
+    before resize-only: the enlarged pictures first, then the full schedules (one drawn call always
+    keeps its own). What is left out says so, with the entry's command that draws it.
     """
     entries = list(entries)
     groups, equal = _diff_groups(entries)
@@ -470,16 +522,33 @@ def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", c
     if shared:
         head.append("<div class='notes'><b>Notes (every call)</b><ul>" + "".join(f"<li>{_e(n)}</li>" for n in sorted(shared)) + "</ul></div>")
     body = head + ([_summary(entries, groups, equal, ("cause", "diverged", "equal"))] if len(entries) > 1 else [])
-    size = sum(map(len, body))
-    for i in (i for group in groups for i in group.members):
-        section = _diff_section(entries[i], f"e{i}", True, shared)
-        too_big = len(drawn) > 1 and len(section) > SECTION_BUDGET  # one drawn call is always drawn whole
-        if size + len(section) > PAGE_BUDGET or too_big:  # full schedules weigh most: first out
-            section = _diff_section(entries[i], f"e{i}", False, shared)
-        if size + len(section) > PAGE_LIMIT:
-            section = _diff_section(entries[i], f"e{i}", False, shared, pictures=False)
-        size += len(section)
-        body.append(section)
+    order = [i for group in groups for i in group.members]
+    parts = {
+        i: _drawn_parts(entries[i], f"e{i}", shared)
+        for i in order
+        if entries[i].diff is not None and entries[i].expected is not None and entries[i].actual is not None
+    }
+    size = sum(map(len, body)) + sum(len(p.head) + len(p.tail) for p in parts.values())
+    size += sum(len(_plain_section(entries[i], f"e{i}")) for i in order if i not in parts)
+    ranked = sorted(parts, key=lambda i: _resize_only(entries[i]))  # stable: diverged first, in page order
+    pictures = set()
+    for i in ranked:
+        if size + len(parts[i].where[0]) <= PAGE_BUDGET:
+            pictures.add(i)
+            size += len(parts[i].where[0])
+    full, missed = set(), False
+    for i in ranked:  # a resize-only call keeps its full schedule only where every diverged one kept its own
+        fits = size + len(parts[i].full) <= PAGE_BUDGET and not (missed and _resize_only(entries[i]))
+        if fits or len(parts) == 1:
+            full.add(i)
+            size += len(parts[i].full)
+        missed |= not fits
+    why = f"the page stays within {PAGE_BUDGET / 1e6:g} MB, its pictures going to diverged calls before resize-only ones"
+    for i in order:
+        if i in parts:
+            body.append(parts[i].assemble(entries[i].command, i in pictures, i in full, why))
+        else:
+            body.append(_plain_section(entries[i], f"e{i}"))
     if len(entries) == 1 and equal:
         body.append('<p class="equal">EQUAL: nothing differs.</p>')
     return _page(title, body, "divergent work")
@@ -557,7 +626,8 @@ def _check_section(entry: CheckEntry, anchor: str) -> str:
         return "".join(out)
     marks = check_marks(entry.result)
     marked = parts_of(schedule(entry.call), marks)
-    out.append(_where({"golden": entry.call}, marks, marked, "flagged work", "Where it breaks", anchor))
+    out.append(_where({"golden": entry.call}, marks, marked, "flagged work", "Where it breaks", anchor)[0])
+    out.append(_full({"golden": entry.call}, marks))
     out.append("</section>")
     return "".join(out)
 
@@ -622,7 +692,8 @@ def render_bisect_page(result: Bisection) -> str:
             out.append(f"<p class='bad'>the first change is one of: {_e(', '.join(s.commit.short for s in change.candidates))} (skipped commits)</p>")
         out.append(f"<p>{len(change.keys)} call(s) {_e(change.kind)}: {_e(', '.join(change.keys))}</p>")
         if change.calls is not None:
-            out.append(_diff_section(Entry(change.keys[0], change.kind, "", change.diff, *change.calls), f"c{i}-diff", full=False))
+            drawn = _drawn_parts(Entry(change.keys[0], change.kind, "", change.diff, *change.calls), f"c{i}-diff", frozenset())
+            out.append(drawn.assemble("", pictures=True, full=False, why="the bisect page draws each commit's changed parts"))
         out.append("</section>")
         body.append("".join(out))
     return _page(f"mla-golden bisect: {headline(result)}", body, "divergent work")

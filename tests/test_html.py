@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import copy
+import re
+import shlex
+from html import unescape
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
+from helpers.cli import run
 
 import mla_golden
-from mla_golden import reference
+from mla_golden import html, reference
 from mla_golden.checks import CheckResult, Violation
 from mla_golden.geometry import works_by_cu
 from mla_golden.html import CheckEntry, Entry, cause_group, render_check_page, render_diff_page, render_show_page
 from mla_golden.views import diff_marks, focus, schedule
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class _Rects(HTMLParser):
@@ -179,3 +187,105 @@ def test_check_and_show_pages_name_what_they_looked_at() -> None:
         compared = page.split('<p class="compared">', 1)[1].split("</p>", 1)[0]
         assert f"devices {arch}:{cus}" in compared and "heads 32" in compared and "recorded by reference@" in compared, compared
     assert "checked: goldens under tree/" in check_page and "shown: one" in show_page
+
+
+def _resized(call: Any) -> Any:
+    """``call`` with room for 8 more works, nothing more written: a resize-only change."""
+    bigger = copy.deepcopy(call)
+    rows, written = bigger.outputs["work_info_set"], bigger.written["work_info_set"]
+    bigger.outputs["work_info_set"] = torch.cat([rows, torch.zeros((8, rows.shape[1]), dtype=rows.dtype)])
+    bigger.written["work_info_set"] = torch.cat([written, torch.zeros((8, written.shape[1]), dtype=written.dtype)])
+    return bigger
+
+
+def _sections(page: str) -> dict[str, str]:
+    """Each call's section by its name."""
+    return {part.split("<h2>", 1)[1].split("</h2>", 1)[0]: part for part in page.split('<section class="call"')[1:]}
+
+
+def _full_schedule(section: str) -> str:
+    return section.split('<details class="full">', 1)[1].split("</details>", 1)[0] if '<details class="full">' in section else ""
+
+
+def _dead_links(page: str) -> list[str]:
+    ids = set(re.findall(r'id="([^"]+)"', page))
+    return [h for h in re.findall(r'href="#([^"]+)"', page) if h not in ids]
+
+
+def test_the_page_budget_keeps_diverged_schedules_before_resize_only_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    small = _decode_call()
+    grown = copy.deepcopy(small)
+    grown.outputs["work_info_set"][1, 5] += 1
+    big = _decode_call(kv=tuple(range(0, 64 * 3000, 3000)))  # 63 batches: many more works to draw
+    bigger = copy.deepcopy(big)
+    bigger.outputs["work_info_set"][2, 5] += 1
+
+    def entries() -> list[Entry]:
+        resized = _resized(small)
+        return [
+            Entry("resized", "resized", "", mla_golden.diff(small, resized), small, resized, command="mla-golden diff r.safetensors --html r.html"),
+            Entry("first", "diverged", "", mla_golden.diff(small, grown), small, grown, command="mla-golden diff f.safetensors --html f.html"),
+            Entry("large", "diverged", "", mla_golden.diff(big, bigger), big, bigger, command="mla-golden diff l.safetensors --html l.html"),
+        ]
+
+    monkeypatch.setattr(html, "PAGE_BUDGET", 10**9)
+    whole = render_diff_page(entries())
+    fulls = {name: len(_full_schedule(section)) for name, section in _sections(whole).items()}
+    assert all(fulls.values()) and fulls["large"] > fulls["resized"] + 20_000, fulls  # the halved gap outweighs the page frame
+    # room for the first diverged call's schedule and the resize-only one's, not for the large diverged one's
+    room = len(whole) - sum(fulls.values()) + fulls["first"] + fulls["resized"] + (fulls["large"] - fulls["resized"]) // 2
+    monkeypatch.setattr(html, "PAGE_BUDGET", room)
+    page = render_diff_page(entries())
+    sections = _sections(page)
+    assert _full_schedule(sections["first"]) and not _full_schedule(sections["large"])
+    # a resize-only call keeps its schedule only where every diverged call kept its own
+    assert not _full_schedule(sections["resized"])
+    for name, file in (("large", "l"), ("resized", "r")):
+        left_out = sections[name].split("<p class='left-out'>", 1)[1].split("</p>", 1)[0]
+        assert left_out.startswith("Full schedule (256 CU parts) left out: ")
+        assert f"<code class='command'>mla-golden diff {file}.safetensors --html {file}.html</code>" in left_out
+    assert "left-out" not in sections["first"]
+    assert not _dead_links(page)
+
+
+def test_a_resize_only_call_has_no_pictures_link_to_nothing() -> None:
+    call = _decode_call()
+    resized = _resized(call)
+    page = render_diff_page([Entry("resized", "resized", "", mla_golden.diff(call, resized), call, resized)])
+    assert ">pictures</a>" not in page and '-where"' not in page and not _dead_links(page)
+    assert '<details class="full">' in page  # one drawn call keeps its schedule
+
+
+def test_more_marked_cu_parts_are_promised_in_the_full_schedule_only_when_it_is_on_the_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = _decode_call(kv=tuple(range(0, 64 * 3000, 3000)))
+    actual = copy.deepcopy(expected)
+    actual.outputs["work_info_set"][:, 5] += 1  # every work: many more marked CU parts than are enlarged
+    other = copy.deepcopy(expected)
+    other.outputs["work_info_set"][0, 5] += 1
+
+    def entries() -> list[Entry]:
+        return [Entry("all", "diverged", "", mla_golden.diff(expected, actual), expected, actual, command="mla-golden diff a.safetensors --html a.html"),
+                Entry("one", "diverged", "", mla_golden.diff(expected, other), expected, other)]  # fmt: skip
+
+    monkeypatch.setattr(html, "PAGE_BUDGET", 10**9)
+    whole = render_diff_page(entries())
+    assert "more marked CU part(s) in the full schedule below" in _sections(whole)["all"]
+    monkeypatch.setattr(html, "PAGE_BUDGET", len(whole) - sum(len(_full_schedule(s)) for s in _sections(whole).values()))
+    section = _sections(render_diff_page(entries()))["all"]
+    assert not _full_schedule(section) and "in the full schedule below" not in section
+    assert "more marked CU part(s), in the full schedule (left out here: see below)" in section
+    assert "<code class='command'>mla-golden diff a.safetensors --html a.html</code>" in section.split("left out: ", 1)[1]
+
+
+def test_each_drawn_call_names_the_command_that_draws_it_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = ROOT / "goldens" / "decode" / "dsv3-mtp-bf16" / "gfx942-cu304"
+    files = [folder / f"h128-bf16-q{q}-b8-jitter32768-p1.safetensors" for q in (2, 4)]
+    page = tmp_path / "two.html"
+    assert run("diff", *files, "--backend", "reference@33d168a0", "--html", page, "-q").code == 1
+    commands = re.findall(r"<p class='alone'>This call alone: <code class='command'>(.*?)</code></p>", page.read_text())
+    assert [shlex.split(unescape(c))[2] for c in commands] == [str(f) for f in files]
+    monkeypatch.chdir(tmp_path)
+    words = shlex.split(unescape(commands[1]))
+    assert words[:2] == ["mla-golden", "diff"] and run(*words[1:]).code == 1
+    alone = (tmp_path / words[-1]).read_text()
+    assert len(_sections(alone)) == 1 and _full_schedule(alone) and "left-out" not in alone

@@ -92,7 +92,8 @@ def diff(
             compared = f"{roots[0]} (actual) against {against} (expected), call by call"
         else:
             compared = f"goldens under {', '.join(map(str, roots))} replayed on {chosen.label} ({chosen.reason})"
-        _write_html(html, results, quiet, compared)
+        replay = [*(["--backend", backend] if backend else []), *(["--aiter-repo", str(aiter_repo)] if aiter_repo else [])]
+        _write_html(html, results, quiet, compared, None if against is not None else replay)
     if png is not None:
         _write_png(png, results, quiet)
     write_junit(junit_xml, "diff", results, quiet, time.monotonic() - started)
@@ -109,7 +110,23 @@ def drawn(results: list[Result], limit: int) -> list[Result]:
     return kept[:limit]
 
 
-def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = "") -> None:
+def alone_command(result: Result, replay: list[str] | None) -> str:
+    """The command that diffs ``result``'s golden alone into an HTML page, for the page to offer where it leaves
+    pictures out: ``replay`` holds the run's ``--backend`` / ``--aiter-repo`` options, None for two trees compared."""
+    import shlex
+
+    if result.path is None:
+        return ""
+    if replay is None:
+        if result.against_path is None:
+            return ""
+        options = ["--against", result.against_path]
+    else:
+        options = replay
+    return shlex.join(["mla-golden", "diff", result.path, *options, "--html", f"{Path(result.key).name}.html"])
+
+
+def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = "", replay: list[str] | None = None) -> None:
     """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs."""
     from mla_golden.files import atomic_write
     from mla_golden.html import Entry, cause_group, render_diff_page
@@ -117,11 +134,13 @@ def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = 
     pictured = {id(r) for r in drawn(results, HTML_MAX_PICTURES)}
     entries = []
     for r in results:
+        command = alone_command(r, replay) if r.status in _DIFFERED else ""
         if id(r) in pictured and r.calls is not None:
-            entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls))
+            entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls, command=command))
         elif r.status in _DIFFERED and r.diff is not None:
             not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
-            entries.append(Entry(r.key, r.status, not_drawn, group=cause_group(r.diff), soundness=r.diff.get("soundness")))
+            group = cause_group(r.diff)
+            entries.append(Entry(r.key, r.status, not_drawn, group=group, soundness=r.diff.get("soundness"), command=command))
         else:
             entries.append(Entry(r.key, r.status, r.message))
     with writing(path, "--html"):
