@@ -14,11 +14,14 @@ draws it, so a page over a whole tree stays small. ``show`` and
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from mla_golden import differ
 from mla_golden.call import Call
 from mla_golden.checks import INVARIANTS, CheckResult
 from mla_golden.differ import Cause, Diff, FieldDiff, WorkItemDiff
@@ -33,8 +36,13 @@ from mla_golden.views import Marks, diff_marks, focus, parts_of, schedule
 if TYPE_CHECKING:
     from mla_golden.triage.bisect import Bisection
 
+T = TypeVar("T")
+
 #: Rows of each list in a verdict (work items, moved CU parts, reduce groups, violations) before the rest fold away.
 VERDICT_ROWS = 4
+#: Rows a verdict's list holds at most (folded) on a page drawing one call; past that (and past the run's
+#: ``--max-items`` on a page of several) it names the command that lists them all.
+LIST_ROWS = 400
 #: Calls linked from one group of the summary before the rest are folded away.
 GROUP_LINKS = 6
 #: Characters a diff page spends at most on drawing: every call's verdict and text first, then the enlarged pictures,
@@ -86,9 +94,9 @@ class Entry:
     group: str | None = None
     #: Both sides judged (``Soundness.to_dict``), for calls not drawn too; default: ``diff``'s.
     soundness: dict[str, Any] | None = None
-    #: The shell command that draws this call alone (``mla-golden diff FILE ... --html FILE``), offered where the
-    #: page leaves its pictures out.
-    command: str = ""
+    #: The command that diffs this call alone (``mla-golden diff FILE --backend SPEC``, no output options): the page
+    #: offers it, with ``--html`` or ``--max-items``, wherever it leaves something out.
+    command: tuple[str, ...] = ()
 
     def judged(self) -> dict[str, Any] | None:
         if self.soundness is not None:
@@ -194,9 +202,12 @@ def _works_table(items: list[WorkItemDiff]) -> str:
 
 
 def _verdict(
-    diff: Diff, marks: Marks, moved: int, anchor: str, hoisted: frozenset[str] = frozenset(), pictures: bool = True
+    diff: Diff, lists: Diff, anchor: str, hoisted: frozenset[str], pictures: bool, command: tuple[str, ...]
 ) -> str:
-    """The answer in words: cause, what changed where, the divergent works and reduce groups decoded."""
+    """The answer in words: cause, what changed where, the divergent works and reduce groups decoded.
+
+    ``lists``: the same diff holding more of each list (up to :data:`LIST_ROWS`) than ``diff`` kept.
+    """
     itemised = diff.params or diff.device or diff.env  # listed below: the detail would repeat them
     headline = (
         f'<p class="headline"><span class="diverged">DIVERGED</span> likely cause: <b>{_e(diff.cause_label)}</b>'
@@ -220,18 +231,16 @@ def _verdict(
     if fields:
         left.append(_table(["field", "elements differ", "how", "first at", "expected -> actual"], fields, "fields"))
     if diff.cu_parts:
-        rows = [[_td(c.cu_part), _td(c.expected, "l"), _td(c.actual, "l")] for c in diff.cu_parts]
-        title = f"CU parts whose work range moved ({moved} in all)"
-        left.append(_folded(title, ["cu part", "works expected", "actual"], rows, "moved"))
+        rows = [[_td(c.cu_part), _td(c.expected, "l"), _td(c.actual, "l")] for c in lists.cu_parts]
+        title = f"CU parts whose work range moved ({diff.cu_parts_differing} in all)"
+        left.append(_listed(title, rows, diff.cu_parts_differing, command, lambda r: _table(["cu part", "works expected", "actual"], r, "moved")))
     if diff.work_items:
-        shown, rest = diff.work_items[:VERDICT_ROWS], diff.work_items[VERDICT_ROWS:]
-        left.append(f"<h3>Divergent work items ({len(marks)} in all; changed cells red)</h3>{_works_table(shown)}")
-        if rest:
-            left.append(f"<details><summary>{len(rest)} more decoded</summary>{_works_table(rest)}</details>")
+        title = f"Divergent work items ({diff.work_items_differing} in all; changed cells red)"
+        left.append(_listed(title, lists.work_items, diff.work_items_differing, command, _works_table))
     if diff.reduce_groups:
-        rows = [[_td(g.group), _td(_group_text(g.expected), "l"), _td(_group_text(g.actual), "l")] for g in diff.reduce_groups]
-        title = f"Divergent reduce groups (the first {len(rows)} of {diff.reduce_groups_differing})"
-        left.append(_folded(title, ["group", "expected", "actual"], rows, "reduce"))
+        rows = [[_td(g.group), _td(_group_text(g.expected), "l"), _td(_group_text(g.actual), "l")] for g in lists.reduce_groups]
+        title = f"Divergent reduce groups ({diff.reduce_groups_differing} in all)"
+        left.append(_listed(title, rows, diff.reduce_groups_differing, command, lambda r: _table(["group", "expected", "actual"], r, "reduce")))
     right = []
     e_geo, a_geo = diff.geometry.get("expected"), diff.geometry.get("actual")
     if e_geo is not None and a_geo is not None:
@@ -275,11 +284,15 @@ def _group_text(group: ReduceGroup | None) -> str:
     return "(none)" if group is None else f"qo {group.qo_range} <- partials {group.partials}"
 
 
-def _folded(title: str, headers: list[str], rows: list[list[str]], cls: str) -> str:
-    """A titled table of its first VERDICT_ROWS rows; the rest folded away beneath it."""
-    out = f"<h3>{_e(title)}</h3>" + _table(headers, rows[:VERDICT_ROWS], cls)
+def _listed(title: str, rows: list[T], total: int, command: tuple[str, ...], table: Callable[[list[T]], str]) -> str:
+    """A titled table of its first VERDICT_ROWS rows, the rest folded beneath it; where ``total`` is more than the
+    page holds, the command that lists them all."""
+    out = f"<h3>{_e(title)}</h3>" + table(rows[:VERDICT_ROWS])
     if len(rows) > VERDICT_ROWS:
-        out += f"<details><summary>{len(rows) - VERDICT_ROWS} more</summary>{_table(headers, rows[VERDICT_ROWS:], cls)}</details>"
+        out += f"<details><summary>{len(rows) - VERDICT_ROWS} more</summary>{table(rows[VERDICT_ROWS:])}</details>"
+    if total > len(rows):
+        out += (f"<p class='left-out'>The other {total - len(rows)} are not on this page; "
+                f"{_command(command, '--max-items', str(total))} lists all {total} in its text report.</p>")  # fmt: skip
     return out
 
 
@@ -318,15 +331,20 @@ def _full(sides: dict[str, Call], marks: Marks) -> str:
     return f'<details class="full"><summary>Full schedule: {total} CU parts</summary>{_pair(draw(sides, marks))}</details>'
 
 
-def _command(command: str) -> str:
-    """A shell command to copy, or a hint where the page was not told one."""
+def _command(command: tuple[str, ...], *options: str) -> str:
+    """``command`` with ``options`` as a shell command to copy, or a hint where the page was not told one."""
     if command:
-        return f"<code class='command'>{_e(command)}</code>"
-    return "<code>mla-golden diff</code> of this golden alone with <code>--html</code>"
+        return f"<code class='command'>{_e(shlex.join([*command, *options]))}</code>"
+    return f"<code>mla-golden diff</code> of this golden alone with <code>{_e(shlex.join(options))}</code>"
 
 
-def _left_out(what: str, why: str, command: str) -> str:
-    return f"<p class='left-out'>{what} left out: {why}. Draw it: {_command(command)}</p>"
+def _draw_command(name: str, command: tuple[str, ...]) -> str:
+    """The command that draws a call alone, into a page named after it."""
+    return _command(command, "--html", f"{PurePosixPath(name).name}.html")
+
+
+def _left_out(what: str, why: str, name: str, command: tuple[str, ...]) -> str:
+    return f"<p class='left-out'>{what} left out: {why}. Draw it: {_draw_command(name, command)}</p>"
 
 
 @dataclass
@@ -334,6 +352,7 @@ class _Drawn:
     """A drawn call's section in pieces, each rendered once, so the page can choose which pictures it keeps."""
 
     anchor: str
+    name: str
     head: str
     #: The enlarged pictures as said beside the full schedule, and as said without it ("" for none).
     where: tuple[str, str]
@@ -341,23 +360,25 @@ class _Drawn:
     tail: str
     cu_parts: int
 
-    def assemble(self, command: str, pictures: bool, full: bool, why: str) -> str:
+    def assemble(self, command: tuple[str, ...], pictures: bool, full: bool, why: str) -> str:
         """The section with its pictures (``pictures``) and full schedule (``full``); what is left out says ``why``."""
         out = [self.head]
         if pictures:
             out.append(self.where[0] if full else self.where[1])
         elif self.where[0]:
             out.append(f'<div class="where" id="{self.anchor}-where">'
-                       + _left_out("Pictures", "the page stopped drawing at its size limit", command) + "</div>")  # fmt: skip
+                       + _left_out("Pictures", "the page stopped drawing at its size limit", self.name, command) + "</div>")  # fmt: skip
         if full:
             out.append(self.full)
         else:
-            out.append(_left_out(f"Full schedule ({self.cu_parts} CU parts)", why, command))
+            out.append(_left_out(f"Full schedule ({self.cu_parts} CU parts)", why, self.name, command))
         out.append(self.tail)
         return "".join(out)
 
 
-def _drawn_parts(entry: Entry, anchor: str, hoisted: frozenset[str]) -> _Drawn:
+def _drawn_parts(entry: Entry, anchor: str, hoisted: frozenset[str], alone: bool = False) -> _Drawn:
+    """``alone``: the page draws only this call, so its lists hold up to :data:`LIST_ROWS` rows, not only the
+    run's first ``--max-items``."""
     assert entry.diff is not None and entry.expected is not None and entry.actual is not None
     sides = {"expected": entry.expected, "actual": entry.actual}
     marks = diff_marks(entry.expected, entry.actual)
@@ -366,19 +387,26 @@ def _drawn_parts(entry: Entry, anchor: str, hoisted: frozenset[str]) -> _Drawn:
     for call in sides.values():
         marked_parts |= parts_of(schedule(call), marks)
     where = _where(sides, marks, marked_parts, "divergent work", "Where it changed", anchor)
+    diff = entry.diff
+    kept = (len(diff.cu_parts), len(diff.work_items), len(diff.reduce_groups))
+    counts = (diff.cu_parts_differing, diff.work_items_differing, diff.reduce_groups_differing)
+    if alone and any(n > k for n, k in zip(counts, kept, strict=True)):  # the run kept the first --max-items
+        lists = differ.diff(entry.expected, entry.actual, max_items=min(max(counts), LIST_ROWS), judge=False)
+    else:
+        lists = diff
     head = f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>' + _verdict(
-        entry.diff, marks, len(moved), anchor, hoisted, pictures=bool(where[0])
+        diff, lists, anchor, hoisted, bool(where[0]), entry.command
     )
     text = render_text(entry.diff, more="--max-items")  # the page is the CLI's: its option shows more
     tail = f"<details class='text'><summary>Plain-text report</summary><pre>{_e(text)}</pre></details>"
-    tail += (f"<p class='alone'>This call alone: {_command(entry.command)}</p>" if entry.command else "") + "</section>"
+    tail += (f"<p class='alone'>This call alone: {_draw_command(entry.name, entry.command)}</p>" if entry.command else "") + "</section>"
     total = max((len(schedule(c)) for c in sides.values()), default=0)
-    return _Drawn(anchor, head, where, _full(sides, marks), tail, total)
+    return _Drawn(anchor, entry.name, head, where, _full(sides, marks), tail, total)
 
 
 def _plain_section(entry: Entry, anchor: str) -> str:
     """A call with nothing drawn: its status and why (and the command that draws it, where there is one)."""
-    alone = f" Draw it: {_command(entry.command)}" if entry.command else ""
+    alone = f" Draw it: {_draw_command(entry.name, entry.command)}" if entry.command else ""
     return (
         f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>'
         f'<p class="bad">{_e(entry.status)}: {_e(entry.message)}{alone}</p></section>'
@@ -523,11 +551,8 @@ def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", c
         head.append("<div class='notes'><b>Notes (every call)</b><ul>" + "".join(f"<li>{_e(n)}</li>" for n in sorted(shared)) + "</ul></div>")
     body = head + ([_summary(entries, groups, equal, ("cause", "diverged", "equal"))] if len(entries) > 1 else [])
     order = [i for group in groups for i in group.members]
-    parts = {
-        i: _drawn_parts(entries[i], f"e{i}", shared)
-        for i in order
-        if entries[i].diff is not None and entries[i].expected is not None and entries[i].actual is not None
-    }
+    drawable = [i for i in order if entries[i].diff is not None and entries[i].expected is not None and entries[i].actual is not None]
+    parts = {i: _drawn_parts(entries[i], f"e{i}", shared, alone=len(drawable) == 1) for i in drawable}
     size = sum(map(len, body)) + sum(len(p.head) + len(p.tail) for p in parts.values())
     size += sum(len(_plain_section(entries[i], f"e{i}")) for i in order if i not in parts)
     ranked = sorted(parts, key=lambda i: _resize_only(entries[i]))  # stable: diverged first, in page order
@@ -693,7 +718,7 @@ def render_bisect_page(result: Bisection) -> str:
         out.append(f"<p>{len(change.keys)} call(s) {_e(change.kind)}: {_e(', '.join(change.keys))}</p>")
         if change.calls is not None:
             drawn = _drawn_parts(Entry(change.keys[0], change.kind, "", change.diff, *change.calls), f"c{i}-diff", frozenset())
-            out.append(drawn.assemble("", pictures=True, full=False, why="the bisect page draws each commit's changed parts"))
+            out.append(drawn.assemble((), pictures=True, full=False, why="the bisect page draws each commit's changed parts"))
         out.append("</section>")
         body.append("".join(out))
     return _page(f"mla-golden bisect: {headline(result)}", body, "divergent work")

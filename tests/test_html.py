@@ -18,7 +18,7 @@ import mla_golden
 from mla_golden import html, reference
 from mla_golden.checks import CheckResult, Violation
 from mla_golden.geometry import works_by_cu
-from mla_golden.html import CheckEntry, Entry, cause_group, render_check_page, render_diff_page, render_show_page
+from mla_golden.html import VERDICT_ROWS, CheckEntry, Entry, cause_group, render_check_page, render_diff_page, render_show_page
 from mla_golden.views import diff_marks, focus, schedule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,9 +223,9 @@ def test_the_page_budget_keeps_diverged_schedules_before_resize_only_ones(monkey
     def entries() -> list[Entry]:
         resized = _resized(small)
         return [
-            Entry("resized", "resized", "", mla_golden.diff(small, resized), small, resized, command="mla-golden diff r.safetensors --html r.html"),
-            Entry("first", "diverged", "", mla_golden.diff(small, grown), small, grown, command="mla-golden diff f.safetensors --html f.html"),
-            Entry("large", "diverged", "", mla_golden.diff(big, bigger), big, bigger, command="mla-golden diff l.safetensors --html l.html"),
+            Entry("resized", "resized", "", mla_golden.diff(small, resized), small, resized, command=("mla-golden", "diff", "r.safetensors")),
+            Entry("first", "diverged", "", mla_golden.diff(small, grown), small, grown, command=("mla-golden", "diff", "f.safetensors")),
+            Entry("large", "diverged", "", mla_golden.diff(big, bigger), big, bigger, command=("mla-golden", "diff", "l.safetensors")),
         ]
 
     monkeypatch.setattr(html, "PAGE_BUDGET", 10**9)
@@ -243,7 +243,7 @@ def test_the_page_budget_keeps_diverged_schedules_before_resize_only_ones(monkey
     for name, file in (("large", "l"), ("resized", "r")):
         left_out = sections[name].split("<p class='left-out'>", 1)[1].split("</p>", 1)[0]
         assert left_out.startswith("Full schedule (256 CU parts) left out: ")
-        assert f"<code class='command'>mla-golden diff {file}.safetensors --html {file}.html</code>" in left_out
+        assert f"<code class='command'>mla-golden diff {file}.safetensors --html {name}.html</code>" in left_out
     assert "left-out" not in sections["first"]
     assert not _dead_links(page)
 
@@ -264,7 +264,7 @@ def test_more_marked_cu_parts_are_promised_in_the_full_schedule_only_when_it_is_
     other.outputs["work_info_set"][0, 5] += 1
 
     def entries() -> list[Entry]:
-        return [Entry("all", "diverged", "", mla_golden.diff(expected, actual), expected, actual, command="mla-golden diff a.safetensors --html a.html"),
+        return [Entry("all", "diverged", "", mla_golden.diff(expected, actual), expected, actual, command=("mla-golden", "diff", "a.safetensors")),
                 Entry("one", "diverged", "", mla_golden.diff(expected, other), expected, other)]  # fmt: skip
 
     monkeypatch.setattr(html, "PAGE_BUDGET", 10**9)
@@ -274,7 +274,7 @@ def test_more_marked_cu_parts_are_promised_in_the_full_schedule_only_when_it_is_
     section = _sections(render_diff_page(entries()))["all"]
     assert not _full_schedule(section) and "in the full schedule below" not in section
     assert "more marked CU part(s), in the full schedule (left out here: see below)" in section
-    assert "<code class='command'>mla-golden diff a.safetensors --html a.html</code>" in section.split("left out: ", 1)[1]
+    assert "<code class='command'>mla-golden diff a.safetensors --html all.html</code>" in section.split("left out: ", 1)[1]
 
 
 def test_each_drawn_call_names_the_command_that_draws_it_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,4 +288,28 @@ def test_each_drawn_call_names_the_command_that_draws_it_alone(tmp_path: Path, m
     words = shlex.split(unescape(commands[1]))
     assert words[:2] == ["mla-golden", "diff"] and run(*words[1:]).code == 1
     alone = (tmp_path / words[-1]).read_text()
-    assert len(_sections(alone)) == 1 and _full_schedule(alone) and "left-out" not in alone
+    assert len(_sections(alone)) == 1 and _full_schedule(alone) and "left out:" not in alone
+
+
+def test_every_listed_count_is_on_the_page_or_names_the_command_that_lists_it() -> None:
+    expected = _decode_call(kv=tuple(range(0, 64 * 3000, 3000)))
+    actual = copy.deepcopy(expected)
+    actual.outputs["work_info_set"][:, 5] += 1  # every work's kv_end
+    written = int(expected.written["work_info_set"].all(1).sum())
+    found = mla_golden.diff(expected, actual, max_items=3)  # what a run with --max-items 3 keeps
+    assert found.work_items_differing == written > 3 * VERDICT_ROWS
+    command = ("mla-golden", "diff", "a.safetensors", "--backend", "reference")
+    alone = render_diff_page([Entry("all", "diverged", "", found, expected, actual, command=command)])
+    # one call drawn: every divergent work item decoded, the first few shown and the rest folded
+    works = alone.split("<h3>Divergent work items (", 1)[1].split("<h3>", 1)[0]
+    assert works.startswith(f"{written} in all") and works.count("<td class=\"l\">expected</td>") == written
+    assert f"<details><summary>{written - VERDICT_ROWS} more</summary>" in works and "not on this page" not in alone
+    # one of several: the run's first 3 and the command that lists them all
+    other = copy.deepcopy(expected)
+    other.outputs["work_info_set"][0, 5] += 1
+    page = render_diff_page([Entry("all", "diverged", "", found, expected, actual, command=command),
+                             Entry("one", "diverged", "", mla_golden.diff(expected, other), expected, other)])  # fmt: skip
+    works = _sections(page)["all"].split("<h3>Divergent work items (", 1)[1].split("<h3>", 1)[0]
+    assert works.count("<td class=\"l\">expected</td>") == 3
+    assert (f"The other {written - 3} are not on this page; <code class='command'>mla-golden diff a.safetensors --backend reference "
+            f"--max-items {written}</code> lists all {written} in its text report.") in works  # fmt: skip

@@ -110,20 +110,14 @@ def drawn(results: list[Result], limit: int) -> list[Result]:
     return kept[:limit]
 
 
-def alone_command(result: Result, replay: list[str] | None) -> str:
-    """The command that diffs ``result``'s golden alone into an HTML page, for the page to offer where it leaves
-    pictures out: ``replay`` holds the run's ``--backend`` / ``--aiter-repo`` options, None for two trees compared."""
-    import shlex
-
+def alone_command(result: Result, replay: list[str] | None) -> tuple[str, ...]:
+    """The command that diffs ``result``'s golden alone, for the page to offer where it leaves something out:
+    ``replay`` holds the run's ``--backend`` / ``--aiter-repo`` options, None for two trees compared."""
     if result.path is None:
-        return ""
+        return ()
     if replay is None:
-        if result.against_path is None:
-            return ""
-        options = ["--against", result.against_path]
-    else:
-        options = replay
-    return shlex.join(["mla-golden", "diff", result.path, *options, "--html", f"{Path(result.key).name}.html"])
+        return () if result.against_path is None else ("mla-golden", "diff", result.path, "--against", result.against_path)
+    return ("mla-golden", "diff", result.path, *replay)
 
 
 def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = "", replay: list[str] | None = None) -> None:
@@ -134,7 +128,7 @@ def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = 
     pictured = {id(r) for r in drawn(results, HTML_MAX_PICTURES)}
     entries = []
     for r in results:
-        command = alone_command(r, replay) if r.status in _DIFFERED else ""
+        command = alone_command(r, replay) if r.status in _DIFFERED else ()
         if id(r) in pictured and r.calls is not None:
             entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls, command=command))
         elif r.status in _DIFFERED and r.diff is not None:
