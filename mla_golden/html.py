@@ -62,6 +62,7 @@ td,th{{padding:1px 7px;border-bottom:1px solid #e3e3e3;text-align:right;white-sp
 th{{font-weight:600;background:#f4f4f4;text-align:left}} td.l{{text-align:left}} td.links{{white-space:normal}}
 td.changed{{background:#ffd6d6;font-weight:600}}
 .equal{{color:#2a7a2a}} .diverged{{color:#b00020;font-weight:600}} .bad{{color:#8a5a00}}
+.resized{{color:#5a3d99;font-weight:600}} .violated{{color:#b00020;font-weight:600}} .not-comparable{{color:#555555}} .none{{color:#666666}}
 .pair{{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}}
 figure.side{{margin:0;flex:0 0 auto}}
 details{{margin:8px 0}} summary{{cursor:pointer;color:#1a4f9c}}
@@ -201,8 +202,15 @@ def _works_table(items: list[WorkItemDiff]) -> str:
     return _table(["work", "side", "cu part", *columns], _work_rows(items), "works")
 
 
+def status_class(status: str) -> str:
+    """The CSS class (so the colour) of a status: each its own, the ones that kept a call from being compared amber."""
+    if status in ("equal", "passed"):
+        return "equal"
+    return status if status in ("diverged", "resized", "violated", "not-comparable") else "bad"
+
+
 def _verdict(
-    diff: Diff, lists: Diff, anchor: str, hoisted: frozenset[str], pictures: bool, command: tuple[str, ...]
+    diff: Diff, lists: Diff, anchor: str, hoisted: frozenset[str], pictures: bool, command: tuple[str, ...], resized: bool = False
 ) -> str:
     """The answer in words: cause, what changed where, the divergent works and reduce groups decoded.
 
@@ -210,7 +218,8 @@ def _verdict(
     """
     itemised = diff.params or diff.device or diff.env  # listed below: the detail would repeat them
     headline = (
-        f'<p class="headline"><span class="diverged">DIVERGED</span> likely cause: <b>{_e(diff.cause_label)}</b>'
+        (f'<p class="headline"><span class="resized">RESIZED</span> cause: <b>{_e(diff.cause_label)}</b>' if resized
+         else f'<p class="headline"><span class="diverged">DIVERGED</span> likely cause: <b>{_e(diff.cause_label)}</b>')
         + (f" ({_e(diff.cause_detail)})" if diff.cause_detail and not itemised else "")
         + (f' <a class="jump" href="#{anchor}-where">pictures</a>' if pictures else "")
         + "</p>"
@@ -395,7 +404,7 @@ def _drawn_parts(entry: Entry, anchor: str, hoisted: frozenset[str], alone: bool
     else:
         lists = diff
     head = f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>' + _verdict(
-        diff, lists, anchor, hoisted, bool(where[0]), entry.command
+        diff, lists, anchor, hoisted, bool(where[0]), entry.command, resized=_resize_only(entry)
     )
     text = render_text(entry.diff, more="--max-items")  # the page is the CLI's: its option shows more
     tail = f"<details class='text'><summary>Plain-text report</summary><pre>{_e(text)}</pre></details>"
@@ -409,7 +418,7 @@ def _plain_section(entry: Entry, anchor: str) -> str:
     alone = f" Draw it: {_draw_command(entry.name, entry.command)}" if entry.command else ""
     return (
         f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>'
-        f'<p class="bad">{_e(entry.status)}: {_e(entry.message)}{alone}</p></section>'
+        f'<p class="{status_class(entry.status)}">{_e(entry.status)}: {_e(entry.message)}{alone}</p></section>'
     )
 
 
@@ -460,14 +469,24 @@ def _diff_groups(entries: list[Entry]) -> tuple[list[_Group], list[int]]:
     return [_Group(label, found[(unusable, label)], unusable) for unusable, label in order], equal
 
 
+def _counts(entries: Sequence[Entry | CheckEntry], good: int, words: tuple[str, str, str]) -> list[tuple[str, int]]:
+    """(status, calls) in the run's own words, as the CLI counts them: the flagged first, then the good, then the
+    ones that could not be compared (or checked)."""
+    _, bad_word, good_word = words
+    by_status = Counter(e.status for e in entries if e.status not in ("equal", "passed")).most_common()
+    flagged = [(status, n) for status, n in by_status if status in ("diverged", "resized", "violated")]
+    unusable = [(status, n) for status, n in by_status if (status, n) not in flagged]
+    return (flagged or [(bad_word, 0)]) + [(good_word, good)] + unusable
+
+
+def _said(counts: list[tuple[str, int]]) -> str:
+    """``6 diverged, 3 resized, 111 equal``, each status in its colour (none counted: not an alarm)."""
+    return ", ".join(f'<span class="{status_class(status) if n else "none"}">{n} {_e(status)}</span>' for status, n in counts)
+
+
 def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: list[int], words: tuple[str, str, str]) -> str:
     """Counts, one row per group linking to its calls, and the good (equal, passed) calls folded into a count."""
-    column, bad_word, good_word = words
-    flagged = sorted({i for g in groups if not g.unusable for i in g.members})
-    unusable = sum(len(g.members) for g in groups if g.unusable)
-    # by the run's own statuses (diverged, resized, ...), as the CLI counts them; the groups below say why
-    by_status = Counter(entries[i].status for i in flagged)
-    said = ", ".join(f"{n} {status}" for status, n in by_status.most_common()) or f"0 {bad_word}"
+    column, _, good_word = words
     judged = [(e.name, doc) for e in entries if isinstance(e, Entry) and (doc := e.judged()) is not None]
     sound = ""
     if judged:
@@ -476,12 +495,7 @@ def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: 
         verdict = verdict_of(judged)
         cls = "equal" if all(doc.get("both_sound", True) for _, doc in judged) else "bad"
         sound = f' (<span class="{cls}">{_e(verdict)}</span>)'
-    out = [
-        f'<div class="summary"><p><b>{len(entries)} call(s)</b>: <span class="diverged">{_e(said)}</span>{sound}, '
-        f'<span class="equal">{len(good)} {good_word}</span>'
-        + (f', <span class="bad">{unusable} not usable</span>' if unusable else "")
-        + "</p>"
-    ]
+    out = [f'<div class="summary"><p><b>{len(entries)} call(s)</b>: {_said(_counts(entries, len(good), words))}{sound}</p>']
     rows = []
     for group in groups:
         anchors = [f'<a href="#e{i}">{_e(entries[i].name)}</a>' for i in group.members]
@@ -490,7 +504,8 @@ def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: 
             links += (
                 f"<details><summary>and {len(anchors) - GROUP_LINKS} more</summary>{', '.join(anchors[GROUP_LINKS:])}</details>"
             )
-        cls = "bad" if group.unusable else "diverged"
+        statuses = {entries[i].status for i in group.members}
+        cls = status_class(statuses.pop()) if len(statuses) == 1 else "diverged"
         rows.append([f'<td class="l {cls}">{_e(group.label)}</td>', _td(len(group.members)), f'<td class="l links">{links}</td>'])
     if rows:
         out.append(_table([column, "calls", "which"], rows, "groups"))
@@ -629,11 +644,10 @@ def _check_verdict(result: CheckResult) -> str:
         f"{len(by_invariant)} invariant(s): <b>{_e(', '.join(by_invariant))}</b></p><ul>"
     ]
     for name, members in by_invariant.items():
-        items = "".join(
-            f"<li>{_e(result.violations[i].where)}: {_e(result.violations[i].message)}</li>" for i in members[:VERDICT_ROWS]
-        )
-        more = f"<li>... {len(members) - VERDICT_ROWS} more</li>" if len(members) > VERDICT_ROWS else ""
-        out.append(f"<li><b>{_e(name)}</b> ({_e(INVARIANTS.get(name, ''))}): {len(members)}<ul>{items}{more}</ul></li>")
+        items = [f"<li>{_e(result.violations[i].where)}: {_e(result.violations[i].message)}</li>" for i in members]
+        shown, rest = "".join(items[:VERDICT_ROWS]), "".join(items[VERDICT_ROWS:])
+        more = f"<details><summary>{len(items) - VERDICT_ROWS} more</summary><ul>{rest}</ul></details>" if rest else ""
+        out.append(f"<li><b>{_e(name)}</b> ({_e(INVARIANTS.get(name, ''))}): {len(members)}<ul>{shown}</ul>{more}</li>")
     out.append("</ul>")
     out += [f'<p class="bad">hazard {_e(h.hazard)}: {_e(h.message)}</p>' for h in result.hazards]
     out += [f"<p>not checked: {_e(note)}</p>" for note in result.skipped]

@@ -118,7 +118,7 @@ def test_equal_calls_are_a_count_and_problems_are_listed() -> None:
     parser = _Rects()
     parser.feed(page)
     assert not parser.works  # an equal call is not drawn
-    assert "x.safetensors: truncated" in page and "1 equal call(s)" in page and "1 not usable" in page
+    assert "x.safetensors: truncated" in page and "1 equal call(s)" in page and '<span class="bad">1 bad</span>' in page and "not usable" not in page
 
 
 def test_a_corrupt_work_indptr_cannot_make_more_works_than_rows() -> None:
@@ -158,7 +158,7 @@ def test_check_page_marks_the_works_a_violation_names_and_groups_by_invariant() 
     parser = _Rects()
     parser.feed(page)
     assert {row for (_, row), cls in parser.works.items() if "marked" in cls} == {work}
-    assert '<td class="l diverged">coverage</td><td>2</td>' in page and '<td class="l bad">bad</td>' in page
+    assert '<td class="l violated">coverage</td><td>2</td>' in page and '<td class="l bad">bad</td>' in page
     assert "2 violated" in page and "not drawn: the page draws the first 50" in page
     assert "1 passed call(s)" in page and "coverage: kv range overlaps work 0" in page
 
@@ -313,3 +313,37 @@ def test_every_listed_count_is_on_the_page_or_names_the_command_that_lists_it() 
     assert works.count("<td class=\"l\">expected</td>") == 3
     assert (f"The other {written - 3} are not on this page; <code class='command'>mla-golden diff a.safetensors --backend reference "
             f"--max-items {written}</code> lists all {written} in its text report.") in works  # fmt: skip
+
+
+def test_each_status_has_its_own_word_and_colour() -> None:
+    call = _decode_call()
+    grown, resized = copy.deepcopy(call), _resized(call)
+    grown.outputs["work_info_set"][1, 5] += 1
+    page = render_diff_page([
+        Entry("grown", "diverged", "", mla_golden.diff(call, grown), call, grown),
+        Entry("roomier", "resized", "", mla_golden.diff(call, resized), call, resized),
+        Entry("old", "not-comparable", "the planner cannot express page_size 64"),
+        Entry("torn", "bad", "torn.safetensors: truncated"),
+        Entry("same", "equal"),
+    ])  # fmt: skip
+    counts = page.split('<div class="summary"><p>', 1)[1].split("</p>", 1)[0]
+    assert re.findall(r'<span class="([a-z-]+)">(\d+ [a-z-]+)</span>', counts) == [
+        ("diverged", "1 diverged"), ("resized", "1 resized"), ("equal", "1 equal"), ("not-comparable", "1 not-comparable"), ("bad", "1 bad"),
+    ]  # fmt: skip
+    sections = _sections(page)
+    assert '<span class="resized">RESIZED</span>' in sections["roomier"] and "DIVERGED" not in sections["roomier"]
+    assert '<span class="diverged">DIVERGED</span>' in sections["grown"]
+    assert '<p class="not-comparable">not-comparable: ' in sections["old"] and '<p class="bad">bad: ' in sections["torn"]
+    # the groups table names each in the same word and colour as the counts
+    rows = dict(re.findall(r'<td class="l ([a-z-]+)">([^<]+)</td><td>1</td>', page.split('class="groups"', 1)[1]))
+    assert rows["not-comparable"] == "not-comparable" and rows["bad"] == "bad" and rows["resized"].startswith("buffer sizes changed")
+    assert rows["diverged"] == "values only"
+    colours = dict(re.findall(r"\.([a-z-]+)\{color:(#[0-9a-f]{6})", page))
+    assert len({colours[s] for s in ("diverged", "resized", "not-comparable", "bad", "equal")}) == 5, colours
+
+
+def test_a_check_page_where_everything_passed_raises_no_alarm() -> None:
+    page = render_check_page([CheckEntry("fine", "passed"), CheckEntry("also", "passed")])
+    counts = page.split('<div class="summary"><p>', 1)[1].split("</p>", 1)[0]
+    assert '<span class="none">0 violated</span>' in counts and '<span class="equal">2 passed</span>' in counts
+    assert 'class="diverged"' not in page and 'class="violated"' not in page
