@@ -134,10 +134,11 @@ def _e(value: object) -> str:
     return html_text(value)
 
 
-def _page(title: str, body: Iterable[str], marked: str) -> str:
+def _page(title: str, lead: Iterable[str], body: Iterable[str], marked: str) -> str:
+    """The verdict in the title and first (``lead``), then the legend of the pictures, then ``body``."""
     return (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
-        f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>{_legend(marked)}{''.join(body)}</body></html>"
+        f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>{''.join(lead)}{_legend(marked)}{''.join(body)}</body></html>"
     )
 
 
@@ -290,7 +291,21 @@ def _soundness_line(soundness: Soundness) -> str:
 
 
 def _group_text(group: ReduceGroup | None) -> str:
-    return "(none)" if group is None else f"qo {group.qo_range} <- partials {group.partials}"
+    if group is None:
+        return "(none)"
+    qo = "(not written)" if group.qo_range is None else f"[{group.qo_range[0]}, {group.qo_range[1]})"
+    return f"qo {qo} <- partials {_ranges(group.partials)}"
+
+
+def _ranges(values: Sequence[int]) -> str:
+    """``[0..250, 300]``: runs of consecutive values as ranges, in their order."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return "[" + ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs) + "]"
 
 
 def _listed(title: str, rows: list[T], total: int, command: tuple[str, ...], table: Callable[[list[T]], str]) -> str:
@@ -413,6 +428,25 @@ def _drawn_parts(entry: Entry, anchor: str, hoisted: frozenset[str], alone: bool
     return _Drawn(anchor, entry.name, head, where, _full(sides, marks), tail, total)
 
 
+def _plain_sections(entries: list[Entry], indices: list[int]) -> dict[int, str]:
+    """Sections of calls not drawn, by the first index of each: calls that share a status and a message (twelve
+    not-comparable for one reason) are one section naming them all, each name the target of its summary link."""
+    alike: dict[tuple[str, str, bool], list[int]] = {}
+    for i in indices:
+        alike.setdefault((entries[i].status, entries[i].message, bool(entries[i].command)), []).append(i)
+    out = {}
+    for (status, message, own), members in alike.items():
+        if own or len(members) == 1:  # a call with its own command keeps its own section
+            out.update({i: _plain_section(entries[i], f"e{i}") for i in members})
+            continue
+        names = "".join(f'<li id="e{i}">{_e(entries[i].name)}</li>' for i in members)
+        out[members[0]] = (
+            f'<section class="call alike" id="alike-{members[0]}"><h2>{len(members)} calls {_e(status)}</h2>'
+            f'<p class="{status_class(status)}">{_e(status)}: {_e(message)}</p><ul class="names">{names}</ul></section>'
+        )
+    return out
+
+
 def _plain_section(entry: Entry, anchor: str) -> str:
     """A call with nothing drawn: its status and why (and the command that draws it, where there is one)."""
     alone = f" Draw it: {_draw_command(entry.name, entry.command)}" if entry.command else ""
@@ -479,13 +513,28 @@ def _counts(entries: Sequence[Entry | CheckEntry], good: int, words: tuple[str, 
     return (flagged or [(bad_word, 0)]) + [(good_word, good)] + unusable
 
 
+def page_verdict(entries: Sequence[Entry | CheckEntry], words: tuple[str, str, str]) -> str:
+    """The page's verdict for its title: ``6 diverged, 3 resized`` (what is wrong), else every status counted
+    (``108 equal, 12 not-comparable``)."""
+    counts = _counts(entries, sum(e.status in ("equal", "passed") for e in entries), words)
+    wrong = [(status, n) for status, n in counts if n and status not in (words[2], "not-comparable")]
+    return ", ".join(f"{n} {status}" for status, n in wrong or [c for c in counts if c[1]] or counts[-1:])
+
+
+#: What each exit status means, as the CLI words it.
+_EXIT = {0: "ok", 1: "divergence", 2: "bad input"}
+
+
 def _said(counts: list[tuple[str, int]]) -> str:
     """``6 diverged, 3 resized, 111 equal``, each status in its colour (none counted: not an alarm)."""
     return ", ".join(f'<span class="{status_class(status) if n else "none"}">{n} {_e(status)}</span>' for status, n in counts)
 
 
-def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: list[int], words: tuple[str, str, str]) -> str:
-    """Counts, one row per group linking to its calls, and the good (equal, passed) calls folded into a count."""
+def _summary(
+    entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: list[int], words: tuple[str, str, str], exit_status: int | None
+) -> str:
+    """Counts and the exit status; for more than one call, one row per group linking to its calls, and the good
+    (equal, passed) calls folded into a count."""
     column, _, good_word = words
     judged = [(e.name, doc) for e in entries if isinstance(e, Entry) and (doc := e.judged()) is not None]
     sound = ""
@@ -495,7 +544,14 @@ def _summary(entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: 
         verdict = verdict_of(judged)
         cls = "equal" if all(doc.get("both_sound", True) for _, doc in judged) else "bad"
         sound = f' (<span class="{cls}">{_e(verdict)}</span>)'
-    out = [f'<div class="summary"><p><b>{len(entries)} call(s)</b>: {_said(_counts(entries, len(good), words))}{sound}</p>']
+    said = f"exit {exit_status} ({_EXIT.get(exit_status, 'interrupted')})" if exit_status is not None else ""
+    out = [
+        f'<div class="summary"><p><b>{len(entries)} call(s)</b>: {_said(_counts(entries, len(good), words))}{sound}'
+        + (f' <span class="exit {"equal" if exit_status == 0 else status_class(words[1])}">{said}</span>' if said else "")
+        + "</p>"
+    ]
+    if len(entries) == 1:
+        return out[0] + "</div>"
     rows = []
     for group in groups:
         anchors = [f'<a href="#e{i}">{_e(entries[i].name)}</a>' for i in group.members]
@@ -549,8 +605,11 @@ def _resize_only(entry: Entry) -> bool:
     return entry.status == "resized" or (entry.diff is not None and entry.diff.cause is Cause.RESIZED)
 
 
-def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", compared: str = "") -> str:
-    """Divergences grouped by cause (for more than one call), then each divergent call, group by group.
+def render_diff_page(
+    entries: Iterable[Entry], title: str = "mla-golden diff", compared: str = "", exit_status: int | None = None
+) -> str:
+    """The verdict (in the title too) and the run's ``exit_status``, divergences grouped by cause (for more than
+    one call), then each divergent call, group by group; calls not compared for one same reason, once.
 
     ``compared`` names what was compared (trees, backend); notes every drawn call shares are said
     once under it. Within :data:`PAGE_BUDGET`, pictures go to the calls that matter most, diverged
@@ -561,15 +620,18 @@ def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", c
     groups, equal = _diff_groups(entries)
     drawn = [e.diff for e in entries if e.diff is not None and e.expected is not None]
     shared = frozenset.intersection(*(frozenset(d.notes) for d in drawn)) if len(drawn) > 1 else frozenset()
-    head = [f'<p class="compared">compared: {_e(compared)}{_e(_drawn_facts(entries))}</p>'] if compared else []
+    words = ("cause", "diverged", "equal")
+    lead = [_summary(entries, groups, equal, words, exit_status)]
+    if compared:
+        lead.append(f'<p class="compared">compared: {_e(compared)}{_e(_drawn_facts(entries))}</p>')
+    body = []
     if shared:
-        head.append("<div class='notes'><b>Notes (every call)</b><ul>" + "".join(f"<li>{_e(n)}</li>" for n in sorted(shared)) + "</ul></div>")
-    body = head + ([_summary(entries, groups, equal, ("cause", "diverged", "equal"))] if len(entries) > 1 else [])
+        body.append("<div class='notes'><b>Notes (every call)</b><ul>" + "".join(f"<li>{_e(n)}</li>" for n in sorted(shared)) + "</ul></div>")
     order = [i for group in groups for i in group.members]
     drawable = [i for i in order if entries[i].diff is not None and entries[i].expected is not None and entries[i].actual is not None]
     parts = {i: _drawn_parts(entries[i], f"e{i}", shared, alone=len(drawable) == 1) for i in drawable}
-    size = sum(map(len, body)) + sum(len(p.head) + len(p.tail) for p in parts.values())
-    size += sum(len(_plain_section(entries[i], f"e{i}")) for i in order if i not in parts)
+    plain = _plain_sections(entries, [i for i in order if i not in parts])
+    size = sum(map(len, [*lead, *body, *plain.values()])) + sum(len(p.head) + len(p.tail) for p in parts.values())
     ranked = sorted(parts, key=lambda i: _resize_only(entries[i]))  # stable: diverged first, in page order
     pictures = set()
     for i in ranked:
@@ -587,11 +649,11 @@ def render_diff_page(entries: Iterable[Entry], title: str = "mla-golden diff", c
     for i in order:
         if i in parts:
             body.append(parts[i].assemble(entries[i].command, i in pictures, i in full, why))
-        else:
-            body.append(_plain_section(entries[i], f"e{i}"))
+        elif i in plain:
+            body.append(plain[i])
     if len(entries) == 1 and equal:
         body.append('<p class="equal">EQUAL: nothing differs.</p>')
-    return _page(title, body, "divergent work")
+    return _page(f"{title}: {page_verdict(entries, words)}", lead, body, "divergent work")
 
 
 def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int | None = None) -> str:
@@ -606,7 +668,7 @@ def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int 
     ]
     if call.error is not None:
         facts.append(f'<p class="bad">The planner raised: {_e(call.error)}</p>')
-        return _page(f"mla-golden show {name}", facts, "selected work")
+        return _page(f"mla-golden show {name}", facts, [], "selected work")
     per_cu = schedule(call)
     marks = {work: ["selected"]} if work is not None else {}
     chosen = parts_of(per_cu, marks) | ({cu} if cu is not None else set())
@@ -620,7 +682,7 @@ def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int 
         f'<details class="full" open><summary>Full schedule: {len(per_cu)} CU parts</summary>'
         f"{_pair(draw({'golden': call}, marks))}</details>"
     )
-    return _page(f"mla-golden show {name}", facts, "selected work")
+    return _page(f"mla-golden show {name}", facts[:2], facts[2:], "selected work")
 
 
 # ---------------------------------------------------------------- check
@@ -671,7 +733,9 @@ def _check_section(entry: CheckEntry, anchor: str) -> str:
     return "".join(out)
 
 
-def render_check_page(entries: Iterable[CheckEntry], title: str = "mla-golden check", checked: str = "") -> str:
+def render_check_page(
+    entries: Iterable[CheckEntry], title: str = "mla-golden check", checked: str = "", exit_status: int | None = None
+) -> str:
     """Goldens that break an invariant, grouped by invariant; each one's violations, then its flagged works drawn.
 
     ``checked`` names what was checked (the golden folders); the drawn goldens' devices, heads, dtypes and
@@ -694,12 +758,12 @@ def render_check_page(entries: Iterable[CheckEntry], title: str = "mla-golden ch
     head = f"checked: {checked}" if checked else ""
     if facts:
         head += ("; " if head else "") + "drawn goldens: " + "; ".join(facts)
-    body = [f'<p class="compared">{_e(head)}</p>'] if head else []
-    body += [_summary(entries, groups, passed, ("invariant", "violated", "passed"))] if len(entries) > 1 else []
-    body += [_check_section(entries[i], f"e{i}") for i in dict.fromkeys(i for g in groups for i in g.members)]
+    words = ("invariant", "violated", "passed")
+    lead = [_summary(entries, groups, passed, words, exit_status)] + ([f'<p class="compared">{_e(head)}</p>'] if head else [])
+    body = [_check_section(entries[i], f"e{i}") for i in dict.fromkeys(i for g in groups for i in g.members)]
     if len(entries) == 1 and passed:
         body.append('<p class="equal">PASSED: every invariant holds.</p>')
-    return _page(title, body, "work that breaks an invariant")
+    return _page(f"{title}: {page_verdict(entries, words)}", lead, body, "work that breaks an invariant")
 
 
 def render_bisect_page(result: Bisection) -> str:
@@ -707,7 +771,8 @@ def render_bisect_page(result: Bisection) -> str:
     from mla_golden.soundness import verdict_of
     from mla_golden.triage.render import cost, headline
 
-    body = [f'<p class="compared">{_e(cost(result))}</p>']
+    lead = [f'<p class="compared">{_e(cost(result))}</p>']
+    body = []
     if result.notes:
         body.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in result.notes) + "</ul>")
     rows = []
@@ -718,7 +783,7 @@ def render_bisect_page(result: Bisection) -> str:
         rows.append([f'<td class="l"><a href="#c{i}">{_e(where)}</a></td>', _td(change.kind), _td(len(change.keys)),
                      f'<td class="l {cls}">{_e(verdict_of(list(change.soundness.items())))}</td>'])  # fmt: skip
     if rows:
-        body.append(_table(["commit", "change", "calls", "soundness"], rows, "groups"))
+        lead.append(_table(["commit", "change", "calls", "soundness"], rows, "groups"))
     for i, change in enumerate(result.changes):
         commit = change.state.commit if change.state else None
         out = [f'<section class="commit" id="c{i}"><h2>{_e(f"{commit.short} {commit.subject}" if commit else "before the merge base")}</h2>']
@@ -735,4 +800,4 @@ def render_bisect_page(result: Bisection) -> str:
             out.append(drawn.assemble((), pictures=True, full=False, why="the bisect page draws each commit's changed parts"))
         out.append("</section>")
         body.append("".join(out))
-    return _page(f"mla-golden bisect: {headline(result)}", body, "divergent work")
+    return _page(f"mla-golden bisect: {headline(result)}", lead, body, "divergent work")

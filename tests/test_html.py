@@ -347,3 +347,50 @@ def test_a_check_page_where_everything_passed_raises_no_alarm() -> None:
     counts = page.split('<div class="summary"><p>', 1)[1].split("</p>", 1)[0]
     assert '<span class="none">0 violated</span>' in counts and '<span class="equal">2 passed</span>' in counts
     assert 'class="diverged"' not in page and 'class="violated"' not in page
+
+
+def test_the_verdict_and_exit_status_come_first_and_in_the_title() -> None:
+    call = _decode_call()
+    grown, resized = copy.deepcopy(call), _resized(call)
+    grown.outputs["work_info_set"][1, 5] += 1
+    entries = [Entry("grown", "diverged", "", mla_golden.diff(call, grown), call, grown),
+               Entry("roomier", "resized", "", mla_golden.diff(call, resized), call, resized), Entry("same", "equal")]  # fmt: skip
+    for entry in entries[:2]:
+        assert entry.diff is not None
+        entry.diff.notes.append("the actual side was replayed")  # a note every drawn call shares
+    page = render_diff_page(entries, compared="two trees", exit_status=1)
+    assert "<title>mla-golden diff: 1 diverged, 1 resized</title>" in page
+    summary, legend = page.index('<div class="summary">'), page.index('<p class="legend">')
+    assert summary < page.index("exit 1 (divergence)") < legend < page.index("Notes (every call)") < page.index('<section class="call"')
+    assert page.index('<p class="compared">') < legend
+    # one call: its verdict and exit status before the legend too; nothing wrong: the good count is the verdict
+    alone = render_diff_page(entries[:1], exit_status=1)
+    assert "<title>mla-golden diff: 1 diverged</title>" in alone and alone.index("exit 1 (divergence)") < alone.index('class="legend"')
+    assert "<title>mla-golden diff: 2 equal</title>" in render_diff_page([Entry("a", "equal"), Entry("b", "equal")], exit_status=0)
+    checked = render_check_page([CheckEntry("fine", "passed"), CheckEntry("torn", "bad", "truncated")], exit_status=2)
+    assert "<title>mla-golden check: 1 bad</title>" in checked and "exit 2 (bad input)" in checked
+
+
+def test_reduce_groups_print_their_partials_as_ranges() -> None:
+    expected = _decode_call(kv=(0, 700, 1900, 2000, 90000))  # the long request is split many ways
+    actual = copy.deepcopy(expected)
+    partials = expected.outputs["reduce_partial_map"]
+    last = int(expected.outputs["reduce_indptr"][-2])  # the long request's group starts here
+    actual.outputs["reduce_partial_map"][last] += 1000
+    found = mla_golden.diff(expected, actual)
+    (group,) = [g for g in found.reduce_groups if len(g.expected.partials) > 8]
+    first, end = group.expected.partials[0], group.expected.partials[-1]
+    assert group.expected.partials == list(range(first, end + 1)) and int(partials[last]) == first
+    page = render_diff_page([Entry("split", "diverged", "", found, expected, actual)])
+    qo = group.expected.qo_range
+    assert f"qo [{qo[0]}, {qo[1]}) &lt;- partials [{first}..{end}]" in page
+    assert f"partials [{first + 1000}, {first + 1}..{end}]" in page
+
+
+def test_calls_not_compared_for_one_reason_are_said_once() -> None:
+    reason = "the planner signature cannot express page_size 64"
+    entries = [Entry(f"paged{i}", "not-comparable", reason) for i in range(12)] + [Entry("other", "not-comparable", "another reason")]
+    page = render_diff_page(entries)
+    assert page.count(reason) == 1 and "<h2>12 calls not-comparable</h2>" in page and page.count("another reason") == 1
+    assert all(f'<li id="e{i}">paged{i}</li>' in page for i in range(12)) and not _dead_links(page)
+    assert "<title>mla-golden diff: 13 not-comparable</title>" in page

@@ -19,7 +19,7 @@ from mla_golden.cli.options import (
 )
 from mla_golden.cli.output import HTML_MAX_PICTURES, emit, say, write_junit, writing
 from mla_golden.cli.running import check_outputs, require_goldens, run_with_progress
-from mla_golden.runs import Result
+from mla_golden.runs import Result, exit_code
 
 
 def check(
@@ -72,5 +72,5 @@ def _write_check_html(path: Path, results: list[Result], quiet: bool, checked: s
         else:
             entries.append(CheckEntry(r.key, r.status, r.message))
     with writing(path, "--html"):
-        atomic_write(path, render_check_page(entries, checked=checked))
+        atomic_write(path, render_check_page(entries, checked=checked, exit_status=exit_code(results)))
     say(f"HTML report: {path}", quiet)

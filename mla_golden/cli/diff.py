@@ -23,7 +23,7 @@ from mla_golden.cli.options import (
 from mla_golden.cli.output import HTML_MAX_PICTURES, emit, say, write_junit, writing
 from mla_golden.cli.running import check_outputs, progress, require_goldens, resolve_backend, run_with_progress
 from mla_golden.cli.stops import interruptible
-from mla_golden.runs import EXIT_BAD, Result, Status
+from mla_golden.runs import EXIT_BAD, Result, Status, exit_code
 
 #: Results with a diff worth drawing.
 _DIFFERED = (Status.DIVERGED, Status.RESIZED)
@@ -138,7 +138,7 @@ def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = 
         else:
             entries.append(Entry(r.key, r.status, r.message))
     with writing(path, "--html"):
-        atomic_write(path, render_diff_page(entries, compared=compared))
+        atomic_write(path, render_diff_page(entries, compared=compared, exit_status=exit_code(results)))
     say(f"HTML report: {path}", quiet)
 
 
