@@ -68,7 +68,7 @@ figure.side{{margin:0;flex:0 0 auto}}
 details{{margin:8px 0}} summary{{cursor:pointer;color:#1a4f9c}}
 pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:11px}}
 .facts>div{{min-width:0;max-width:100%}} table{{display:block;max-width:100%;overflow-x:auto}}
-td.l{{white-space:normal;overflow-wrap:anywhere}} h2,p,li{{overflow-wrap:anywhere}}
+td.l{{white-space:normal;overflow-wrap:break-word}} p,li{{overflow-wrap:break-word}} h2{{overflow-wrap:anywhere}}
 """
 
 
@@ -547,7 +547,7 @@ def _summary(
     said = f"exit {exit_status} ({_EXIT.get(exit_status, 'interrupted')})" if exit_status is not None else ""
     out = [
         f'<div class="summary"><p><b>{len(entries)} call(s)</b>: {_said(_counts(entries, len(good), words))}{sound}'
-        + (f' <span class="exit {"equal" if exit_status == 0 else status_class(words[1])}">{said}</span>' if said else "")
+        + (f'; <span class="exit {"equal" if exit_status == 0 else status_class(words[1])}">{said}</span>' if said else "")
         + "</p>"
     ]
     if len(entries) == 1:
