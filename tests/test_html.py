@@ -19,6 +19,7 @@ from mla_golden import html, reference
 from mla_golden.checks import CheckResult, Violation
 from mla_golden.geometry import works_by_cu
 from mla_golden.html import VERDICT_ROWS, CheckEntry, Entry, cause_group, render_check_page, render_diff_page, render_show_page
+from mla_golden.sanitize import html_text
 from mla_golden.views import diff_marks, focus, schedule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -394,3 +395,26 @@ def test_calls_not_compared_for_one_reason_are_said_once() -> None:
     assert page.count(reason) == 1 and "<h2>12 calls not-comparable</h2>" in page and page.count("another reason") == 1
     assert all(f'<li id="e{i}">paged{i}</li>' in page for i in range(12)) and not _dead_links(page)
     assert "<title>mla-golden diff: 13 not-comparable</title>" in page
+
+
+def test_show_cu_outlines_every_work_of_that_cu_part_and_the_page_carries_what_text_show_prints() -> None:
+    call = mla_golden.load(ROOT / "goldens" / "decode" / "dsv3-tp" / "gfx950-cu256" / "h16-fp8-q1-b128-jitter8192-p1.safetensors").call
+    per_cu = works_by_cu(call)
+    cu = next(i for i, works in enumerate(per_cu) if len(works) > 1)
+    page = render_show_page("one", call, cu=cu)
+    parser = _Rects()
+    parser.feed(page)
+    assert {row for (_, row), cls in parser.works.items() if "marked" in cls} == {w.index for w in per_cu[cu]}
+    assert "red outline = selected work" in page
+    # params, device, env and inputs as text show prints them, and the chosen CU part's work items decoded
+    facts = page.split('<table class="call">', 1)[1].split("</table>", 1)[0]
+    for key, value in {**call.params, **call.device}.items():
+        assert f'<td class="l">{key}</td><td class="l">{html_text(value)}</td>' in facts, key
+    for name in call.inputs:
+        assert f'<td class="l">input</td><td class="l">{name}</td>' in facts
+    works = page.split('<details class="works" open>', 1)[1].split("</details>", 1)[0]
+    assert [int(w) for w in re.findall(r"<tr><td>\d*</td><td>(\d+)</td>", works)] == [w.index for w in per_cu[cu]]
+    # the whole schedule: every work item listed, folded
+    whole = render_show_page("one", call)
+    listed = whole.split('<details class="works">', 1)[1].split("</details>", 1)[0]
+    assert len(re.findall(r"<tr><td>\d*</td><td>(\d+)</td>", listed)) == sum(len(w) for w in per_cu)
