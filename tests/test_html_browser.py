@@ -259,6 +259,15 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
     hrefs = browser.evaluate("Array.from(document.querySelectorAll('a[href^=\"#\"]')).map(a => a.getAttribute('href'))")
     assert len(hrefs) == 2 and all(browser.evaluate(f"!!document.querySelector({json.dumps(h)})") for h in hrefs)
     assert browser.evaluate("Array.from(document.querySelectorAll('details.group')).map(d => d.open)") == [False, False]
+    # following a reproducer's link opens its group and brings the reproducer into the window (no script)
+    for n, href in enumerate(hrefs):
+        browser.open(page.as_uri(), *SCREEN)
+        browser.evaluate(f"document.querySelector('a[href=\"{href}\"]').click()")
+        opened = browser.evaluate("Array.from(document.querySelectorAll('details.group')).map(d => d.open)")
+        assert opened == [i == n for i in range(len(hrefs))], (href, opened)
+        top = browser.evaluate(f"document.querySelector({json.dumps(href)}).getBoundingClientRect().top")
+        assert -2 <= top < SCREEN[1] / 2, (href, top)
+    browser.open(page.as_uri(), *SCREEN)
     # opened, the decode reproducer (one request) is drawn zoomed: a few CU parts, not the whole 304 / 256
     browser.evaluate("document.querySelectorAll('details.group').forEach(d => d.open = true)")
     assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0]

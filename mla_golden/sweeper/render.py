@@ -269,7 +269,9 @@ def _group_section(i: int, group: Group, drawn: bool) -> str:
         body.append(f"<pre>{html_text(render_diff(rep.diff))}</pre>")
     elif not drawn:
         body.append(f"<p class='note'>not drawn (the page draws the first {MAX_SHOWN} groups)</p>")
-    return f"<details class='group' id='rep-{i}'><summary>{summary}</summary>{''.join(body)}</details>"
+    # the links aim inside the fold: following one opens the group (a browser reveals a closed <details> holding
+    # the target) and scrolls to its reproducer, no script needed
+    return f"<details class='group' id='group-{i}'><summary>{summary}</summary><div id='rep-{i}'>{''.join(body)}</div></details>"
 
 
 def render_html(findings: Findings) -> str:
