@@ -253,6 +253,8 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
     for selector in (".verdict", "table.groups", ".compared"):
         assert _visible(_box(browser, selector)), selector
     assert "python:planted_planners:two_bugs" in browser.evaluate("document.querySelector('.compared').innerText")
+    tally = ", ".join(f"{n} {status}" for status, n in sorted(findings.counts.items(), key=lambda kv: -kv[1]))
+    assert findings.verdict == "diverged" and browser.evaluate("document.title") == f"mla-golden sweep: diverged ({tally})"
     # nothing wider than the screen
     assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0]
     # every in-page link resolves, and each group is folded

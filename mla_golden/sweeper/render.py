@@ -29,6 +29,10 @@ from mla_golden.views import diff_marks, focus, parts_of, schedule
 MAX_SHOWN = 20
 
 
+#: A sweep's verdict in a word or two, for the page's title.
+ANSWER = {"diverged": "diverged", "equal": "no divergence"}
+
+
 def headline(findings: Findings) -> str:
     counts = findings.counts
     tally = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
@@ -279,8 +283,10 @@ def render_html(findings: Findings) -> str:
     cls = findings.verdict
     paths = kernel_paths(findings)
     missing = not_compared_lines(findings)
+    tally = ", ".join(f"{n} {status}" for status, n in sorted(findings.counts.items(), key=lambda kv: -kv[1]))
+    title = f"mla-golden sweep: {ANSWER.get(cls, 'inconclusive')} ({tally})"  # the verdict in the tab too
     parts = [
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mla-golden sweep</title><style>{_CSS}</style></head><body>",
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html_text(title)}</title><style>{_CSS}</style></head><body>",
         "<h1>mla-golden sweep</h1>",
         f"<p class='verdict {cls}'>{html_text(headline(findings))}</p>",
         f"<p class='compared'>compared: {html_text(_compared(findings))}</p>",
