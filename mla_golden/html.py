@@ -66,7 +66,7 @@ td.changed{{background:#ffd6d6;font-weight:600}}
 .pair{{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}}
 figure.side{{margin:0;flex:0 0 auto}}
 details{{margin:8px 0}} summary{{cursor:pointer;color:#1a4f9c}}
-pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:11px}}
+pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:11px}} .filters a{{scroll-margin-top:16px}}
 .facts>div{{min-width:0;max-width:100%}} table{{display:block;max-width:100%;overflow-x:auto}}
 td.l{{white-space:normal;overflow-wrap:break-word}} p,li{{overflow-wrap:break-word}} h2{{overflow-wrap:anywhere}}
 """
@@ -115,6 +115,8 @@ class CheckEntry:
     message: str = ""
     call: Call | None = None
     result: CheckResult | None = None
+    #: The command that checks this golden alone (``mla-golden check FILE``); the page offers it with ``--html``.
+    command: tuple[str, ...] = ()
 
 
 @dataclass
@@ -418,7 +420,8 @@ def _drawn_parts(entry: Entry, anchor: str, hoisted: frozenset[str], alone: bool
         lists = differ.diff(entry.expected, entry.actual, max_items=min(max(counts), LIST_ROWS), judge=False)
     else:
         lists = diff
-    head = f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>' + _verdict(
+    shown = "resized" if _resize_only(entry) else entry.status
+    head = f'<section class="call" id="{anchor}" data-status="{_e(shown)}"><h2>{_e(entry.name)}</h2>' + _verdict(
         diff, lists, anchor, hoisted, bool(where[0]), entry.command, resized=_resize_only(entry)
     )
     text = render_text(entry.diff, more="--max-items")  # the page is the CLI's: its option shows more
@@ -441,7 +444,7 @@ def _plain_sections(entries: list[Entry], indices: list[int]) -> dict[int, str]:
             continue
         names = "".join(f'<li id="e{i}">{_e(entries[i].name)}</li>' for i in members)
         out[members[0]] = (
-            f'<section class="call alike" id="alike-{members[0]}"><h2>{len(members)} calls {_e(status)}</h2>'
+            f'<section class="call alike" id="alike-{members[0]}" data-status="{_e(status)}"><h2>{len(members)} calls {_e(status)}</h2>'
             f'<p class="{status_class(status)}">{_e(status)}: {_e(message)}</p><ul class="names">{names}</ul></section>'
         )
     return out
@@ -451,7 +454,7 @@ def _plain_section(entry: Entry, anchor: str) -> str:
     """A call with nothing drawn: its status and why (and the command that draws it, where there is one)."""
     alone = f" Draw it: {_draw_command(entry.name, entry.command)}" if entry.command else ""
     return (
-        f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>'
+        f'<section class="call" id="{anchor}" data-status="{_e(entry.status)}"><h2>{_e(entry.name)}</h2>'
         f'<p class="{status_class(entry.status)}">{_e(entry.status)}: {_e(entry.message)}{alone}</p></section>'
     )
 
@@ -528,6 +531,24 @@ _EXIT = {0: "ok", 1: "divergence", 2: "bad input"}
 def _said(counts: list[tuple[str, int]]) -> str:
     """``6 diverged, 3 resized, 111 equal``, each status in its colour (none counted: not an alarm)."""
     return ", ".join(f'<span class="{status_class(status) if n else "none"}">{n} {_e(status)}</span>' for status, n in counts)
+
+
+def _filters(statuses: Sequence[str]) -> str:
+    """Links that show only the calls of one status, in CSS alone (``:target``; no script): each link is its own
+    target, so following it keeps the bar in view; "all" shows every call again. Nothing for a single status."""
+    counts = Counter(statuses)
+    if len(counts) < 2:
+        return ""
+    ids = {status: "only-" + "".join(c if c.isalnum() else "-" for c in status) for status in counts}
+    css = "".join(
+        f"body:has(#{ids[status]}:target) section.call:not([data-status='{_e(status)}']){{display:none}}"
+        f"#{ids[status]}:target{{font-weight:bold;text-decoration:none}}"
+        for status in counts
+    )
+    links = " · ".join(
+        f'<a id="{ids[status]}" href="#{ids[status]}" class="{status_class(status)}">{n} {_e(status)}</a>' for status, n in counts.most_common()
+    )
+    return f'<style>{css}</style><p class="filters">show only: {links} · <a id="only-all" href="#only-all">all {sum(counts.values())}</a></p>'
 
 
 def _summary(
@@ -622,6 +643,7 @@ def render_diff_page(
     shared = frozenset.intersection(*(frozenset(d.notes) for d in drawn)) if len(drawn) > 1 else frozenset()
     words = ("cause", "diverged", "equal")
     lead = [_summary(entries, groups, equal, words, exit_status)]
+    lead.append(_filters(["resized" if _resize_only(entries[i]) else entries[i].status for g in groups for i in g.members]))
     if compared:
         lead.append(f'<p class="compared">compared: {_e(compared)}{_e(_drawn_facts(entries))}</p>')
     body = []
@@ -770,19 +792,20 @@ def _check_verdict(result: CheckResult) -> str:
 
 
 def _check_section(entry: CheckEntry, anchor: str) -> str:
-    out = [f'<section class="call" id="{anchor}"><h2>{_e(entry.name)}</h2>']
+    out = [f'<section class="call" id="{anchor}" data-status="{_e(entry.status)}"><h2>{_e(entry.name)}</h2>']
     if entry.result is None:
         out.append(f'<p class="bad">{_e(entry.status)}: {_e(entry.message)}</p></section>')
         return "".join(out)
     out.append(_check_verdict(entry.result))
+    alone = f"<p class='alone'>This golden alone: {_draw_command(entry.name, entry.command)}</p>" if entry.command else ""
     if entry.call is None:
-        out.append(f"<p>{_e(entry.message)}</p></section>")
+        out.append(f"<p>{_e(entry.message)}</p>{alone}</section>")
         return "".join(out)
     marks = check_marks(entry.result)
     marked = parts_of(schedule(entry.call), marks)
     out.append(_where({"golden": entry.call}, marks, marked, "flagged work", "Where it breaks", anchor)[0])
     out.append(_full({"golden": entry.call}, marks))
-    out.append("</section>")
+    out.append(f"{alone}</section>")
     return "".join(out)
 
 
@@ -812,8 +835,10 @@ def render_check_page(
     if facts:
         head += ("; " if head else "") + "drawn goldens: " + "; ".join(facts)
     words = ("invariant", "violated", "passed")
-    lead = [_summary(entries, groups, passed, words, exit_status)] + ([f'<p class="compared">{_e(head)}</p>'] if head else [])
-    body = [_check_section(entries[i], f"e{i}") for i in dict.fromkeys(i for g in groups for i in g.members)]
+    shown = list(dict.fromkeys(i for g in groups for i in g.members))
+    lead = [_summary(entries, groups, passed, words, exit_status), _filters([entries[i].status for i in shown])]
+    lead += [f'<p class="compared">{_e(head)}</p>'] if head else []
+    body = [_check_section(entries[i], f"e{i}") for i in shown]
     if len(entries) == 1 and passed:
         body.append('<p class="equal">PASSED: every invariant holds.</p>')
     return _page(f"{title}: {page_verdict(entries, words)}", lead, body, "work that breaks an invariant")

@@ -418,3 +418,19 @@ def test_show_cu_outlines_every_work_of_that_cu_part_and_the_page_carries_what_t
     whole = render_show_page("one", call)
     listed = whole.split('<details class="works">', 1)[1].split("</details>", 1)[0]
     assert len(re.findall(r"<tr><td>\d*</td><td>(\d+)</td>", listed)) == sum(len(w) for w in per_cu)
+
+
+def test_a_check_page_names_the_command_that_checks_each_golden_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mla_golden.store import Golden, GoldenStore
+
+    key = "decode/dsv3-tp/gfx950-cu256/h16-fp8-q1-b128-jitter8192-p1"
+    golden = mla_golden.load(ROOT / "goldens" / f"{key}.safetensors")
+    golden.call.outputs["work_info_set"][0, 5] += 400  # past its batch's kv end: a violation
+    GoldenStore(tmp_path / "tree").write(Golden(key, golden.call))
+    page = tmp_path / "check.html"
+    assert run("check", tmp_path / "tree", "--html", page, "-q").code == 1
+    (command,) = re.findall(r"<p class='alone'>This golden alone: <code class='command'>(.*?)</code></p>", page.read_text())
+    words = shlex.split(unescape(command))
+    assert words[:3] == ["mla-golden", "check", str(tmp_path / "tree" / f"{key}.safetensors")] and words[3:] == ["--html", f"{Path(key).name}.html"]
+    monkeypatch.chdir(tmp_path)
+    assert run(*words[1:]).code == 1 and "<title>mla-golden check: 1 violated</title>" in (tmp_path / words[-1]).read_text()

@@ -451,3 +451,15 @@ def test_a_tree_diff_keeps_its_diverged_schedule_and_heads_the_resized_call_as_r
     # more marked CU parts than are enlarged: promised in the full schedule, which is on the page
     heading = browser.evaluate("document.querySelector('[id$=\"-where\"] h3').innerText")
     assert "more marked CU part(s) in the full schedule below" in heading
+
+
+def test_status_filters_show_only_the_calls_of_one_status_without_script(browser: Browser, pages: dict[str, Path]) -> None:
+    _first_screen(browser, pages["tree"], SCREEN[0], "tree-filters")
+    assert browser.evaluate("document.querySelectorAll('script').length") == 0
+    shown = "Array.from(document.querySelectorAll('section.call')).filter(s => s.getClientRects().length).map(s => s.querySelector('h2').innerText)"
+    links = browser.evaluate("Array.from(document.querySelectorAll('.filters a')).map(a => a.innerText)")
+    assert links == ["1 diverged", "1 resized", "all 2"]
+    for link, wanted in (("1 resized", [OTHERS[0]]), ("1 diverged", [KEY]), ("all 2", [KEY, OTHERS[0]])):
+        browser.evaluate(f"Array.from(document.querySelectorAll('.filters a')).find(a => a.innerText === {json.dumps(link)}).click()")
+        assert browser.evaluate(shown) == wanted, link
+        assert _visible(_box(browser, ".filters")), link  # the bar stays in view to pick another
