@@ -276,6 +276,10 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
     rows = browser.evaluate("Array.from(document.querySelectorAll('details.group svg.schedule[data-side=A]')).map("
                             "s => s.querySelectorAll('text.cu').length)")  # fmt: skip
     assert len(rows) == 2 and min(rows) <= 8, rows
+    for width in WIDTHS:  # nothing broken in a narrow window either, every fold open
+        browser.open(page.as_uri(), width, SCREEN[1])
+        browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        assert _layout_problems(browser, width) == [], width
 
 
 def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_screen(browser: Browser, tmp_path: Path) -> None:
