@@ -557,22 +557,24 @@ def _summary(
     """Counts and the exit status; for more than one call, one row per group linking to its calls, and the good
     (equal, passed) calls folded into a count."""
     column, _, good_word = words
-    judged = [(e.name, doc) for e in entries if isinstance(e, Entry) and (doc := e.judged()) is not None]
-    sound = ""
+    judged = [(i, e.name, doc) for i, e in enumerate(entries) if isinstance(e, Entry) and (doc := e.judged()) is not None]
+    sound, unsound = "", [(i, name, doc) for i, name, doc in judged if not doc.get("both_sound", True)]
     if judged:
         from mla_golden.soundness import verdict_of
 
-        verdict = verdict_of(judged)
-        cls = "equal" if all(doc.get("both_sound", True) for _, doc in judged) else "bad"
-        sound = f' (<span class="{cls}">{_e(verdict)}</span>)'
+        verdict = verdict_of([(name, doc) for _, name, doc in judged])
+        sound = f' (<span class="{"bad" if unsound else "equal"}">{_e(verdict)}</span>)'
     said = f"exit {exit_status} ({_EXIT.get(exit_status, 'interrupted')})" if exit_status is not None else ""
     out = [
         f'<div class="summary"><p><b>{len(entries)} call(s)</b>: {_said(_counts(entries, len(good), words))}{sound}'
         + (f'; <span class="exit {"equal" if exit_status == 0 else status_class(words[1])}">{said}</span>' if said else "")
         + "</p>"
     ]
+    if len(unsound) > 1:  # the counts name the first: each one, linked
+        items = "".join(f'<li><a href="#e{i}">{_e(name)}</a>: {_e(doc.get("headline"))}</li>' for i, name, doc in unsound)
+        out.append(f'<details class="unsound"><summary>{len(unsound)} unsound call(s)</summary><ul>{items}</ul></details>')
     if len(entries) == 1:
-        return out[0] + "</div>"
+        return "".join(out) + "</div>"
     rows = []
     for group in groups:
         anchors = [f'<a href="#e{i}">{_e(entries[i].name)}</a>' for i in group.members]

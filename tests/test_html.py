@@ -434,3 +434,15 @@ def test_a_check_page_names_the_command_that_checks_each_golden_alone(tmp_path: 
     assert words[:3] == ["mla-golden", "check", str(tmp_path / "tree" / f"{key}.safetensors")] and words[3:] == ["--html", f"{Path(key).name}.html"]
     monkeypatch.chdir(tmp_path)
     assert run(*words[1:]).code == 1 and "<title>mla-golden check: 1 violated</title>" in (tmp_path / words[-1]).read_text()
+
+
+def test_the_unsound_calls_the_counts_sum_up_are_each_listed_and_linked() -> None:
+    def unsound(name: str) -> Entry:
+        return Entry(name, "diverged", "not drawn", group="values only",
+                     soundness={"both_sound": False, "headline": f"{name}: the new plan breaks coverage"})  # fmt: skip
+
+    page = render_diff_page([unsound("a"), unsound("b"), unsound("c"), Entry("same", "equal")])
+    assert "3 unsound: a: a: the new plan breaks coverage (and 2 more)" in page
+    listed = page.split('<details class="unsound"><summary>3 unsound call(s)</summary>', 1)[1].split("</details>", 1)[0]
+    assert re.findall(r'<li><a href="#(e\d)">(\w)</a>: \w: the new plan breaks coverage</li>', listed) == [("e0", "a"), ("e1", "b"), ("e2", "c")]
+    assert not _dead_links(page)
