@@ -686,9 +686,13 @@ def _clipped(values: list[Any], limit: int = 16) -> str:
 
 
 def _show_facts(call: Call) -> str:
-    """What the text ``show`` prints before the schedule: params, device, env, inputs and buffers, one table."""
-    rows = [[_td(kind, "l"), _td(key, "l"), _td(value, "l")]
-            for kind, items in (("param", call.params), ("device", call.device), ("env", call.env)) for key, value in items.items()]  # fmt: skip
+    """What the text ``show`` prints before the schedule: who recorded it, params, device, env, capture notes,
+    inputs and buffers, one table."""
+    prov = call.provenance
+    rows = [[_td("recorded", "l"), _td("by", "l"), _td(f"{_recorded_by(call)} at {prov.get('created')}, torch {prov.get('torch')}", "l")]]
+    rows += [[_td(kind, "l"), _td(key, "l"), _td(value, "l")]
+             for kind, items in (("param", call.params), ("device", call.device), ("env", call.env)) for key, value in items.items()]  # fmt: skip
+    rows += [[_td("note", "l"), _td("capture", "l"), _td(note, "l")] for note in prov.get("capture", {}).get("notes", [])]
     rows += [[_td("input", "l"), _td(name, "l"), _td(_clipped(t.reshape(-1).tolist()), "l")] for name, t in call.inputs.items()]
     if call.error is None:
         for name, spec in call.buffers.items():

@@ -19,6 +19,7 @@ from mla_golden import html, reference
 from mla_golden.checks import CheckResult, Violation
 from mla_golden.geometry import works_by_cu
 from mla_golden.html import VERDICT_ROWS, CheckEntry, Entry, cause_group, render_check_page, render_diff_page, render_show_page
+from mla_golden.planner_id import planner_label
 from mla_golden.sanitize import html_text
 from mla_golden.views import diff_marks, focus, schedule
 
@@ -412,6 +413,8 @@ def test_show_cu_outlines_every_work_of_that_cu_part_and_the_page_carries_what_t
         assert f'<td class="l">{key}</td><td class="l">{html_text(value)}</td>' in facts, key
     for name in call.inputs:
         assert f'<td class="l">input</td><td class="l">{name}</td>' in facts
+    prov = call.provenance
+    assert f"<td class=\"l\">{planner_label(prov)} at {prov['created']}, torch {prov['torch']}</td>" in facts
     works = page.split('<details class="works" open>', 1)[1].split("</details>", 1)[0]
     assert [int(w) for w in re.findall(r"<tr><td>\d*</td><td>(\d+)</td>", works)] == [w.index for w in per_cu[cu]]
     # the whole schedule: every work item listed, folded
