@@ -205,7 +205,7 @@ def _works_table(items: list[WorkItemDiff]) -> str:
     return _table(["work", "side", "cu part", *columns], _work_rows(items), "works")
 
 
-def status_class(status: str) -> str:
+def _status_class(status: str) -> str:
     """The CSS class (so the colour) of a status: each its own, the ones that kept a call from being compared amber."""
     if status in ("equal", "passed"):
         return "equal"
@@ -403,8 +403,8 @@ class _Drawn:
 
 
 def _drawn_parts(entry: Entry, anchor: str, hoisted: frozenset[str], alone: bool = False) -> _Drawn:
-    """``alone``: the page draws only this call, so its lists hold up to :data:`LIST_ROWS` rows, not only the
-    run's first ``--max-items``."""
+    """A drawn call's section in pieces. ``alone``: the page draws only this call, so its lists hold up to
+    :data:`LIST_ROWS` rows, not only the run's first ``--max-items``."""
     assert entry.diff is not None and entry.expected is not None and entry.actual is not None
     sides = {"expected": entry.expected, "actual": entry.actual}
     marks = diff_marks(entry.expected, entry.actual)
@@ -445,7 +445,7 @@ def _plain_sections(entries: list[Entry], indices: list[int]) -> dict[int, str]:
         names = "".join(f'<li id="e{i}">{_e(entries[i].name)}</li>' for i in members)
         out[members[0]] = (
             f'<section class="call alike" id="alike-{members[0]}" data-status="{_e(status)}"><h2>{len(members)} calls {_e(status)}</h2>'
-            f'<p class="{status_class(status)}">{_e(status)}: {_e(message)}</p><ul class="names">{names}</ul></section>'
+            f'<p class="{_status_class(status)}">{_e(status)}: {_e(message)}</p><ul class="names">{names}</ul></section>'
         )
     return out
 
@@ -455,7 +455,7 @@ def _plain_section(entry: Entry, anchor: str) -> str:
     alone = f" Draw it: {_draw_command(entry.name, entry.command)}" if entry.command else ""
     return (
         f'<section class="call" id="{anchor}" data-status="{_e(entry.status)}"><h2>{_e(entry.name)}</h2>'
-        f'<p class="{status_class(entry.status)}">{_e(entry.status)}: {_e(entry.message)}{alone}</p></section>'
+        f'<p class="{_status_class(entry.status)}">{_e(entry.status)}: {_e(entry.message)}{alone}</p></section>'
     )
 
 
@@ -516,7 +516,7 @@ def _counts(entries: Sequence[Entry | CheckEntry], good: int, words: tuple[str, 
     return (flagged or [(bad_word, 0)]) + [(good_word, good)] + unusable
 
 
-def page_verdict(entries: Sequence[Entry | CheckEntry], words: tuple[str, str, str]) -> str:
+def _page_verdict(entries: Sequence[Entry | CheckEntry], words: tuple[str, str, str]) -> str:
     """The page's verdict for its title: ``6 diverged, 3 resized`` (what is wrong), else every status counted
     (``108 equal, 12 not-comparable``)."""
     counts = _counts(entries, sum(e.status in ("equal", "passed") for e in entries), words)
@@ -530,7 +530,7 @@ _EXIT = {0: "ok", 1: "divergence", 2: "bad input"}
 
 def _said(counts: list[tuple[str, int]]) -> str:
     """``6 diverged, 3 resized, 111 equal``, each status in its colour (none counted: not an alarm)."""
-    return ", ".join(f'<span class="{status_class(status) if n else "none"}">{n} {_e(status)}</span>' for status, n in counts)
+    return ", ".join(f'<span class="{_status_class(status) if n else "none"}">{n} {_e(status)}</span>' for status, n in counts)
 
 
 def _filters(statuses: Sequence[str]) -> str:
@@ -546,7 +546,7 @@ def _filters(statuses: Sequence[str]) -> str:
         for status in counts
     )
     links = " · ".join(
-        f'<a id="{ids[status]}" href="#{ids[status]}" class="{status_class(status)}">{n} {_e(status)}</a>' for status, n in counts.most_common()
+        f'<a id="{ids[status]}" href="#{ids[status]}" class="{_status_class(status)}">{n} {_e(status)}</a>' for status, n in counts.most_common()
     )
     return f'<style>{css}</style><p class="filters">show only: {links} · <a id="only-all" href="#only-all">all {sum(counts.values())}</a></p>'
 
@@ -567,7 +567,7 @@ def _summary(
     said = f"exit {exit_status} ({_EXIT.get(exit_status, 'interrupted')})" if exit_status is not None else ""
     out = [
         f'<div class="summary"><p><b>{len(entries)} call(s)</b>: {_said(_counts(entries, len(good), words))}{sound}'
-        + (f'; <span class="exit {"equal" if exit_status == 0 else status_class(words[1])}">{said}</span>' if said else "")
+        + (f'; <span class="exit {"equal" if exit_status == 0 else _status_class(words[1])}">{said}</span>' if said else "")
         + "</p>"
     ]
     if len(unsound) > 1:  # the counts name the first: each one, linked
@@ -584,7 +584,7 @@ def _summary(
                 f"<details><summary>and {len(anchors) - GROUP_LINKS} more</summary>{', '.join(anchors[GROUP_LINKS:])}</details>"
             )
         statuses = {entries[i].status for i in group.members}
-        cls = status_class(statuses.pop()) if len(statuses) == 1 else "diverged"
+        cls = _status_class(statuses.pop()) if len(statuses) == 1 else "diverged"
         rows.append([f'<td class="l {cls}">{_e(group.label)}</td>', _td(len(group.members)), f'<td class="l links">{links}</td>'])
     if rows:
         out.append(_table([column, "calls", "which"], rows, "groups"))
@@ -677,7 +677,7 @@ def render_diff_page(
             body.append(plain[i])
     if len(entries) == 1 and equal:
         body.append('<p class="equal">EQUAL: nothing differs.</p>')
-    return _page(f"{title}: {page_verdict(entries, words)}", lead, body, "divergent work")
+    return _page(f"{title}: {_page_verdict(entries, words)}", lead, body, "divergent work")
 
 
 def _clipped(values: list[Any], limit: int = 16) -> str:
@@ -847,7 +847,7 @@ def render_check_page(
     body = [_check_section(entries[i], f"e{i}") for i in shown]
     if len(entries) == 1 and passed:
         body.append('<p class="equal">PASSED: every invariant holds.</p>')
-    return _page(f"{title}: {page_verdict(entries, words)}", lead, body, "work that breaks an invariant")
+    return _page(f"{title}: {_page_verdict(entries, words)}", lead, body, "work that breaks an invariant")
 
 
 def render_bisect_page(result: Bisection) -> str:
