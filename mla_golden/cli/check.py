@@ -19,7 +19,7 @@ from mla_golden.cli.options import (
 )
 from mla_golden.cli.output import HTML_MAX_PICTURES, emit, say, write_junit, writing
 from mla_golden.cli.running import check_outputs, require_goldens, run_with_progress
-from mla_golden.runs import Result
+from mla_golden.runs import Result, exit_code
 
 
 def check(
@@ -63,14 +63,15 @@ def _write_check_html(path: Path, results: list[Result], quiet: bool, checked: s
 
     entries, drawn = [], 0
     for r in results:
+        alone = ("mla-golden", "check", r.path) if r.path is not None else ()
         if r.checked is not None and drawn < HTML_MAX_PICTURES:
-            entries.append(CheckEntry(r.key, r.status, r.message, *r.checked))
+            entries.append(CheckEntry(r.key, r.status, r.message, *r.checked, command=alone))
             drawn += 1
         elif r.checked is not None:
             not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
-            entries.append(CheckEntry(r.key, r.status, not_drawn, result=r.checked[1]))
+            entries.append(CheckEntry(r.key, r.status, not_drawn, result=r.checked[1], command=alone))
         else:
             entries.append(CheckEntry(r.key, r.status, r.message))
     with writing(path, "--html"):
-        atomic_write(path, render_check_page(entries, checked=checked))
+        atomic_write(path, render_check_page(entries, checked=checked, exit_status=exit_code(results)))
     say(f"HTML report: {path}", quiet)

@@ -23,7 +23,7 @@ from mla_golden.cli.options import (
 from mla_golden.cli.output import HTML_MAX_PICTURES, emit, say, write_junit, writing
 from mla_golden.cli.running import check_outputs, progress, require_goldens, resolve_backend, run_with_progress
 from mla_golden.cli.stops import interruptible
-from mla_golden.runs import EXIT_BAD, Result, Status
+from mla_golden.runs import EXIT_BAD, Result, Status, exit_code
 
 #: Results with a diff worth drawing.
 _DIFFERED = (Status.DIVERGED, Status.RESIZED)
@@ -94,7 +94,8 @@ def diff(
             compared = f"{roots[0]} (actual) against {against} (expected), call by call"
         else:
             compared = f"goldens under {', '.join(map(str, roots))} replayed on {chosen.label} ({chosen.reason})"
-        _write_html(html, results, quiet, compared)
+        replay = [*(["--backend", backend] if backend else []), *(["--aiter-repo", str(aiter_repo)] if aiter_repo else [])]
+        _write_html(html, results, quiet, compared, None if against is not None else replay)
     if png is not None:
         _write_png(png, results, quiet)
     write_junit(junit_xml, "diff", results, quiet, time.monotonic() - started)
@@ -111,7 +112,17 @@ def drawn(results: list[Result], limit: int) -> list[Result]:
     return kept[:limit]
 
 
-def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = "") -> None:
+def alone_command(result: Result, replay: list[str] | None) -> tuple[str, ...]:
+    """The command that diffs ``result``'s golden alone, for the page to offer where it leaves something out:
+    ``replay`` holds the run's ``--backend`` / ``--aiter-repo`` options, None for two trees compared."""
+    if result.path is None:
+        return ()
+    if replay is None:
+        return () if result.against_path is None else ("mla-golden", "diff", result.path, "--against", result.against_path)
+    return ("mla-golden", "diff", result.path, *replay)
+
+
+def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = "", replay: list[str] | None = None) -> None:
     """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs."""
     from mla_golden.files import atomic_write
     from mla_golden.html import Entry, cause_group, render_diff_page
@@ -119,15 +130,17 @@ def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = 
     pictured = {id(r) for r in drawn(results, HTML_MAX_PICTURES)}
     entries = []
     for r in results:
+        command = alone_command(r, replay) if r.status in _DIFFERED else ()
         if id(r) in pictured and r.calls is not None:
-            entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls))
+            entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls, command=command))
         elif r.status in _DIFFERED and r.diff is not None:
             not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
-            entries.append(Entry(r.key, r.status, not_drawn, group=cause_group(r.diff), soundness=r.diff.get("soundness")))
+            group = cause_group(r.diff)
+            entries.append(Entry(r.key, r.status, not_drawn, group=group, soundness=r.diff.get("soundness"), command=command))
         else:
             entries.append(Entry(r.key, r.status, r.message))
     with writing(path, "--html"):
-        atomic_write(path, render_diff_page(entries, compared=compared))
+        atomic_write(path, render_diff_page(entries, compared=compared, exit_status=exit_code(results)))
     say(f"HTML report: {path}", quiet)
 
 

@@ -29,6 +29,10 @@ from mla_golden.views import diff_marks, focus, parts_of, schedule
 MAX_SHOWN = 20
 
 
+#: A sweep's verdict in a word or two, for the page's title.
+ANSWER = {"diverged": "diverged", "equal": "no divergence"}
+
+
 def headline(findings: Findings) -> str:
     counts = findings.counts
     tally = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
@@ -269,7 +273,9 @@ def _group_section(i: int, group: Group, drawn: bool) -> str:
         body.append(f"<pre>{html_text(render_diff(rep.diff))}</pre>")
     elif not drawn:
         body.append(f"<p class='note'>not drawn (the page draws the first {MAX_SHOWN} groups)</p>")
-    return f"<details class='group' id='rep-{i}'><summary>{summary}</summary>{''.join(body)}</details>"
+    # the links aim inside the fold: following one opens the group (a browser reveals a closed <details> holding
+    # the target) and scrolls to its reproducer, no script needed
+    return f"<details class='group' id='group-{i}'><summary>{summary}</summary><div id='rep-{i}'>{''.join(body)}</div></details>"
 
 
 def render_html(findings: Findings) -> str:
@@ -277,8 +283,10 @@ def render_html(findings: Findings) -> str:
     cls = findings.verdict
     paths = kernel_paths(findings)
     missing = not_compared_lines(findings)
+    tally = ", ".join(f"{n} {status}" for status, n in sorted(findings.counts.items(), key=lambda kv: -kv[1]))
+    title = f"mla-golden sweep: {ANSWER.get(cls, 'inconclusive')} ({tally})"  # the verdict in the tab too
     parts = [
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mla-golden sweep</title><style>{_CSS}</style></head><body>",
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html_text(title)}</title><style>{_CSS}</style></head><body>",
         "<h1>mla-golden sweep</h1>",
         f"<p class='verdict {cls}'>{html_text(headline(findings))}</p>",
         f"<p class='compared'>compared: {html_text(_compared(findings))}</p>",
