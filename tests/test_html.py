@@ -15,10 +15,11 @@ import torch
 from helpers.cli import run
 
 import mla_golden
-from mla_golden import html, reference
+from mla_golden import reference
 from mla_golden.checks import CheckResult, Violation
 from mla_golden.geometry import works_by_cu
 from mla_golden.html import VERDICT_ROWS, CheckEntry, Entry, cause_group, render_check_page, render_diff_page, render_show_page
+from mla_golden.html import diff as diff_page
 from mla_golden.planner_id import planner_label
 from mla_golden.sanitize import html_text
 from mla_golden.views import diff_marks, focus, schedule
@@ -230,13 +231,13 @@ def test_the_page_budget_keeps_diverged_schedules_before_resize_only_ones(monkey
             Entry("large", "diverged", "", mla_golden.diff(big, bigger), big, bigger, command=("mla-golden", "diff", "l.safetensors")),
         ]
 
-    monkeypatch.setattr(html, "PAGE_BUDGET", 10**9)
+    monkeypatch.setattr(diff_page, "PAGE_BUDGET", 10**9)
     whole = render_diff_page(entries())
     fulls = {name: len(_full_schedule(section)) for name, section in _sections(whole).items()}
     assert all(fulls.values()) and fulls["large"] > fulls["resized"] + 20_000, fulls  # the halved gap outweighs the page frame
     # room for the first diverged call's schedule and the resize-only one's, not for the large diverged one's
     room = len(whole) - sum(fulls.values()) + fulls["first"] + fulls["resized"] + (fulls["large"] - fulls["resized"]) // 2
-    monkeypatch.setattr(html, "PAGE_BUDGET", room)
+    monkeypatch.setattr(diff_page, "PAGE_BUDGET", room)
     page = render_diff_page(entries())
     sections = _sections(page)
     assert _full_schedule(sections["first"]) and not _full_schedule(sections["large"])
@@ -269,10 +270,10 @@ def test_more_marked_cu_parts_are_promised_in_the_full_schedule_only_when_it_is_
         return [Entry("all", "diverged", "", mla_golden.diff(expected, actual), expected, actual, command=("mla-golden", "diff", "a.safetensors")),
                 Entry("one", "diverged", "", mla_golden.diff(expected, other), expected, other)]  # fmt: skip
 
-    monkeypatch.setattr(html, "PAGE_BUDGET", 10**9)
+    monkeypatch.setattr(diff_page, "PAGE_BUDGET", 10**9)
     whole = render_diff_page(entries())
     assert "more marked CU part(s) in the full schedule below" in _sections(whole)["all"]
-    monkeypatch.setattr(html, "PAGE_BUDGET", len(whole) - sum(len(_full_schedule(s)) for s in _sections(whole).values()))
+    monkeypatch.setattr(diff_page, "PAGE_BUDGET", len(whole) - sum(len(_full_schedule(s)) for s in _sections(whole).values()))
     section = _sections(render_diff_page(entries()))["all"]
     assert not _full_schedule(section) and "in the full schedule below" not in section
     assert "more marked CU part(s), in the full schedule (left out here: see below)" in section
