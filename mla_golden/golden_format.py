@@ -14,9 +14,9 @@ whose digest does not match is refused.
 ``mla-golden/1`` (read only): whole ``output.<name>`` buffers with bool
 ``written.<name>`` masks and no digest; such files load with a note.
 
-:func:`check_call` holds the format's rules on a call; the writer runs it
-before writing and the reader after decoding, so nothing is written that
-would not load.
+:func:`mla_golden.golden_rules.check_call` holds the rules on a call; the
+writer runs it before writing and the reader after decoding, so nothing is
+written that would not load.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.errors import GoldenError
-from mla_golden.safetensors_file import DTYPES, MAX_ELEMENTS, RawFile
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, OpSchema, schema_for, to_dtype
+from mla_golden.golden_rules import buffers_problems, check_call, check_head, declared_bound
+from mla_golden.safetensors_file import DTYPES, RawFile
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for, to_dtype
 
 FORMAT = "mla-golden/2"
 FORMAT_V1 = "mla-golden/1"
@@ -47,227 +48,6 @@ _OPTIONAL = {FORMAT: {"error", "digest", "layout"}, FORMAT_V1: {"error"}}
 #: Zero gaps up to this long inside a written run are stored, not split into two data runs (a run costs 16 bytes).
 _GAP = 4
 _ST_CODES = {torch.int32: "I32", torch.int64: "I64", torch.uint64: "U64", torch.bool: "BOOL"}
-#: Declared buffer elements a golden may have per element it stores, and on top (16 MB of int32): loading and
-#: replay build every declared buffer, so a 49 KB file cannot ask for 2^25 elements.
-DECLARED_PER_STORED = 64
-DECLARED_SLACK = 1 << 22
-#: AMD targets (gfx942, gfx950, ...) and, for captures on a CUDA device (the recorder's GPU path is tested there), sm_90 and the like.
-_ARCH = re.compile(r"gfx[1-9][0-9a-f]{2,3}|sm_[1-9][0-9]{1,2}")
-#: Plausible ranges of what aiter reads from the GPU (LDS: 64 KiB on gfx942, 160 KiB on gfx950).
-_DEVICE_RANGES = {"cu_num": (1, 4096), "warp_size": (32, 64), "lds_bytes": (16 * 1024, 4 * 1024 * 1024)}
-
-
-# ---------------------------------------------------------------- the rules
-
-
-def declared_bound(stored: int) -> int:
-    """The most buffer elements a golden storing ``stored`` elements may declare (loading and replay build them)."""
-    return DECLARED_PER_STORED * stored + DECLARED_SLACK
-
-
-def param_kind(schema: OpSchema, name: str) -> type | None:
-    """The JSON type a param holds: bool, int, or None for a dtype name (a string or null)."""
-    if name in schema.dtype_params:
-        return None
-    default = schema.scalars[name]
-    if isinstance(default, bool) or name == "is_causal":
-        return bool
-    return int
-
-
-def check_call(call: Call, key: str, *, outputs: bool = True) -> list[str]:
-    """Problems that keep ``call`` under ``key`` from being a valid golden (empty when none).
-
-    ``outputs=False`` skips the output buffers (a v2 reader builds them from
-    runs it has already checked).
-    """
-    if call.op not in SCHEMAS:
-        return [f"unknown op {call.op!r}"]
-    problems = _check_head(call, key) + _check_buffers(call.buffers)
-    if problems or call.error is not None or not outputs:
-        if call.error is not None and (call.outputs or call.written):
-            problems.append("a call that raised keeps no outputs")
-        return problems
-    for name in OUTPUTS:
-        problems += _check_output(name, call.buffers[name], call.outputs.get(name), call.written.get(name))
-    return problems
-
-
-def _check_head(call: Call, key: str) -> list[str]:
-    """:func:`check_call`'s problems with everything but the output buffers (a reader checks those as it builds them)."""
-    schema = schema_for(call.op)
-    problems = check_key(key)
-    problems += _check_params(schema, call.params, errored=call.error is not None)
-    problems += _check_device(call.device)
-    for name, value in call.env.items():
-        if name not in schema.env_vars or not (value is None or isinstance(value, str)):
-            problems.append(f"env: {name!r} is not a planner variable of {call.op} mapped to a string or null")
-    if set(call.inputs) != set(schema.inputs):
-        problems.append(f"inputs: expected {', '.join(schema.inputs)}, got {', '.join(call.inputs) or 'none'}")
-    problems += _check_strides(call)
-    for name, tensor in call.inputs.items():
-        # int64 is kept for a call aiter rejected, so its replay is rejected the same way.
-        allowed = (torch.int32,) if call.error is None else (torch.int32, torch.int64)
-        if tensor.dtype not in allowed or tensor.dim() != 1:
-            problems.append(f"input {name}: expected a 1-D int32 tensor, got {tensor.dtype} of rank {tensor.dim()}")
-        elif tensor.numel() > MAX_ELEMENTS:
-            problems.append(f"input {name}: {tensor.numel()} elements (limit {MAX_ELEMENTS})")
-    return problems
-
-
-def _check_strides(call: Call) -> list[str]:
-    """Recorded strides: for known inputs, one non-negative int per dimension, the strided span bounded."""
-    for name, strides in call.strides.items():
-        tensor = call.inputs.get(name)
-        if tensor is None or not isinstance(strides, list) or len(strides) != tensor.dim():
-            return [f"layout: strides for {name!r} do not match an input"]
-        if not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_ELEMENTS for s in strides):
-            return [f"layout: strides of {name} should be ints in 0..{MAX_ELEMENTS}, got {strides}"]
-        span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, strides) if size)
-        if span > MAX_ELEMENTS:
-            return [f"layout: strides of {name} span {span} elements (limit {MAX_ELEMENTS})"]
-    return []
-
-
-_KEY_PART = 200
-_KEY_LEN = 1024
-
-
-def check_key(key: Any) -> list[str]:
-    """A key is a relative '/'-path of plain parts: no NUL, no absolute path, no '.' or '..', bounded length."""
-    if not isinstance(key, str) or not key:
-        return ["key: must be a non-empty string"]
-    if "\x00" in key:
-        return ["key: contains a NUL character"]
-    if len(key) > _KEY_LEN:
-        return [f"key: {len(key)} characters (limit {_KEY_LEN})"]
-    if key.startswith("/") or re.match(r"[A-Za-z]:[\\/]", key):
-        return [f"key: {key[:80]!r} is an absolute path"]
-    parts = key.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        return [f"key: {key[:80]!r} has an empty, '.' or '..' part"]
-    if any(len(part) > _KEY_PART for part in parts):
-        return [f"key: a part longer than {_KEY_PART} characters"]
-    return []
-
-
-def _check_params(schema: OpSchema, params: Mapping[str, Any], *, errored: bool) -> list[str]:
-    try:
-        return list(_params_problems(schema.name, tuple((k, v, type(v), _spelling(v)) for k, v in params.items()), errored))
-    except TypeError:  # an unhashable value (a list, say): checked without the cache
-        return _params_check(schema, params, errored=errored)
-
-
-@functools.lru_cache(maxsize=4096)
-def _params_problems(op: str, items: tuple[tuple[str, Any, type, str | None], ...], errored: bool) -> tuple[str, ...]:
-    """:func:`_params_check`, remembered: a tree's goldens repeat a few dozen parameter sets.
-
-    ``True == 1`` and ``0.0 == -0.0`` as keys: the items carry each value's type and a float's spelling, so
-    values a message would show differently never share an entry.
-    """
-    return tuple(_params_check(schema_for(op), {name: value for name, value, _, _ in items}, errored=errored))
-
-
-def _spelling(value: Any) -> str | None:
-    return repr(value) if type(value) is float else None
-
-
-def _params_check(schema: OpSchema, params: Mapping[str, Any], *, errored: bool) -> list[str]:
-    problems = []
-    missing = [name for name in schema.scalars if name not in params]
-    unknown = [name for name in params if name not in schema.scalars]
-    if missing:
-        problems.append(f"params: missing {', '.join(missing)}")
-    if unknown:
-        problems.append(f"params: unknown parameter(s) {', '.join(map(repr, unknown))} for {schema.name}")
-    for name, value in params.items():
-        if name not in schema.scalars:
-            continue
-        kind = param_kind(schema, name)
-        if kind is None:
-            try:
-                to_dtype(value)
-            except ValueError as exc:
-                problems.append(f"params: {name}: {exc}")
-        elif errored:
-            # A call aiter rejected may hold any scalar: it is kept as the program passed it.
-            if not (value is None or isinstance(value, (bool, int, float, str))):
-                problems.append(f"params: {name} should be a scalar, got {type(value).__name__}")
-        elif not (isinstance(value, kind) and (kind is bool or not isinstance(value, bool))):
-            problems.append(f"params: {name} should be {kind.__name__}, got {value!r}")
-    return problems
-
-
-def _check_device(device: Mapping[str, Any]) -> list[str]:
-    problems = []
-    arch = device.get("arch")
-    if not (isinstance(arch, str) and _ARCH.fullmatch(arch)):
-        problems.append(f"device: arch should look like 'gfx942' (or 'sm_90' on CUDA), got {arch!r}")
-    for key, (low, high) in _DEVICE_RANGES.items():
-        value = device.get(key)
-        if value is None and key != "cu_num":
-            continue
-        if not (isinstance(value, int) and not isinstance(value, bool) and low <= value <= high):
-            problems.append(f"device: {key} should be an int in {low}..{high}, got {value!r}")
-    if device.get("warp_size") not in (None, 32, 64):
-        problems.append(f"device: warp_size should be 32 or 64, got {device.get('warp_size')!r}")
-    name = device.get("name")
-    if name is not None and not (isinstance(name, str) and 0 < len(name) <= 200 and name.isprintable()):
-        problems.append(f"device: name should be the GPU's printable name, got {name!r}")
-    unknown = sorted(set(device) - {"arch", "name", *_DEVICE_RANGES})
-    if unknown:
-        problems.append(f"device: unknown field(s) {', '.join(map(repr, unknown))}")
-    return problems
-
-
-@functools.lru_cache(maxsize=4096)
-def _buffers_problems(text: str) -> tuple[str, ...]:
-    """:func:`_check_buffers` of a golden's ``buffers`` metadata (valid JSON), remembered by its text: a tree's
-    goldens repeat a few dozen buffer layouts."""
-    return tuple(_check_buffers(json.loads(text)))
-
-
-def _check_buffers(buffers: Mapping[str, Any]) -> list[str]:
-    problems = []
-    if set(buffers) != set(OUTPUTS):
-        problems.append(f"buffers: expected entries for {', '.join(OUTPUTS)}")
-    for name in OUTPUTS:
-        spec = buffers.get(name)
-        want = "torch.uint64" if name == POINTER_OUTPUT else "torch.int32"
-        if not (
-            isinstance(spec, dict)
-            and set(spec) == {"shape", "dtype"}
-            and isinstance(spec["shape"], list)
-            and 1 <= len(spec["shape"]) <= 2
-            and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_ELEMENTS for d in spec["shape"])
-            and math.prod(spec["shape"]) <= MAX_ELEMENTS
-        ):
-            problems.append(f"buffers: entry for {name} missing or malformed (want shape of rank 1 or 2, <= {MAX_ELEMENTS} elements)")
-        elif spec["dtype"] != want:
-            problems.append(f"buffers: {name} is {spec['dtype']}, aiter's planner takes {want}")
-    if not problems:
-        total = sum(math.prod(buffers[name]["shape"]) for name in OUTPUTS)
-        if total > MAX_ELEMENTS:  # loading builds every buffer: their sum, not each, bounds a load's memory
-            problems.append(f"buffers: {total} elements in all (limit {MAX_ELEMENTS})")
-    return problems
-
-
-def _check_output(name: str, spec: Mapping[str, Any], out: torch.Tensor | None, mask: torch.Tensor | None) -> list[str]:
-    if out is None or mask is None:
-        return [f"output {name}: missing values or written mask"]
-    want = to_dtype(spec["dtype"])
-    if out.dtype != want or list(out.shape) != spec["shape"]:
-        return [f"output {name}: {out.dtype} {list(out.shape)} does not match its buffer {spec['dtype']} {spec['shape']}"]
-    if mask.dtype != torch.bool or mask.shape != out.shape:
-        return [f"output {name}: written mask should be bool shaped {spec['shape']}"]
-    nonzero = out != 0
-    if name == POINTER_OUTPUT and bool(nonzero.any()):
-        return [f"output {name}: pointer values are not kept (all must be 0)"]
-    if bool((nonzero & ~mask).any()):
-        return [f"output {name}: nonzero values outside the written elements"]
-    return []
-
-
 # ---------------------------------------------------------------- runs
 
 
@@ -353,7 +133,7 @@ def _raw_of(tensor: torch.Tensor) -> tuple[str, list[int], bytes]:
 
 
 def encode(call: Call, key: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """``call`` as mla-golden/2 tensors and metadata; GoldenError-free only for a valid call (see check_call)."""
+    """``call`` as mla-golden/2 tensors and metadata; GoldenError-free only for a valid call (see golden_rules.check_call)."""
     tensors: dict[str, torch.Tensor] = {f"input.{n}": t.detach().cpu().contiguous() for n, t in call.inputs.items()}
     if call.error is None:
         for name in OUTPUTS:
@@ -408,7 +188,7 @@ def decode(path: Any, raw: RawFile) -> tuple[str, Call, str]:
     fields = {key: _json_field(path, metadata, key) for key in _JSON_KEYS}
     error = metadata.get("error")
     strides = _json_field(path, metadata, "layout") if "layout" in metadata else {}
-    problems = list(_buffers_problems(metadata["buffers"]))
+    problems = list(buffers_problems(metadata["buffers"]))
     if problems:
         raise GoldenError(path, problems[0])
     declared = sum(math.prod(spec["shape"]) for spec in fields["buffers"].values())
@@ -448,7 +228,7 @@ def decode(path: Any, raw: RawFile) -> tuple[str, Call, str]:
         strides=strides,
     )
     # v2 outputs were built from runs checked above, and the buffers before that; v1 stores them whole
-    problems = _check_head(call, metadata["key"]) if fmt == FORMAT else check_call(call, metadata["key"])
+    problems = check_head(call, metadata["key"]) if fmt == FORMAT else check_call(call, metadata["key"])
     if problems:
         raise GoldenError(path, problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     return metadata["key"], call, fmt

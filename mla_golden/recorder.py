@@ -34,7 +34,7 @@ from mla_golden.call import Call, Calls
 from mla_golden.capture import LiveCapture, NotRecorded, unrecordable
 from mla_golden.context import backend_of
 from mla_golden.errors import NothingToIntercept
-from mla_golden.golden_format import check_call
+from mla_golden.golden_rules import check_call
 from mla_golden.schema import SCHEMAS, bind, parameter_roles, signature_of
 
 _WRAPPED = "__mla_golden_original__"

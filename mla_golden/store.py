@@ -29,7 +29,8 @@ from mla_golden.cases import golden_key
 from mla_golden.differ import same_content
 from mla_golden.errors import GoldenError
 from mla_golden.files import HOST, TEMP_SUFFIX, fsync_dir, write_temp
-from mla_golden.golden_format import FORMAT, FORMAT_V1, V1_NOTE, check_call, check_key, decode, encode
+from mla_golden.golden_format import FORMAT, FORMAT_V1, V1_NOTE, decode, encode
+from mla_golden.golden_rules import check_call, check_key
 from mla_golden.schema import MLA_OP, schema_for
 
 __all__ = ["FORMAT", "FORMAT_V1", "Golden", "GoldenStore", "WriteOutcome", "load", "write"]
