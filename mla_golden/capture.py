@@ -23,17 +23,10 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from mla_golden.binding import BoundCall, build_arguments, signature_of
 from mla_golden.call import Call
 from mla_golden.context import SIMULATED, backend_of, device_snapshot, env_snapshot, plan_for, planner_env, provenance
-from mla_golden.schema import (
-    OUTPUTS,
-    POINTER_OUTPUT,
-    BoundCall,
-    build_arguments,
-    schema_for,
-    signature_of,
-    to_dtype,
-)
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for, to_dtype
 
 #: Two fill values per dtype that differ in every element.
 CANARIES: dict[torch.dtype, tuple[int, int]] = {

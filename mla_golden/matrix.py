@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mla_golden import cases
+from mla_golden.binding import build_arguments, signature_of
 from mla_golden.case_file import Locator, Table, read_document
 from mla_golden.errors import MatrixError as MatrixError  # re-exported: importable from here too
-from mla_golden.schema import MLA_OP, OUTPUTS, PS_OP, build_arguments, schema_for, signature_of
+from mla_golden.schema import MLA_OP, OUTPUTS, PS_OP, schema_for
 
 if TYPE_CHECKING:
     import torch

@@ -30,12 +30,13 @@ from typing import Any
 
 from mla_golden import reference
 from mla_golden.aliases import INDEX, scannable
+from mla_golden.binding import bind, parameter_roles, signature_of
 from mla_golden.call import Call, Calls
 from mla_golden.capture import LiveCapture, NotRecorded, unrecordable
 from mla_golden.context import backend_of
 from mla_golden.errors import NothingToIntercept
 from mla_golden.golden_rules import check_call
-from mla_golden.schema import SCHEMAS, bind, parameter_roles, signature_of
+from mla_golden.schema import SCHEMAS
 
 _WRAPPED = "__mla_golden_original__"
 _lock = threading.RLock()

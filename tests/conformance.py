@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import pytest
 import torch
 
+from mla_golden.binding import canonical_params, implied_input
 from mla_golden.call import Call
 from mla_golden.context import planner_env
 from mla_golden.reference import (
@@ -34,7 +35,7 @@ from mla_golden.reference import (
     device,
 )
 from mla_golden.reference.versions import resolve
-from mla_golden.schema import canonical_params, implied_input, schema_for
+from mla_golden.schema import schema_for
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "tests" / "data" / "conformance"

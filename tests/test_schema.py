@@ -8,14 +8,8 @@ import pytest
 import standins
 import torch
 
-from mla_golden.schema import (
-    MLA_OP,
-    PS_OP,
-    AdaptationError,
-    bind,
-    build_arguments,
-    schema_for,
-)
+from mla_golden.binding import bind, build_arguments
+from mla_golden.schema import MLA_OP, PS_OP, AdaptationError, schema_for
 
 QO = torch.tensor([0, 1, 3], dtype=torch.int32)
 KV = torch.tensor([0, 40, 100], dtype=torch.int32)

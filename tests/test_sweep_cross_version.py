@@ -19,7 +19,8 @@ import pytest
 from sweep_records import cross_version, point_of
 
 import mla_golden
-from mla_golden.schema import OUTPUTS, canonical_params, schema_for
+from mla_golden.binding import canonical_params
+from mla_golden.schema import OUTPUTS, schema_for
 from mla_golden.sweeper.evaluate import DIVERGED, UNDEFINED, evaluate, run_side, template
 from mla_golden.sweeper.planners import resolve
 from mla_golden.sweeper.space import Point

@@ -24,12 +24,13 @@ import numpy as np
 import torch
 
 from mla_golden import cases
+from mla_golden.binding import as_aiter_callers_pass, build_arguments, signature_of
 from mla_golden.call import Call
 from mla_golden.capture import CANARIES, _message, replay
 from mla_golden.context import planner_env
 from mla_golden.errors import AdaptationError, BufferTooSmallError
 from mla_golden.reference import kernel_log
-from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, as_aiter_callers_pass, build_arguments, schema_for, signature_of, to_dtype
+from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for, to_dtype
 from mla_golden.sweeper.planners import Planner
 from mla_golden.sweeper.space import DECODE, Point
 
