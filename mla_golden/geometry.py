@@ -247,33 +247,88 @@ def works_by_cu(call: Call, indptr: list[int] | None = None, *, whole_only: bool
     return per_cu
 
 
-def describe_schedule(call: Call, cu: int | None = None, work: int | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Shown:
+    """Which of ``total`` entries a summary shows: the first and the last ``limit`` (all of them when no more)."""
+
+    total: int
+    limit: int | None
+
+    @property
+    def omitted(self) -> int:
+        return 0 if self.limit is None else max(self.total - 2 * self.limit, 0)
+
+    def picks(self, index: int) -> bool:
+        return self.omitted == 0 or index < self.limit or index >= self.total - self.limit  # type: ignore[operator]
+
+    def chosen(self) -> list[int]:
+        """The indices shown, in order (bounded by ``2 * limit``, whatever ``total`` is)."""
+        if self.omitted == 0:
+            return list(range(self.total))
+        assert self.limit is not None
+        return [*range(self.limit), *range(self.total - self.limit, self.total)]
+
+
+def describe_schedule(call: Call, cu: int | None = None, work: int | None = None, *, limit: int | None = None) -> dict[str, Any]:
     """A call's schedule as plain data (what ``mla-golden show`` prints): work items by CU part, split reduce groups.
 
     ``cu`` / ``work`` narrow it to one CU part / one work item (reduce groups
     are then left out). Rows not written in full show as ``columns: None``.
+    ``limit``: keep only the first and last ``limit`` work items (and split
+    reduce groups) of those selected; ``work_items`` / ``reduce_group_count``
+    say how many there are, so a golden of a million works is read in seconds.
+    Whole tensors are read at once: a row at a time cost about a millisecond each.
     """
     indptr = bounded_indptr(call, "work_indptr")
-    parts = []
+    selected = []  # (part, lo, hi) of the CU parts selected, each with its rows
     for part in range(max(len(indptr) - 1, 0)):
         lo, hi = indptr[part], indptr[part + 1]
         if (cu is not None and part != cu) or (work is not None and not lo <= work < hi):
             continue
-        items = []
-        for row in range(lo, hi):
-            if work is not None and row != work:
-                continue
-            found = work_at(call, row, indptr)
-            items.append({"work": row, "columns": found.columns(call.op) if found is not None and found.whole else None})
-        parts.append({"cu_part": part, "works": [lo, hi], "items": items})
+        selected.append((part, lo, hi) if work is None else (part, work, work + 1))
+    items = Shown(sum(hi - lo for _part, lo, hi in selected), limit)
+    info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
+    rows = info.shape[0] if info.dim() == 2 else 0
+    parts, seen = [], 0
+    for part, lo, hi in selected:
+        wanted = [row for i, row in enumerate(range(lo, hi), seen) if items.picks(i)]
+        seen += hi - lo
+        kept = [row for row in wanted if row < rows]
+        values = info[kept].tolist() if kept else []
+        written = mask[kept].tolist() if kept else []
+        found = {row: (v, w) for row, v, w in zip(kept, values, written) if any(w)}
+        described = []
+        for row in wanted:
+            work_row = found.get(row)
+            whole = work_row is not None and all(work_row[1])
+            columns = Work(row, part, *work_row).columns(call.op) if whole and work_row is not None else None
+            described.append({"work": row, "columns": columns})
+        parts.append(
+            {"cu_part": part, "works": [lo, hi] if work is None else [indptr[part], indptr[part + 1]], "items": described}
+        )
     groups = []
+    group_count = 0
     if cu is None and work is None:
         reduce_indptr = bounded_indptr(call, "reduce_indptr")
-        for group in range(max(len(reduce_indptr) - 1, 0)):
+        split = _split_groups(call, reduce_indptr)
+        group_count = len(split)
+        for i in Shown(group_count, limit).chosen():
+            group = split[i]
             found_group = reduce_group(call, group, reduce_indptr)
-            if found_group is not None and found_group.partials:  # tiles that were split
+            if found_group is not None:
                 groups.append({"group": group, "qo_range": found_group.qo_range, "partials": found_group.partials})
-    return {"cu_parts": parts, "reduce_groups": groups}
+    return {"cu_parts": parts, "reduce_groups": groups, "work_items": items.total, "reduce_group_count": group_count}
+
+
+def _split_groups(call: Call, indptr: list[int]) -> list[int]:
+    """The reduce groups that merge at least one written partial (the tiles that were split), in order."""
+    if len(indptr) < 2:
+        return []
+    pmask = call.written["reduce_partial_map"].reshape(-1)
+    counts = torch.cat([torch.zeros(1, dtype=torch.int64), pmask.to(torch.int64).cumsum(0)])
+    bounds = torch.tensor(indptr, dtype=torch.int64).clamp(max=pmask.numel())
+    written = counts[bounds[1:]] - counts[bounds[:-1]]
+    return (written > 0).nonzero().reshape(-1).tolist()
 
 
 def batch_colour(batch: int) -> tuple[float, float, float]:
