@@ -147,10 +147,12 @@ def monotone(c: Checker, invariant: str, name: str, values: Sequence[int]) -> bo
     if values and values[0] != 0:
         c.flag(invariant, f"{name}[0]", f"starts at {values[0]}, not 0")
         return False
-    for i in range(1, len(values)):
-        if values[i] < values[i - 1]:
-            c.flag(invariant, f"{name}[{i}]", f"decreases from {values[i - 1]} to {values[i]}")
-            return False
+    as_tensor = torch.tensor(values, dtype=torch.int64)  # one pass, not a Python step per entry
+    falls = (as_tensor[1:] < as_tensor[:-1]).nonzero()
+    if falls.numel():
+        i = int(falls[0]) + 1
+        c.flag(invariant, f"{name}[{i}]", f"decreases from {values[i - 1]} to {values[i]}")
+        return False
     return True
 
 
@@ -270,11 +272,16 @@ def check_coverage(c: Checker, tiles: list[Tile]) -> None:
         if problem[0] == "overlap" or not c.unplaced:
             c.flag("coverage", tile, problem[1])
     if empty:
-        c.skip(
-            "coverage",
-            f"{len(empty)} tile(s) of batches with no kv tokens (first: {empty[0].where}) have no work: aiter plans "
-            "none for an empty batch, so the kernel leaves those output rows as they were",
-        )
+        skip_empty_tiles(c, len(empty), empty[0])
+
+
+def skip_empty_tiles(c: Checker, count: int, first: Tile) -> None:
+    """Say that coverage skipped the ``count`` tiles of batches with no kv tokens that have no work."""
+    c.skip(
+        "coverage",
+        f"{count} tile(s) of batches with no kv tokens (first: {first.where}) have no work: aiter plans "
+        "none for an empty batch, so the kernel leaves those output rows as they were",
+    )
 
 
 def check_splits(c: Checker, tiles: list[Tile]) -> dict[int, Tile]:
