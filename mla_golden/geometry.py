@@ -150,11 +150,11 @@ def clamped(indptr: list[int], limit: int) -> list[int]:
     For a corrupt or wrong plan the ranges it gives never overlap, so walking
     them costs at most the buffer's size.
     """
-    out, floor = [], 0
-    for value in indptr:
-        floor = min(max(value, floor), limit)
-        out.append(floor)
-    return out
+    if not indptr:
+        return []
+    # floor_i = min(max(v_i, floor_i-1), limit) from 0 is the running max of max(v, 0), capped at limit
+    values = torch.tensor(indptr, dtype=torch.int64).clamp(min=0)
+    return torch.cummax(values, 0).values.clamp(max=limit).tolist()
 
 
 def bounded_indptr(call: Call, name: str) -> list[int]:
@@ -269,6 +269,22 @@ class Shown:
         return [*range(self.limit), *range(self.total - self.limit, self.total)]
 
 
+def whole_works(call: Call) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """What :func:`works_by_cu` gives, as tensors: the rows written in full (int64, in order), each one's CU part,
+    and the number of CU parts (one pass each, for a schedule of a million works)."""
+    indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+    info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
+    rows = info.shape[0] if info.dim() == 2 and info.shape[1] == WORK_ROW else 0
+    bounds = torch.tensor(clamped(indptr, rows), dtype=torch.int64)
+    parts = max(bounds.numel() - 1, 0)
+    if parts == 0 or rows == 0:
+        return torch.zeros((0, WORK_ROW), dtype=torch.int64), torch.zeros(0, dtype=torch.int64), parts
+    walked = torch.arange(int(bounds[0]), int(bounds[-1]))
+    cu = torch.repeat_interleave(torch.arange(parts), bounds[1:] - bounds[:-1])
+    whole = mask[walked].all(dim=1)
+    return info[walked[whole]].to(torch.int64), cu[whole], parts
+
+
 def describe_schedule(call: Call, cu: int | None = None, work: int | None = None, *, limit: int | None = None) -> dict[str, Any]:
     """A call's schedule as plain data (what ``mla-golden show`` prints): work items by CU part, split reduce groups.
 
@@ -339,27 +355,31 @@ def batch_colour(batch: int) -> tuple[float, float, float]:
     return ((batch * 137.508) % 360, 0.55, 0.62)
 
 
-def _stats(values: list[int]) -> tuple[int, float, int]:
-    if not values:
+def _stats(values: torch.Tensor) -> tuple[int, float, int]:
+    if not values.numel():
         return (0, 0.0, 0)
-    return (min(values), round(sum(values) / len(values), 2), max(values))
+    return (int(values.min()), round(int(values.sum()) / values.numel(), 2), int(values.max()))
 
 
 def geometry(call: Call) -> Geometry:
-    """Summarise ``call``'s schedule (an errored call has none)."""
+    """Summarise ``call``'s schedule (an errored call has none); whole-tensor passes, whatever its size."""
     if call.error is not None or not call.outputs:
         return Geometry()
-    per_cu = works_by_cu(call)
-    reduce_indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
+    works, cu, parts = whole_works(call)
+    per_cu = torch.bincount(cu, minlength=parts)
+    kv_per_cu = torch.zeros(parts, dtype=torch.int64).index_add_(
+        0, cu, works[:, WorkColumn.KV_END] - works[:, WorkColumn.KV_START]
+    )
+    reduce_indptr = torch.tensor(written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"]), dtype=torch.int64)
     merged = bounded_indptr(call, "reduce_indptr")
     return Geometry(
-        cu_parts=len(per_cu),
-        works=sum(len(w) for w in per_cu),
-        works_per_cu=_stats([len(w) for w in per_cu]),
-        kv_per_cu=_stats([sum(x.kv_len for x in w) for w in per_cu]),
-        idle_cu_parts=sum(1 for w in per_cu if not w),
-        split_works=sum(1 for w in per_cu for x in w if x.split),
-        reduce_groups=sum(1 for a, b in zip(reduce_indptr, reduce_indptr[1:]) if b > a),
+        cu_parts=parts,
+        works=int(works.shape[0]),
+        works_per_cu=_stats(per_cu),
+        kv_per_cu=_stats(kv_per_cu),
+        idle_cu_parts=int((per_cu == 0).sum()),
+        split_works=int((works[:, WorkColumn.PARTIAL_QO_LOC] >= 0).sum()),
+        reduce_groups=int((reduce_indptr[1:] > reduce_indptr[:-1]).sum()),
         # Partials the reduce groups merge, not written elements: prefill's planner writes its whole buffer.
-        partial_tiles=sum(b - a for a, b in zip(merged, merged[1:])),
+        partial_tiles=merged[-1] - merged[0] if merged else 0,
     )
