@@ -115,10 +115,15 @@ class Geometry:
 
 def written_prefix(values: torch.Tensor, mask: torch.Tensor) -> list[int]:
     """The leading written run of a buffer, flat (the part the planner filled)."""
+    return written_run(values, mask).tolist()
+
+
+def written_run(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """:func:`written_prefix` as a tensor (a view: no copy)."""
     flat_mask = mask.reshape(-1)
     unwritten = (~flat_mask).nonzero()
     end = int(unwritten[0]) if unwritten.numel() else flat_mask.numel()
-    return values.reshape(-1)[:end].tolist()
+    return values.reshape(-1)[:end]
 
 
 #: Each CSR index buffer and the buffer whose first dimension it indexes.
@@ -152,9 +157,15 @@ def clamped(indptr: list[int], limit: int) -> list[int]:
     """
     if not indptr:
         return []
+    return clamped_run(torch.tensor(indptr, dtype=torch.int64), limit).tolist()
+
+
+def clamped_run(indptr: torch.Tensor, limit: int) -> torch.Tensor:
+    """:func:`clamped` on a tensor (int64)."""
+    if not indptr.numel():
+        return indptr.to(torch.int64)
     # floor_i = min(max(v_i, floor_i-1), limit) from 0 is the running max of max(v, 0), capped at limit
-    values = torch.tensor(indptr, dtype=torch.int64).clamp(min=0)
-    return torch.cummax(values, 0).values.clamp(max=limit).tolist()
+    return torch.cummax(indptr.to(torch.int64).clamp(min=0), 0).values.clamp(max=limit)
 
 
 def bounded_indptr(call: Call, name: str) -> list[int]:
@@ -370,8 +381,8 @@ def geometry(call: Call) -> Geometry:
     kv_per_cu = torch.zeros(parts, dtype=torch.int64).index_add_(
         0, cu, works[:, WorkColumn.KV_END] - works[:, WorkColumn.KV_START]
     )
-    reduce_indptr = torch.tensor(written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"]), dtype=torch.int64)
-    merged = bounded_indptr(call, "reduce_indptr")
+    reduce_indptr = written_run(call.outputs["reduce_indptr"], call.written["reduce_indptr"]).to(torch.int64)
+    merged = clamped_run(reduce_indptr, call.outputs[INDPTRS["reduce_indptr"]].shape[0])
     return Geometry(
         cu_parts=parts,
         works=int(works.shape[0]),
@@ -381,5 +392,5 @@ def geometry(call: Call) -> Geometry:
         split_works=int((works[:, WorkColumn.PARTIAL_QO_LOC] >= 0).sum()),
         reduce_groups=int((reduce_indptr[1:] > reduce_indptr[:-1]).sum()),
         # Partials the reduce groups merge, not written elements: prefill's planner writes its whole buffer.
-        partial_tiles=merged[-1] - merged[0] if merged else 0,
+        partial_tiles=int(merged[-1] - merged[0]) if merged.numel() else 0,
     )

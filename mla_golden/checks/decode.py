@@ -25,6 +25,7 @@ from mla_golden.checks.common import (
     check_sizing,
     check_splits,
     decoded_works,
+    flat_input,
     helper_numels,
     ints,
     numel,
@@ -51,11 +52,11 @@ def _check_call(c: Checker, qo: list[int], kv: list[int], last: list[int]) -> No
     page_size = p.get("page_size", 1)
     if len(last) != batches:
         c.flag("call.kv_pages", "kv_last_page_lens", f"has {len(last)} entries for {batches} batches")
-    lens = torch.tensor(last[:batches], dtype=torch.int64)
+    lens = flat_input(c.call, "kv_last_page_lens")[:batches]
     bad = (lens < 1) | (lens > page_size)
     with_pages = min(len(lens), len(kv) - 1)
     if with_pages > 0:  # an empty batch has no last page
-        kv_t = torch.tensor(kv[: with_pages + 1], dtype=torch.int64)
+        kv_t = flat_input(c.call, "seqlens_kv_indptr")[: with_pages + 1]
         bad[:with_pages] &= kv_t[1:] != kv_t[:-1]
     for b in bad.nonzero().reshape(-1).tolist():
         c.flag("call.kv_pages", f"kv_last_page_lens[{b}]", f"is {last[b]}; a last page holds 1..page_size={page_size} tokens")
@@ -64,7 +65,7 @@ def _check_call(c: Checker, qo: list[int], kv: list[int], last: list[int]) -> No
 
 def _check_seqlen_qo(c: Checker, qo: list[int], max_seqlen_qo: int, uni_seqlen_qo: int) -> None:
     """aiter picks kernels, tiles and buffer sizes from the declared lengths, not from the indptr."""
-    indptr = torch.tensor(qo, dtype=torch.int64)
+    indptr = flat_input(c.call, "seqlens_qo_indptr")
     lens = indptr[1:] - indptr[:-1]
     if not lens.numel():
         return

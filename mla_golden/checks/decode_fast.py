@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from mla_golden.checks.common import Checker, Tile
+from mla_golden.geometry import written_run
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
@@ -196,7 +197,7 @@ def _reduce_is_clean(
 ) -> bool:
     """check_reduce finds nothing: reduce_indptr a CSR over the written partials, one group per split tile."""
     call = c.call
-    indptr = torch.tensor(c.prefix("reduce_indptr"), dtype=I64)
+    indptr = written_run(call.outputs["reduce_indptr"], call.written["reduce_indptr"]).to(I64)
     if not _ascending(indptr):
         return False
     last = int(indptr[-1]) if indptr.numel() else 0
