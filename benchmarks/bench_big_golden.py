@@ -11,7 +11,8 @@ torch left out), each including the load of its files:
 - the floor: load + one whole-tensor pass per invariant of ``check``
   (a compare and a reduction over work_info_set's columns, times the number
   of invariants); diff's floor loads both files;
-- check: ``invariants`` of the loaded call;
+- check: ``invariants`` of the loaded call; and once walked work by work, as
+  a golden with a violation is checked (and every golden was before issue 30);
 - diff, re-recorded: the same call recorded again (bytes differ, content equal);
 - diff, diverged: two works of different CU parts swapped (a different plan,
   sound on both sides: compared, decoded, geometry and check of each side);
@@ -79,6 +80,18 @@ def _floor_pass(path: Path) -> Callable[[], object]:
     return passes
 
 
+def _walked(path: Path) -> None:
+    """check as a golden with something to flag takes it: the walk over every work (the whole-tensor pass off)."""
+    from unittest import mock
+
+    import mla_golden
+    from mla_golden.checks import decode
+    from mla_golden.store import load
+
+    with mock.patch.object(decode, "clean_plan", lambda *args: None):
+        assert mla_golden.invariants(load(path).call).ok
+
+
 def bench(works: int, rounds: int) -> list[tuple[str, float, str]]:
     from typer.testing import CliRunner
 
@@ -122,6 +135,10 @@ def bench(works: int, rounds: int) -> list[tuple[str, float, str]]:
         ):
             took = _best(fn, rounds)
             rows.append((f"{tag}: {name}", took, f"s, {took / base:.2f}x its floor (goal <= {GOAL:.0f}x)"))
+        walked = _best(lambda: _walked(golden), 1)
+        rows.append(
+            (f"{tag}: check, walked work by work", walked, f"s, {walked / floor:.2f}x (a golden with a violation; before)")
+        )
         for command in ("show", "textconv"):
 
             def cli(command: str = command) -> None:

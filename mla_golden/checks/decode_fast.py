@@ -76,7 +76,7 @@ def clean_plan(
         return None
     if layout.num_cu + 1 > call.outputs["work_indptr"].numel() or info.dim() != 2 or info.shape[1] != WORK_ROW:
         return None
-    works = info[:num_works].to(I64)
+    works = info[:num_works].to(I64).t().contiguous().t()  # column-major: each column read below is contiguous
     if not bool(mask[:num_works].all()):
         return None
     batches = len(qo) - 1
