@@ -66,6 +66,7 @@ bench: install-test
 	$(PY) benchmarks/bench_sweep.py
 	$(PY) benchmarks/bench_spy.py
 	$(PY) benchmarks/bench_bounds.py
+	$(PY) benchmarks/bench_big_golden.py
 	$(PY) benchmarks/bench_planners.py
 	$(PY) benchmarks/bench_capture.py
 	$(PY) benchmarks/bench_bisect.py

@@ -115,10 +115,15 @@ class Geometry:
 
 def written_prefix(values: torch.Tensor, mask: torch.Tensor) -> list[int]:
     """The leading written run of a buffer, flat (the part the planner filled)."""
+    return written_run(values, mask).tolist()
+
+
+def written_run(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """:func:`written_prefix` as a tensor (a view: no copy)."""
     flat_mask = mask.reshape(-1)
     unwritten = (~flat_mask).nonzero()
     end = int(unwritten[0]) if unwritten.numel() else flat_mask.numel()
-    return values.reshape(-1)[:end].tolist()
+    return values.reshape(-1)[:end]
 
 
 #: Each CSR index buffer and the buffer whose first dimension it indexes.
@@ -150,11 +155,17 @@ def clamped(indptr: list[int], limit: int) -> list[int]:
     For a corrupt or wrong plan the ranges it gives never overlap, so walking
     them costs at most the buffer's size.
     """
-    out, floor = [], 0
-    for value in indptr:
-        floor = min(max(value, floor), limit)
-        out.append(floor)
-    return out
+    if not indptr:
+        return []
+    return clamped_run(torch.tensor(indptr, dtype=torch.int64), limit).tolist()
+
+
+def clamped_run(indptr: torch.Tensor, limit: int) -> torch.Tensor:
+    """:func:`clamped` on a tensor (int64)."""
+    if not indptr.numel():
+        return indptr.to(torch.int64)
+    # floor_i = min(max(v_i, floor_i-1), limit) from 0 is the running max of max(v, 0), capped at limit
+    return torch.cummax(indptr.to(torch.int64).clamp(min=0), 0).values.clamp(max=limit)
 
 
 def bounded_indptr(call: Call, name: str) -> list[int]:
@@ -247,33 +258,104 @@ def works_by_cu(call: Call, indptr: list[int] | None = None, *, whole_only: bool
     return per_cu
 
 
-def describe_schedule(call: Call, cu: int | None = None, work: int | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Shown:
+    """Which of ``total`` entries a summary shows: the first and the last ``limit`` (all of them when no more)."""
+
+    total: int
+    limit: int | None
+
+    @property
+    def omitted(self) -> int:
+        return 0 if self.limit is None else max(self.total - 2 * self.limit, 0)
+
+    def picks(self, index: int) -> bool:
+        return self.omitted == 0 or index < self.limit or index >= self.total - self.limit  # type: ignore[operator]
+
+    def chosen(self) -> list[int]:
+        """The indices shown, in order (bounded by ``2 * limit``, whatever ``total`` is)."""
+        if self.omitted == 0:
+            return list(range(self.total))
+        assert self.limit is not None
+        return [*range(self.limit), *range(self.total - self.limit, self.total)]
+
+
+def whole_works(call: Call) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """What :func:`works_by_cu` gives, as tensors: the rows written in full (int64, in order), each one's CU part,
+    and the number of CU parts (one pass each, for a schedule of a million works)."""
+    indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
+    info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
+    rows = info.shape[0] if info.dim() == 2 and info.shape[1] == WORK_ROW else 0
+    bounds = torch.tensor(clamped(indptr, rows), dtype=torch.int64)
+    parts = max(bounds.numel() - 1, 0)
+    if parts == 0 or rows == 0:
+        return torch.zeros((0, WORK_ROW), dtype=torch.int64), torch.zeros(0, dtype=torch.int64), parts
+    walked = torch.arange(int(bounds[0]), int(bounds[-1]))
+    cu = torch.repeat_interleave(torch.arange(parts), bounds[1:] - bounds[:-1])
+    whole = mask[walked].all(dim=1)
+    return info[walked[whole]].to(torch.int64), cu[whole], parts
+
+
+def describe_schedule(call: Call, cu: int | None = None, work: int | None = None, *, limit: int | None = None) -> dict[str, Any]:
     """A call's schedule as plain data (what ``mla-golden show`` prints): work items by CU part, split reduce groups.
 
     ``cu`` / ``work`` narrow it to one CU part / one work item (reduce groups
     are then left out). Rows not written in full show as ``columns: None``.
+    ``limit``: keep only the first and last ``limit`` work items (and split
+    reduce groups) of those selected; ``work_items`` / ``reduce_group_count``
+    say how many there are, so a golden of a million works is read in seconds.
+    Whole tensors are read at once: a row at a time cost about a millisecond each.
     """
     indptr = bounded_indptr(call, "work_indptr")
-    parts = []
+    selected = []  # (part, lo, hi) of the CU parts selected, each with its rows
     for part in range(max(len(indptr) - 1, 0)):
         lo, hi = indptr[part], indptr[part + 1]
         if (cu is not None and part != cu) or (work is not None and not lo <= work < hi):
             continue
-        items = []
-        for row in range(lo, hi):
-            if work is not None and row != work:
-                continue
-            found = work_at(call, row, indptr)
-            items.append({"work": row, "columns": found.columns(call.op) if found is not None and found.whole else None})
-        parts.append({"cu_part": part, "works": [lo, hi], "items": items})
+        selected.append((part, lo, hi) if work is None else (part, work, work + 1))
+    items = Shown(sum(hi - lo for _part, lo, hi in selected), limit)
+    info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
+    rows = info.shape[0] if info.dim() == 2 else 0
+    parts, seen = [], 0
+    for part, lo, hi in selected:
+        wanted = [row for i, row in enumerate(range(lo, hi), seen) if items.picks(i)]
+        seen += hi - lo
+        kept = [row for row in wanted if row < rows]
+        values = info[kept].tolist() if kept else []
+        written = mask[kept].tolist() if kept else []
+        found = {row: (v, w) for row, v, w in zip(kept, values, written) if any(w)}
+        described = []
+        for row in wanted:
+            work_row = found.get(row)
+            whole = work_row is not None and all(work_row[1])
+            columns = Work(row, part, *work_row).columns(call.op) if whole and work_row is not None else None
+            described.append({"work": row, "columns": columns})
+        parts.append(
+            {"cu_part": part, "works": [lo, hi] if work is None else [indptr[part], indptr[part + 1]], "items": described}
+        )
     groups = []
+    group_count = 0
     if cu is None and work is None:
         reduce_indptr = bounded_indptr(call, "reduce_indptr")
-        for group in range(max(len(reduce_indptr) - 1, 0)):
+        split = _split_groups(call, reduce_indptr)
+        group_count = len(split)
+        for i in Shown(group_count, limit).chosen():
+            group = split[i]
             found_group = reduce_group(call, group, reduce_indptr)
-            if found_group is not None and found_group.partials:  # tiles that were split
+            if found_group is not None:
                 groups.append({"group": group, "qo_range": found_group.qo_range, "partials": found_group.partials})
-    return {"cu_parts": parts, "reduce_groups": groups}
+    return {"cu_parts": parts, "reduce_groups": groups, "work_items": items.total, "reduce_group_count": group_count}
+
+
+def _split_groups(call: Call, indptr: list[int]) -> list[int]:
+    """The reduce groups that merge at least one written partial (the tiles that were split), in order."""
+    if len(indptr) < 2:
+        return []
+    pmask = call.written["reduce_partial_map"].reshape(-1)
+    counts = torch.cat([torch.zeros(1, dtype=torch.int64), pmask.to(torch.int64).cumsum(0)])
+    bounds = torch.tensor(indptr, dtype=torch.int64).clamp(max=pmask.numel())
+    written = counts[bounds[1:]] - counts[bounds[:-1]]
+    return (written > 0).nonzero().reshape(-1).tolist()
 
 
 def batch_colour(batch: int) -> tuple[float, float, float]:
@@ -284,27 +366,31 @@ def batch_colour(batch: int) -> tuple[float, float, float]:
     return ((batch * 137.508) % 360, 0.55, 0.62)
 
 
-def _stats(values: list[int]) -> tuple[int, float, int]:
-    if not values:
+def _stats(values: torch.Tensor) -> tuple[int, float, int]:
+    if not values.numel():
         return (0, 0.0, 0)
-    return (min(values), round(sum(values) / len(values), 2), max(values))
+    return (int(values.min()), round(int(values.sum()) / values.numel(), 2), int(values.max()))
 
 
 def geometry(call: Call) -> Geometry:
-    """Summarise ``call``'s schedule (an errored call has none)."""
+    """Summarise ``call``'s schedule (an errored call has none); whole-tensor passes, whatever its size."""
     if call.error is not None or not call.outputs:
         return Geometry()
-    per_cu = works_by_cu(call)
-    reduce_indptr = written_prefix(call.outputs["reduce_indptr"], call.written["reduce_indptr"])
-    merged = bounded_indptr(call, "reduce_indptr")
+    works, cu, parts = whole_works(call)
+    per_cu = torch.bincount(cu, minlength=parts)
+    kv_per_cu = torch.zeros(parts, dtype=torch.int64).index_add_(
+        0, cu, works[:, WorkColumn.KV_END] - works[:, WorkColumn.KV_START]
+    )
+    reduce_indptr = written_run(call.outputs["reduce_indptr"], call.written["reduce_indptr"]).to(torch.int64)
+    merged = clamped_run(reduce_indptr, call.outputs[INDPTRS["reduce_indptr"]].shape[0])
     return Geometry(
-        cu_parts=len(per_cu),
-        works=sum(len(w) for w in per_cu),
-        works_per_cu=_stats([len(w) for w in per_cu]),
-        kv_per_cu=_stats([sum(x.kv_len for x in w) for w in per_cu]),
-        idle_cu_parts=sum(1 for w in per_cu if not w),
-        split_works=sum(1 for w in per_cu for x in w if x.split),
-        reduce_groups=sum(1 for a, b in zip(reduce_indptr, reduce_indptr[1:]) if b > a),
+        cu_parts=parts,
+        works=int(works.shape[0]),
+        works_per_cu=_stats(per_cu),
+        kv_per_cu=_stats(kv_per_cu),
+        idle_cu_parts=int((per_cu == 0).sum()),
+        split_works=int((works[:, WorkColumn.PARTIAL_QO_LOC] >= 0).sum()),
+        reduce_groups=int((reduce_indptr[1:] > reduce_indptr[:-1]).sum()),
         # Partials the reduce groups merge, not written elements: prefill's planner writes its whole buffer.
-        partial_tiles=sum(b - a for a, b in zip(merged, merged[1:])),
+        partial_tiles=int(merged[-1] - merged[0]) if merged.numel() else 0,
     )

@@ -82,7 +82,7 @@ def _head_problems(call: Call) -> list[str]:
     per_kv, kv_heads = p.get("num_heads_per_head_k"), p.get("num_heads_k")
     if not (isinstance(per_kv, int) and isinstance(kv_heads, int)):
         return []
-    heads, qo, declared = per_kv * kv_heads, _ints(call, "seqlens_qo_indptr"), p.get("max_seqlen_qo", -1)
+    heads, qo, declared = per_kv * kv_heads, _ints(call, "seqlens_qo_indptr", 2, last=True), p.get("max_seqlen_qo", -1)
     tokens = max(qo[-1] if qo else 0, declared if isinstance(declared, int) else -1, 1)
     if heads * tokens > INT32_MAX:
         return [f"{heads} query heads x {tokens} query tokens = {heads * tokens} rows: past the int32 aiter plans them in"]
@@ -91,7 +91,7 @@ def _head_problems(call: Call) -> list[str]:
 
 def planned_units(call: Call) -> int | None:
     """How many units aiter's planner walks for ``call`` (None when it would not plan at all)."""
-    qo = _ints(call, "seqlens_qo_indptr")
+    qo = _ints(call, "seqlens_qo_indptr", None if call.op == PS_OP else 2)
     if call.op == PS_OP:
         q_gran, heads = call.params.get("qlen_granularity"), call.params.get("num_heads_k")
         if not (isinstance(q_gran, int) and isinstance(heads, int) and q_gran > 0 and heads > 0):
@@ -122,13 +122,20 @@ def _numel(call: Call, name: str) -> int:
     return math.prod(spec["shape"]) if spec is not None else 0
 
 
-def _ints(call: Call, name: str) -> list[int]:
+def _ints(call: Call, name: str, first: int | None = None, *, last: bool = False) -> list[int]:
+    """Input ``name`` flat (its ``first`` elements only, and with ``last`` its last one too: what is read of it)."""
     tensor = call.inputs.get(name)
-    return [] if tensor is None else tensor.reshape(-1).tolist()
+    if tensor is None:
+        return []
+    flat = tensor.reshape(-1)
+    if first is None or flat.numel() <= first + 1:
+        return flat.tolist()
+    return [*flat[:first].tolist(), *(flat[-1:].tolist() if last else [])]
 
 
 def _batches(call: Call) -> int:
-    return max(len(_ints(call, "seqlens_qo_indptr")) - 1, 0)
+    tensor = call.inputs.get("seqlens_qo_indptr")
+    return max((0 if tensor is None else tensor.numel()) - 1, 0)
 
 
 def _recorded_works(call: Call) -> int:

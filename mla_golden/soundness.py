@@ -17,8 +17,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import torch
+
 from mla_golden.call import Call
-from mla_golden.geometry import geometry, works_by_cu
+from mla_golden.geometry import geometry, whole_works
+from mla_golden.schema import WorkColumn
 
 #: The check whose rule is the judging version's own: not judged on a side no ported version planned.
 FOLDING = "work.folding"
@@ -162,7 +165,9 @@ def judge_pair(expected: Call, actual: Call) -> Soundness:
 
 def _split_requests(call: Call, folding: int) -> int:
     """Requests (caller batches) with at least one split work: a folded batch ``b`` belongs to request ``b // folding``."""
-    return len({w.batch_idx // max(folding, 1) for part in works_by_cu(call) for w in part if w.split})
+    works, _cu, _parts = whole_works(call)
+    split = works[works[:, WorkColumn.PARTIAL_QO_LOC] >= 0, WorkColumn.BATCH_IDX]
+    return int(torch.unique(torch.div(split, max(folding, 1), rounding_mode="floor")).numel())
 
 
 def verdict_of(judged: list[tuple[str, dict[str, Any]]]) -> str:

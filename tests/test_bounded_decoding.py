@@ -53,9 +53,15 @@ def _check_show_diff_draw(path: Path, original: mla_golden.Call) -> None:
 
 @functools.cache
 def _sane_lines(source: Path, what: str) -> int:
-    """Lines the same work runs on the shipped (sane) golden: the yardstick."""
+    """Lines the same work runs on the shipped (sane) golden: the yardstick. For check, the work-by-work walk a
+    golden with a violation takes (a sane one is proved clean in a few whole-tensor passes instead)."""
     if what == "check":
-        return lines_run(lambda: mla_golden.invariants(load(source).call))
+        from unittest import mock
+
+        from mla_golden.checks import decode
+
+        with mock.patch.object(decode, "clean_plan", lambda *args: None):
+            return lines_run(lambda: mla_golden.invariants(load(source).call))
     return lines_run(lambda: _check_show_diff_draw(source, load(source).call))
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
+import torch
+
 from mla_golden import reference
 from mla_golden.checks.common import (
     Checker,
@@ -22,11 +24,14 @@ from mla_golden.checks.common import (
     check_sizing,
     check_splits,
     decoded_works,
+    flat_input,
     helper_numels,
     ints,
     numel,
+    skip_empty_tiles,
     written_extent,
 )
+from mla_golden.checks.decode_fast import clean_plan
 from mla_golden.checks.results import HAZARDS
 from mla_golden.context import as_recorded
 from mla_golden.errors import AiterCheckError, UndefinedResultError
@@ -46,37 +51,38 @@ def _check_call(c: Checker, qo: list[int], kv: list[int], last: list[int]) -> No
     page_size = p.get("page_size", 1)
     if len(last) != batches:
         c.flag("call.kv_pages", "kv_last_page_lens", f"has {len(last)} entries for {batches} batches")
-    for b, n in enumerate(last[:batches]):
-        pages = kv[b + 1] - kv[b] if b + 1 < len(kv) else None
-        if pages == 0:
-            continue  # an empty batch has no last page
-        if not 1 <= n <= page_size:
-            c.flag(
-                "call.kv_pages", f"kv_last_page_lens[{b}]", f"is {n}; a last page holds 1..page_size={page_size} tokens"
-            )
+    lens = flat_input(c.call, "kv_last_page_lens")[:batches]
+    bad = (lens < 1) | (lens > page_size)
+    with_pages = min(len(lens), len(kv) - 1)
+    if with_pages > 0:  # an empty batch has no last page
+        kv_t = flat_input(c.call, "seqlens_kv_indptr")[: with_pages + 1]
+        bad[:with_pages] &= kv_t[1:] != kv_t[:-1]
+    for b in bad.nonzero().reshape(-1).tolist():
+        c.flag("call.kv_pages", f"kv_last_page_lens[{b}]", f"is {last[b]}; a last page holds 1..page_size={page_size} tokens")
     _check_seqlen_qo(c, qo, p.get("max_seqlen_qo", -1), p.get("uni_seqlen_qo", -1))
 
 
 def _check_seqlen_qo(c: Checker, qo: list[int], max_seqlen_qo: int, uni_seqlen_qo: int) -> None:
     """aiter picks kernels, tiles and buffer sizes from the declared lengths, not from the indptr."""
-    lens = [b - a for a, b in zip(qo, qo[1:])]
-    if not lens:
+    indptr = flat_input(c.call, "seqlens_qo_indptr")
+    lens = indptr[1:] - indptr[:-1]
+    if not lens.numel():
         return
-    longest = max(lens)
+    longest = int(lens.max())
     if longest > max_seqlen_qo:
         c.flag(
             "call.seqlen_qo",
-            f"seqlens_qo_indptr batch {lens.index(longest)}",
+            f"seqlens_qo_indptr batch {int((lens == longest).nonzero()[0])}",
             f"query length {longest} exceeds the declared max_seqlen_qo={max_seqlen_qo} "
             "(e.g. MTP verification sized as qlen 1): aiter tiles and sizes for the declared length",
         )
     if uni_seqlen_qo > 0:
-        odd = [b for b, n in enumerate(lens) if n != uni_seqlen_qo]
+        odd = (lens != uni_seqlen_qo).nonzero().reshape(-1).tolist()
         if odd:
             c.flag(
                 "call.seqlen_qo",
                 f"seqlens_qo_indptr batch {odd[0]}",
-                f"query length {lens[odd[0]]} but uni_seqlen_qo={uni_seqlen_qo} declares every batch "
+                f"query length {int(lens[odd[0]])} but uni_seqlen_qo={uni_seqlen_qo} declares every batch "
                 f"that long ({len(odd)} batch(es) differ)",
             )
 
@@ -338,6 +344,15 @@ def check_decode(c: Checker) -> None:
             f"{len(indptr)} entries written; aiter plans {layout.num_cu} CU parts "
             f"(needs {layout.num_cu + 1})",
         )
+    if layout is not None and call.params.get("fast_mode", True) and not call.params.get("intra_batch_mode", False):
+        clean = clean_plan(c, layout, qo, kv, last, indptr, num_works)
+        if clean is not None:  # the walk below would flag nothing: its report, from whole-tensor passes
+            c.result.folding = layout.qk_batch_ratio
+            c.result.kernel = _kernel(layout)
+            if clean.empty_tiles and clean.first_empty is not None:
+                skip_empty_tiles(c, clean.empty_tiles, clean.first_empty)
+            check_sizing(c, _decode_helper(c, _longest(qo)), written_extent(call))
+            return
     works = decoded_works(c, indptr, num_works)
     if layout is None:
         c.result.skipped.append(f"per-batch invariants: aiter {rules_version(call.provenance).name} has no plan for these inputs")
@@ -353,8 +368,7 @@ def check_decode(c: Checker) -> None:
         )
     layout = _observed_folding(c, layout, works, len(qo) - 1)
     c.result.folding = 1 if layout.is_sparse else layout.qk_batch_ratio  # sparse works name the request itself
-    path = "parallel" if layout.dispatch.kernel_name.endswith("parallel") else "serial"
-    c.result.kernel = f"{path}/" + (f"folded x{layout.qk_batch_ratio}" if layout.qk_batch_ratio > 1 else "native")
+    c.result.kernel = _kernel(layout)
     if not _fits_its_buffer(c, layout, qo):
         return
     try:
@@ -372,8 +386,18 @@ def check_decode(c: Checker) -> None:
     check_coverage(c, tiles)
     owner = check_splits(c, tiles)
     check_reduce(c, owner, sum(call.written["reduce_partial_map"].reshape(-1).tolist()))
-    longest = max([b - a for a, b in zip(qo, qo[1:])] or [0])
-    check_sizing(c, _decode_helper(c, longest), written_extent(call))
+    check_sizing(c, _decode_helper(c, _longest(qo)), written_extent(call))
+
+
+def _kernel(layout: DecodeLayout) -> str:
+    path = "parallel" if layout.dispatch.kernel_name.endswith("parallel") else "serial"
+    return f"{path}/" + (f"folded x{layout.qk_batch_ratio}" if layout.qk_batch_ratio > 1 else "native")
+
+
+def _longest(qo: list[int]) -> int:
+    """The longest query length seqlens_qo_indptr gives (0 for none)."""
+    lengths = torch.tensor(qo, dtype=torch.int64)
+    return max(int((lengths[1:] - lengths[:-1]).max()), 0) if lengths.numel() > 1 else 0
 
 
 def _decode_helper(c: Checker, longest_qo: int) -> dict[str, int]:

@@ -13,9 +13,12 @@ from mla_golden.cli.output import echo_json, say, stdout, writing
 from mla_golden.cli.running import check_outputs, require_goldens
 from mla_golden.runs import EXIT_BAD
 
+#: Work items (and split reduce groups) ``show`` prints at each end of a longer schedule, unless ``--all``.
+SHOW_ENDS = 50
 
-def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
-    """Everything ``show`` prints, as plain data; work items grouped by CU part."""
+
+def _show_data(golden: Any, cu: int | None, work: int | None, limit: int | None) -> dict[str, Any]:
+    """Everything ``show`` prints, as plain data; work items grouped by CU part (``limit`` at each end)."""
     from mla_golden.geometry import describe_schedule
     from mla_golden.planner_id import planner_label
     from mla_golden.schema import OUTPUTS
@@ -40,9 +43,11 @@ def _show_data(golden: Any, cu: int | None, work: int | None) -> dict[str, Any]:
         },
         "cu_parts": [],
         "reduce_groups": [],
+        "work_items": 0,
+        "reduce_group_count": 0,
     }
     if call.error is None:
-        data.update(describe_schedule(call, cu=cu, work=work))
+        data.update(describe_schedule(call, cu=cu, work=work, limit=limit))
     return data
 
 
@@ -57,8 +62,15 @@ def show(
     format: FormatOption = Format.text,
     html: Annotated[Path | None, typer.Option(metavar="FILE", help="Also write the schedule as a self-contained HTML picture.")] = None,
     png: Annotated[Path | None, typer.Option(metavar="FILE", help="Also draw the schedule as a PNG (needs the plot extra).")] = None,
+    all_items: Annotated[
+        bool, typer.Option("--all", help=f"Every work item and reduce group (default: the first and last {SHOW_ENDS} of each).")
+    ] = False,
 ) -> None:
-    """Show one golden: header, params, device, provenance, inputs, work items by CU part, reduce groups."""
+    """Show one golden: header, params, device, provenance, inputs, work items by CU part, reduce groups.
+
+    A schedule of more than 2 x 50 work items (or split reduce groups) shows the first and last 50 and counts the
+    rest; --all shows every one.
+    """
     from mla_golden.errors import GoldenError
     from mla_golden.geometry import INDPTRS, indptr_problem
     from mla_golden.store import load
@@ -92,7 +104,7 @@ def show(
             say(f"error: {exc}")
             raise typer.Exit(EXIT_BAD) from exc
         say(f"PNG picture: {png}")
-    data = _show_data(loaded, cu, work)
+    data = _show_data(loaded, cu, work, None if all_items else SHOW_ENDS)
     if format is Format.json:
         echo_json(data)
         return
@@ -127,24 +139,42 @@ def show(
     table = Table(title="work items by CU part", title_justify="left", show_edge=False)
     for header in ("cu part", "work", *columns):
         table.add_column(header, justify="right")
+    shown, omitted = 0, data["work_items"] - sum(len(part["items"]) for part in data["cu_parts"])
     for part in data["cu_parts"]:
         if not part["items"] and (cu is None and work is None):
             continue
         for i, item in enumerate(part["items"]):
+            gap = bool(omitted) and shown == SHOW_ENDS
+            if gap:
+                table.add_row("...", "...", *["..."] * len(columns))
+            shown += 1
             cells = [format_cell(c, item["columns"][c]) for c in columns] if item["columns"] else ["(not written)"] + [""] * (len(columns) - 1)
-            table.add_row(str(part["cu_part"]) if i == 0 else "", str(item["work"]), *cells)
+            table.add_row(str(part["cu_part"]) if i == 0 or gap else "", str(item["work"]), *cells)
         if not part["items"]:
             table.add_row(str(part["cu_part"]), "-", "(no work)", *[""] * (len(columns) - 1))
     out.print(table)
+    if omitted:
+        p(f"... {omitted} of {data['work_items']} work items not shown (the first and last {SHOW_ENDS}): --all shows every one")
     if data["reduce_groups"]:
         p("reduce groups:")
-        for g in data["reduce_groups"]:
+        left_out = data["reduce_group_count"] - len(data["reduce_groups"])
+        for i, g in enumerate(data["reduce_groups"]):
+            if left_out and i == SHOW_ENDS:
+                p(f"  ... ({left_out} of {data['reduce_group_count']} reduce groups not shown: --all shows every one)")
             p(f"  group {g['group']}: qo {g['qo_range']} <- partials {g['partials']}")
 
 
 
-def textconv(golden: GoldenArgument) -> None:
+def textconv(
+    golden: GoldenArgument,
+    all_lines: Annotated[
+        bool, typer.Option("--all", help="Every row (default: a section of more than 10000 lines keeps its first and last 5000).")
+    ] = False,
+) -> None:
     """Print a golden as stable text, one line per row, for git diff (params, device, written runs, rows).
+
+    A section of more than 10000 lines keeps its first and last 5000 and one line counting the rest with a digest
+    of them, so a change there still shows; --all prints every line.
 
     A file that is no golden (model weights) or a golden that does not load is one line saying so, exit 0:
     git dies on a textconv that fails.
@@ -159,7 +189,7 @@ def textconv(golden: GoldenArgument) -> None:
     from mla_golden.safetensors_file import open_regular
     from mla_golden.sanitize import inline, log_lines
     from mla_golden.store import load
-    from mla_golden.textconv import golden_text
+    from mla_golden.textconv import TEXT_ENDS, golden_text
 
     require_goldens([golden])
     try:
@@ -168,7 +198,7 @@ def textconv(golden: GoldenArgument) -> None:
         say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
     try:
-        text = golden_text(load(golden))
+        text = golden_text(load(golden), ends=None if all_lines else TEXT_ENDS)
     except NotAGoldenError as exc:  # not the path: git names its own temp files
         text = f"{inline(exc.problem)}\n"
     except GoldenError as exc:

@@ -1,0 +1,165 @@
+"""What check, diff, show and textconv cost on big legitimate goldens, as ratios to a floor measured in the same run.
+
+    python benchmarks/bench_big_golden.py [--works 100000 1000000]     (make bench runs it at 10^5 and 10^6)
+
+Each golden is a real reference plan: a gfx942/304 fp8 decode of N one-token
+requests (about N work items; N = 10^6 is a 48 MB file). Measured, best of
+``--rounds`` wall-clock runs in this process (the CLI's ~2 s of importing
+torch left out), each including the load of its files:
+
+- load: ``store.load`` of the golden (digest checked, tensors decoded);
+- the floor: load + one whole-tensor pass per invariant of ``check``
+  (a compare and a reduction over work_info_set's columns, times the number
+  of invariants); diff's floor loads both files;
+- check: ``invariants`` of the loaded call; and once walked work by work, as
+  a golden with a violation is checked (and every golden was before issue 30);
+- diff, re-recorded: the same call recorded again (bytes differ, content equal);
+- diff, diverged: two works of different CU parts swapped (a different plan,
+  sound on both sides: compared, decoded, geometry and check of each side);
+- show / textconv: the commands' default output (summarised), in process.
+
+Goal (issue 30): show and textconv in seconds; check and diff within 2x of
+their floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL = 2.0
+
+
+def _best(fn: Callable[[], object], rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _goldens(works: int, folder: Path) -> tuple[Path, Path, Path]:
+    """The golden, the same call recorded again, and a diverged plan of it (two works swapped across CU parts)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from planner_calls import many_requests
+
+    from mla_golden.store import Golden, derived_key, write
+
+    call = many_requests(works)
+    key = derived_key(call)
+    paths = folder / "a.safetensors", folder / "again.safetensors", folder / "moved.safetensors"
+    write(paths[0], Golden(key, call))
+    write(paths[1], Golden(key, dataclasses.replace(call, provenance={**call.provenance, "created": "2031-01-01T00:00:00Z"})))
+    moved = copy.deepcopy(call)
+    info, indptr = moved.outputs["work_info_set"], moved.outputs["work_indptr"]
+    a, b = int(indptr[1]) - 1, int(indptr[-2])  # the last work of CU part 0 and the first of the last part
+    info[[a, b]] = info[[b, a]]
+    write(paths[2], Golden(key, moved))
+    return paths
+
+
+def _floor_pass(path: Path) -> Callable[[], object]:
+    """One whole-tensor pass per invariant over the golden's work rows (what a vectorised check can't beat)."""
+    from mla_golden.checks import INVARIANTS
+    from mla_golden.schema import WorkColumn as C
+    from mla_golden.store import load
+
+    info = load(path).call.outputs["work_info_set"]
+
+    def passes() -> object:
+        return [bool((info[:, C.KV_START] <= info[:, C.KV_END]).all()) for _ in INVARIANTS]
+
+    return passes
+
+
+def _walked(path: Path) -> None:
+    """check as a golden with something to flag takes it: the walk over every work (the whole-tensor pass off)."""
+    from unittest import mock
+
+    import mla_golden
+    from mla_golden.checks import decode
+    from mla_golden.store import load
+
+    with mock.patch.object(decode, "clean_plan", lambda *args: None):
+        assert mla_golden.invariants(load(path).call).ok
+
+
+def bench(works: int, rounds: int) -> list[tuple[str, float, str]]:
+    from typer.testing import CliRunner
+
+    import mla_golden
+    from mla_golden.cli import app
+    from mla_golden.differ import diff
+    from mla_golden.store import load
+
+    rows: list[tuple[str, float, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        golden, again, moved = _goldens(works, Path(tmp))
+        built = time.perf_counter() - start
+        size = golden.stat().st_size / 1e6
+        call = load(golden).call
+        count = int(call.outputs["work_indptr"][-1])
+        tag = f"{count} works"
+        load_s = _best(lambda: load(golden), rounds)
+        passes = _best(_floor_pass(golden), rounds)
+        floor, floor2 = load_s + passes, 2 * load_s + passes
+        rows.append((f"{tag}: golden built (plan + write)", built, f"s, {size:.1f} MB"))
+        rows.append((f"{tag}: load", load_s, "s"))
+        rows.append(
+            (f"{tag}: floor (load + a pass per invariant)", floor, f"s (the passes {passes:.3f} s); diff's: {floor2:.3f} s")
+        )
+
+        def check() -> None:
+            assert mla_golden.invariants(load(golden).call).ok
+
+        def diff_of(other: Path, equal: bool) -> Callable[[], None]:
+            def run() -> None:
+                result = diff(load(golden).call, load(other).call)
+                assert result.equal == equal and (equal or result.soundness is not None and result.soundness.both_sound)
+
+            return run
+
+        for name, fn, base in (
+            ("check", check, floor),
+            ("diff, re-recorded", diff_of(again, True), floor2),
+            ("diff, diverged (sound)", diff_of(moved, False), floor2),
+        ):
+            took = _best(fn, rounds)
+            rows.append((f"{tag}: {name}", took, f"s, {took / base:.2f}x its floor (goal <= {GOAL:.0f}x)"))
+        walked = _best(lambda: _walked(golden), 1)
+        rows.append(
+            (f"{tag}: check, walked work by work", walked, f"s, {walked / floor:.2f}x (a golden with a violation; before)")
+        )
+        for command in ("show", "textconv"):
+
+            def cli(command: str = command) -> None:
+                ran = CliRunner().invoke(app, [command, str(golden)])
+                assert ran.exit_code == 0, ran.output
+
+            took = _best(cli, rounds)
+            rows.append((f"{tag}: {command} (summarised)", took, f"s, {took / floor:.2f}x the floor (goal: seconds)"))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--works", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    rows = [row for works in args.works for row in bench(works, args.rounds)]
+    width = max(len(r[0]) for r in rows)
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:8.3f}  {note}")
+
+
+if __name__ == "__main__":
+    main()

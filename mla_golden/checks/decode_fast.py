@@ -1,0 +1,238 @@
+"""A decode plan proved clean in whole-tensor passes, so a golden of a million works is checked in seconds.
+
+:func:`clean_plan` answers the question :mod:`.decode` answers work by work
+(tiles, coverage, splits, reduce groups), for the common case: a dense call
+whose works were all written in full. It only ever says "nothing to report"
+(and what the report then holds: the folding, and the tiles of empty batches
+that coverage skips); wherever the walk would flag, raise or take a branch not
+ported here it answers None, and :mod:`.decode` walks the plan as before, so
+every message is the walk's own. Each tensor expression below names the line
+of :mod:`.decode` / :mod:`.common` it stands for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mla_golden.checks.common import Checker, Tile
+from mla_golden.geometry import written_run
+from mla_golden.reference.layout import DecodeLayout
+from mla_golden.schema import WORK_ROW
+from mla_golden.schema import WorkColumn as C
+
+I64 = torch.int64
+
+
+@dataclass
+class CleanPlan:
+    """What a clean plan's report holds beyond "no violation"."""
+
+    #: Tiles of batches with no kv tokens that got no work (check_coverage skips them), and the first of them.
+    empty_tiles: int
+    first_empty: Tile | None
+
+
+def _ascending(values: torch.Tensor) -> bool:
+    """Starts at 0 and never decreases (:func:`.common.monotone` finds nothing)."""
+    return values.numel() == 0 or (int(values[0]) == 0 and not bool((values[1:] < values[:-1]).any()))
+
+
+def _sorted_by(*keys: torch.Tensor) -> torch.Tensor:
+    """The permutation that sorts by ``keys[0]``, then ``keys[1]``, ... (stable, as Python's sort of tuples)."""
+    order = torch.arange(keys[0].numel())
+    if _in_order(keys):  # works come in tile order (one pass instead of a sort per key)
+        return order
+    for key in reversed(keys):
+        order = order[torch.sort(key[order], stable=True).indices]
+    return order
+
+
+def _in_order(keys: tuple[torch.Tensor, ...]) -> bool:
+    """The rows are already sorted by ``keys`` (each row's tuple no less than the one before)."""
+    later = torch.zeros(max(keys[0].numel() - 1, 0), dtype=torch.bool)  # decided greater so far
+    for key in keys:
+        step = key[1:] - key[:-1]
+        if bool((~later & (step < 0)).any()):
+            return False
+        later |= step > 0
+    return True
+
+
+def clean_plan(
+    c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last: list[int], indptr: list[int], num_works: int
+) -> CleanPlan | None:
+    """The report of a dense decode plan with nothing to flag, or None where :mod:`.decode` must walk it."""
+    call, p, t = c.call, layout.dispatch.params, layout.dispatch.traits
+    inputs = ("seqlens_kv_indptr", "kv_last_page_lens")
+    if c.result.violations or t.is_sparse or layout.qk_batch_ratio < 1 or not all(n in call.inputs for n in inputs):
+        return None
+    info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
+    rows = info.shape[0] if info.dim() == 2 else 0
+    # decoded_works: work_indptr a sane CSR over exactly the works written, each written whole
+    work_indptr = torch.tensor(indptr, dtype=I64)
+    if not _ascending(work_indptr) or int(work_indptr[-1]) != num_works or num_works > rows:
+        return None
+    if layout.num_cu + 1 > call.outputs["work_indptr"].numel() or info.dim() != 2 or info.shape[1] != WORK_ROW:
+        return None
+    works = info[:num_works].to(I64).t().contiguous().t()  # column-major: each column read below is contiguous
+    if not bool(mask[:num_works].all()):
+        return None
+    batches = len(qo) - 1
+    # _observed_folding: the works name the batches of the folding aiter plans
+    ratio, heads = layout.qk_batch_ratio, layout.num_heads * layout.qk_batch_ratio
+    seen = int(works[:, C.BATCH_IDX].max()) if num_works else -1
+    if batches > 0 and seen >= 0:
+        if ratio == 1 and heads > 16 and heads % 16 == 0 and batches <= seen < batches * (heads // 16):
+            return None
+        if ratio > 1 and seen < batches:
+            return None
+    # _fits_its_buffer (batches), then DecodeLayout.batches for a dense call
+    count = p.num_batches
+    if count > 16 * (info.reshape(-1, WORK_ROW).shape[0] + len(qo)) or count < 0:
+        return None
+    unit = torch.arange(count, dtype=I64)
+    batch = unit // ratio
+    if count and int(batch[-1]) + 1 >= len(kv):
+        return None  # the walk raises IndexError there (an 'undefined' hazard)
+    kv_t = call.inputs["seqlens_kv_indptr"].reshape(-1).to(I64)
+    kv_begin, kv_end = kv_t[batch], kv_t[batch + 1]  # kv[0] is 0: the walk's running sum of kv lengths
+    ranges = layout.dense_qo(qo)
+    if ranges is None:
+        return None
+    seqlen, qo_begin, qo_end = ranges
+    if not t.qo_splits:
+        num_tiles = torch.ones(count, dtype=I64)
+    elif t.features.per_token_qo_tiles and p.num_heads * 2 > t.packed_qo_len_per_wg:
+        num_tiles = seqlen.clone()
+    else:
+        num_tiles = (seqlen * p.num_heads + t.packed_qo_len_per_wg - 1) >> t.packed_qo_len_per_wg_log2
+    if bool((num_tiles < 1).any()) or bool((seqlen < 0).any()) or bool((qo_begin < 0).any()):
+        return None
+    tile_size = (seqlen + num_tiles - 1) // num_tiles
+    if not p.page_size == 1 and count > len(last):
+        return None  # last_page_len None past its end: the walk skips those kv_offset checks
+    total_tiles = int(num_tiles.sum())
+    if total_tiles > 16 * (info.reshape(-1, WORK_ROW).shape[0] + len(qo)):
+        return None
+    # _decode_tiles: every (unit, k) tile, in the walk's order
+    tile_unit = torch.repeat_interleave(unit, num_tiles)
+    first_tile = torch.cumsum(num_tiles, 0) - num_tiles
+    k = torch.arange(total_tiles, dtype=I64) - first_tile[tile_unit]
+    start = qo_begin[tile_unit] + k * tile_size[tile_unit]
+    stop = torch.minimum(start + tile_size[tile_unit], qo_end[tile_unit])
+    tail = torch.zeros(total_tiles, dtype=I64)
+    if p.page_size == 1 and p.is_causal:  # DecodeLayout.tile_tail
+        if ratio != 1:
+            if p.ori_seqlen_qo <= 0:
+                return None  # c_mod by zero: an 'undefined' hazard in the walk
+            tail = num_tiles[tile_unit] - (start // ratio) % p.ori_seqlen_qo - 1
+        elif not p.is_cp_round_robin:
+            tail = num_tiles[tile_unit] - 1 - k
+        tail = tail.clamp(min=0)
+    tile_kv_end = kv_end[tile_unit] - tail
+    # each work to its tile: batch_idx a planned batch, [qo_start, qo_end) one of its tiles
+    b = works[:, C.BATCH_IDX]
+    if num_works and (int(b.min()) < 0 or int(b.max()) >= count):
+        return None
+    size = tile_size[b]
+    w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - qo_begin[b], size.clamp(min=1), rounding_mode="floor"), 0)
+    if bool(((w_k < 0) | (w_k >= num_tiles[b])).any()):
+        return None
+    tile = first_tile[b] + w_k
+    if not (torch.equal(works[:, C.QO_START], start[tile]) and torch.equal(works[:, C.QO_END], stop[tile])):
+        return None
+    # _check_decode_work: kv range inside its batch (or the tile's own empty range), kv_offset as aiter defines it
+    ks, ke, u_begin, u_end = works[:, C.KV_START], works[:, C.KV_END], kv_begin[b], kv_end[b]
+    sees_none = tile_kv_end[tile] <= u_begin
+    inside = ((u_begin <= ks) & (ks < ke) & (ke <= u_end)) | ((ks == ke) & (ke == u_end) & (u_end == u_begin))
+    if not bool(torch.where(sees_none, (ks == u_begin) & (ke == tile_kv_end[tile]), inside).all()):
+        return None
+    if p.page_size == 1:
+        wanted = u_end - ke
+    else:  # every batch has its last_page_len (checked above)
+        last_page = call.inputs["kv_last_page_lens"].reshape(-1)[:count].to(I64)[b]
+        wanted = torch.where(ke == u_end, 0, (u_end - ke - 1) * p.page_size + last_page)
+    if not torch.equal(works[:, C.KV_OFFSET], wanted):
+        return None
+    # check_coverage: each tile's works, sorted by (kv_start, kv_end), chain from kv_begin to its kv end
+    per_tile = torch.bincount(tile, minlength=total_tiles)
+    no_kv = (kv_end == kv_begin)[tile_unit]
+    if bool(((per_tile == 0) & ~no_kv).any()):
+        return None
+    order = _sorted_by(tile, ks, ke)
+    s_tile, s_start, s_end = tile[order], ks[order], ke[order]
+    opens = torch.ones(num_works, dtype=torch.bool)
+    opens[1:] = s_tile[1:] != s_tile[:-1]
+    covered_to = torch.where(opens, kv_begin[tile_unit][s_tile], torch.roll(s_end, 1))
+    closes = torch.ones(num_works, dtype=torch.bool)
+    closes[:-1] = opens[1:]
+    if not bool((s_start == covered_to).all()) or not torch.equal(s_end[closes], tile_kv_end[s_tile[closes]]):
+        return None
+    # check_splits: -1 for an unsplit tile, distinct slots for a split one, no two slots overlapping
+    loc = works[:, C.PARTIAL_QO_LOC]
+    split = per_tile[tile] > 1
+    if not bool((loc[~split] == -1).all()) or bool((loc[split] < 0).any()):
+        return None
+    slots = split.nonzero().reshape(-1)
+    slot_order = torch.sort(loc[slots], stable=True).indices
+    slot_loc, slot_tile = loc[slots][slot_order], tile[slots][slot_order]
+    slot_rows = (stop - start)[slot_tile]
+    if bool((slot_loc[1:] <= slot_loc[:-1]).any()) or bool((slot_loc[:-1] + slot_rows[:-1] > slot_loc[1:]).any()):
+        return None  # a slot used twice (or overlapping the next): the walk flags it (or lets a later tile own it)
+    if not _reduce_is_clean(c, slot_loc, slot_tile, per_tile, start, stop):
+        return None
+    empty = ((per_tile == 0) & no_kv).nonzero().reshape(-1)
+    first = None
+    if empty.numel():
+        at = int(empty[0])
+        u = int(tile_unit[at])
+        first = Tile(u, int(k[at]), (int(start[at]), int(stop[at])), int(kv_begin[u]), int(tile_kv_end[at]))
+    return CleanPlan(empty.numel(), first)
+
+
+def _reduce_is_clean(
+    c: Checker, slot_loc: torch.Tensor, slot_tile: torch.Tensor, per_tile: torch.Tensor, start: torch.Tensor, stop: torch.Tensor
+) -> bool:
+    """check_reduce finds nothing: reduce_indptr a CSR over the written partials, one group per split tile."""
+    call = c.call
+    indptr = written_run(call.outputs["reduce_indptr"], call.written["reduce_indptr"]).to(I64)
+    if not _ascending(indptr):
+        return False
+    last = int(indptr[-1]) if indptr.numel() else 0
+    split_tiles = torch.unique(slot_tile)
+    if last != slot_tile.numel():
+        return False  # entries of the split tiles' partials
+    pmap, pwritten = call.outputs["reduce_partial_map"].reshape(-1).to(I64), call.written["reduce_partial_map"].reshape(-1)
+    if last != int(pwritten.sum()) or last > pmap.numel():
+        return False
+    lo, hi = indptr[:-1], indptr[1:]
+    groups = (hi > lo).nonzero().reshape(-1)
+    sizes = (hi - lo)[groups]
+    element = (
+        torch.repeat_interleave(lo[groups], sizes)
+        + torch.arange(last, dtype=I64)
+        - torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes)
+    )
+    if not bool(pwritten[element].all()):
+        return False
+    locs = pmap[element]
+    at = torch.searchsorted(slot_loc, locs).clamp(max=max(slot_loc.numel() - 1, 0))
+    if slot_loc.numel() == 0 or not torch.equal(slot_loc[at], locs):
+        return last == 0  # a partial of no split work
+    owner = slot_tile[at]
+    group_of = torch.repeat_interleave(torch.arange(groups.numel()), sizes)
+    first_owner = owner[torch.cumsum(sizes, 0) - sizes]
+    if not torch.equal(owner, first_owner[group_of]) or not torch.equal(sizes, per_tile[first_owner]):
+        return False  # a group listing partials of other tiles, or not all of its tile's
+    if torch.unique(locs).numel() != locs.numel():
+        return False  # a partial listed twice
+    if torch.unique(first_owner).numel() != first_owner.numel() or first_owner.numel() != split_tiles.numel():
+        return False  # a tile with two groups, or a split tile with none
+    fmap, fwritten = call.outputs["reduce_final_map"].reshape(-1).to(I64), call.written["reduce_final_map"].reshape(-1)
+    has_final = 2 * groups + 1 < fmap.numel()
+    g, tiles = groups[has_final], first_owner[has_final]
+    both = fwritten[2 * g] & fwritten[2 * g + 1]
+    g, tiles = g[both], tiles[both]
+    return torch.equal(fmap[2 * g], start[tiles]) and torch.equal(fmap[2 * g + 1], stop[tiles])
