@@ -33,11 +33,11 @@ def _preview_calls(out: Path, keep_all: bool) -> Path:
     """The matrix recorded on GOOD's port, and the folder of the calls its preview on BAD reports as not equal."""
     import mla_golden
     from mla_golden.backends import resolve
-    from mla_golden.matrix import capture, load
+    from mla_golden.matrix import capture, load_matrix
     from mla_golden.store import Golden, GoldenStore
 
     recorded = GoldenStore(out / "recorded")
-    for case, call in capture(load(), resolve(f"reference@{GOOD}")):
+    for case, call in capture(load_matrix(), resolve(f"reference@{GOOD}")):
         if not isinstance(call, Exception):
             recorded.write(Golden(case.name, call))
     if keep_all:

@@ -140,7 +140,7 @@ def lengths(mode: str, top: int, count: int, low: int, draw: Callable[[int, int]
 # ---------------------------------------------------------------- dtypes
 
 
-def dtype_name(name: str, arch: str) -> str | None:
+def arch_dtype_name(name: str, arch: str) -> str | None:
     """The torch dtype (``"torch.bfloat16"``...) a case's dtype ``name`` means on ``arch``; None for ``none``.
 
     ``fp8`` is the arch's fp8 as aiter's ``dtypes`` has it (:data:`mla_golden.reference.dtypes.FP8_BY_ARCH`);
@@ -203,6 +203,6 @@ def device_label(arch: object, cu_num: object) -> str:
     return f"{arch}-cu{cu_num}"
 
 
-def golden_key(head: str, arch: str, cu_num: int, label: str) -> str:
+def case_key(head: str, arch: str, cu_num: int, label: str) -> str:
     """``HEAD/ARCH-cuN/LABEL``: every golden key names its device the same way, after what made it."""
     return f"{head}/{device_label(arch, cu_num)}/{label}"

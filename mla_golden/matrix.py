@@ -171,7 +171,7 @@ def default_matrix() -> Path:
     return Path(__file__).with_name(DEFAULT_MATRIX)
 
 
-def load(path: Path | str | None = None, devices: Sequence[str] | None = None) -> list[Case]:
+def load_matrix(path: Path | str | None = None, devices: Sequence[str] | None = None) -> list[Case]:
     """Every case of the matrix at ``path`` (default: the shipped one), in file order.
 
     ``devices`` ("ARCH:CU" each) plans every case for those devices instead of the matrix's.
@@ -258,7 +258,7 @@ def _decode_cases(
             raise group.fail("context", f"context {top} is shorter than the query ({qlen} tokens)")
         if max_num_seqs is not None and max_num_seqs < batch:
             raise group.fail("max_num_seqs", f"{max_num_seqs} is smaller than batch {batch}")
-        case_name = cases.golden_key(f"decode/{name}", arch, cu, f"h{h}-{dtype}-q{qlen}-b{batch}-{mode}{top}-p{page}")
+        case_name = cases.case_key(f"decode/{name}", arch, cu, f"h{h}-{dtype}-q{qlen}-b{batch}-{mode}{top}-p{page}")
         yield Case(
             name=case_name, op=MLA_OP, group=name, model=model, arch=arch, cu_num=cu,
             env=env, heads=h, seq_lens=_lengths(mode, top, batch, qlen, case_name),
@@ -303,7 +303,7 @@ def _prefill_cases(
         if max_qlen is not None and max_qlen < max(lens):
             raise group.fail("max_qlen", f"{max_qlen} is shorter than a sequence of {max(lens)}")
         yield Case(
-            name=cases.golden_key(f"prefill/{name}", arch, cu, f"h{h}-{label}"), op=PS_OP, group=name, model=model,
+            name=cases.case_key(f"prefill/{name}", arch, cu, f"h{h}-{label}"), op=PS_OP, group=name, model=model,
             arch=arch, cu_num=cu, env={}, heads=h, seq_lens=lens, sizing_batch=max_num_seqs or len(lens),
             sizing_qlen=max_qlen or max(lens), tags=tags,
         )  # fmt: skip

@@ -25,7 +25,7 @@ import torch
 
 from mla_golden import safetensors_file
 from mla_golden.call import Call
-from mla_golden.cases import golden_key
+from mla_golden.cases import case_key
 from mla_golden.differ import same_content
 from mla_golden.errors import GoldenError
 from mla_golden.files import HOST, TEMP_SUFFIX, fsync_dir, write_temp
@@ -114,7 +114,7 @@ def derived_key(call: Call) -> str:
             "buffers": call.buffers,
         }
     )[:12]
-    return golden_key(call.op, call.device.get("arch", "unknown"), call.device.get("cu_num", 0), f"{shape_label(call)}-{digest}")
+    return case_key(call.op, call.device.get("arch", "unknown"), call.device.get("cu_num", 0), f"{shape_label(call)}-{digest}")
 
 
 #: Characters a key part keeps as they are (pytest's parametrize ids mostly stay readable: ``test[fp8-16]``).

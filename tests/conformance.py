@@ -34,7 +34,7 @@ from mla_golden.reference import (
     allow_undefined,
     device,
 )
-from mla_golden.reference.versions import resolve
+from mla_golden.reference.versions import resolve_version
 from mla_golden.schema import schema_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -296,7 +296,7 @@ class VersionCase:
 def _version_of(commit: str) -> str | None:
     """The ported version whose planner ``commit`` carries, None if none."""
     try:
-        return resolve(commit).name
+        return resolve_version(commit).name
     except UnknownVersionError:
         return None
 

@@ -13,7 +13,7 @@ from mla_golden.errors import MatrixError
 from mla_golden.matrix import capture, parse
 from mla_golden.reference import dtypes
 from mla_golden.sweeper.evaluate import template
-from mla_golden.sweeper.planners import resolve
+from mla_golden.sweeper.planners import resolve_planner
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
 
 
@@ -74,7 +74,7 @@ def test_a_matrix_case_and_a_sweep_point_of_one_shape_make_the_same_call() -> No
         PREFILL: Point(PREFILL, "gfx942", 304, 16, prefill.seq_lens),
     }  # fmt: skip
     for op, point in points.items():
-        swept, _ = template(point, resolve("reference"))
+        swept, _ = template(point, resolve_planner("reference"))
         made = recorded[op]
         assert not isinstance(made, Exception), made
         assert swept.inputs.keys() == made.inputs.keys()

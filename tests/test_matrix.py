@@ -14,7 +14,7 @@ from mla_golden.cases import vllm_max_split_per_batch
 from mla_golden.matrix import (
     MatrixError,
     capture,
-    load,
+    load_matrix,
     parse,
 )
 
@@ -38,7 +38,7 @@ seq_lens = [[300, 7]]
 
 
 def test_shipped_matrix_covers_the_real_deployments() -> None:
-    cases = load()
+    cases = load_matrix()
     decode = [c for c in cases if c.op == "get_mla_metadata_v1"]
     prefill = [c for c in cases if c.op == "get_ps_metadata_v1"]
     assert 50 <= len(cases) <= 150, "small enough for a fast record + diff of the whole tree"
@@ -145,7 +145,7 @@ def test_duplicate_case_names_are_refused() -> None:
 
 def test_unreadable_matrix_file(tmp_path: Path) -> None:
     with pytest.raises(MatrixError, match="cannot read"):
-        load(tmp_path / "missing.toml")
+        load_matrix(tmp_path / "missing.toml")
 
 
 def test_an_aiter_before_paged_kv_records_the_unpaged_cases_and_names_what_the_paged_ones_need(tmp_path: Path) -> None:
@@ -153,7 +153,6 @@ def test_an_aiter_before_paged_kv_records_the_unpaged_cases_and_names_what_the_p
     from helpers.cli import cli_json
 
     from mla_golden.planner_id import planner_label
-    from mla_golden.store import load
 
     matrix = tmp_path / "matrix.toml"
     matrix.write_text(textwrap.dedent("""\
@@ -172,4 +171,6 @@ def test_an_aiter_before_paged_kv_records_the_unpaged_cases_and_names_what_the_p
     by_page = {r["key"].rsplit("-p", 1)[1]: r for r in document["results"]}
     assert code == 2 and by_page["1"]["status"] == "written", document
     assert by_page["16"]["status"] == "failed" and "kv_last_page_lens" in by_page["16"]["message"]
+    from mla_golden.store import load
+
     assert planner_label(load(Path(by_page["1"]["path"])).call.provenance) == "reference@33d168a0"

@@ -24,7 +24,7 @@ from mla_golden.reference import device as reference_device
 from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.store import load
 from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate, template
-from mla_golden.sweeper.planners import resolve
+from mla_golden.sweeper.planners import resolve_planner
 from mla_golden.sweeper.render import render_text
 from mla_golden.sweeper.space import Point, parse
 
@@ -105,7 +105,7 @@ def test_cu_override_diverges_exactly_where_the_cu_count_changes(tmp_path: Path)
 
 def _parallel_kernel(point: Point) -> bool:
     """Does aiter's dispatch pick the parallel planner for ``point`` when it is allowed to?"""
-    call, _ = template(point, resolve(PARALLEL))
+    call, _ = template(point, resolve_planner(PARALLEL))
     ids = {None: None, "torch.bfloat16": 3, "torch.float8_e4m3fnuz": 0, "torch.float8_e4m3fn": 0}
     p = call.params
     with planner_env(call.env), reference_device(point.arch, point.cu_num):
@@ -146,7 +146,7 @@ def test_a_changed_env_pin_is_found_and_shrunk() -> None:
         original = [r for r in findings.results if r.minimal == rep.point]
         assert original, "each reproducer comes from a swept case"
         assert len(rep.point["seq_lens"]) <= min(len(r.point["seq_lens"]) for r in original)
-        assert evaluate(Point.from_dict(rep.point), resolve("reference"), resolve("reference+AITER_ENABLE_EXPERIMENTAL=1")).status == DIVERGED
+        assert evaluate(Point.from_dict(rep.point), resolve_planner("reference"), resolve_planner("reference+AITER_ENABLE_EXPERIMENTAL=1")).status == DIVERGED
 
 
 @pytest.mark.parametrize(("a", "b"), [("reference@33d168a0", "reference@v0.1.16.post2"), ("reference", "reference:gfx950")])
@@ -154,10 +154,10 @@ def test_the_one_run_screen_agrees_with_the_differ(a: str, b: str) -> None:
     """Each verdict of the hot path is what the differ says about the two full captures (written masks included)."""
     from mla_golden.differ import diff
     from mla_golden.sweeper.evaluate import capture
-    from mla_golden.sweeper.space import load as load_space
+    from mla_golden.sweeper.space import load_space
 
     space = load_space(Path(__file__).resolve().parent.parent / "docs" / "sweep-spaces" / "versions.toml")
-    pa, pb = resolve(a), resolve(b)
+    pa, pb = resolve_planner(a), resolve_planner(b)
     seen = set()
     for point in itertools.islice(space.points(seed=11, limit=100), 40):
         verdict = evaluate(point, pa, pb)

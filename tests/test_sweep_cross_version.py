@@ -22,7 +22,7 @@ import mla_golden
 from mla_golden.binding import canonical_params
 from mla_golden.schema import OUTPUTS, schema_for
 from mla_golden.sweeper.evaluate import DIVERGED, UNDEFINED, evaluate, run_side, template
-from mla_golden.sweeper.planners import resolve
+from mla_golden.sweeper.planners import resolve_planner
 from mla_golden.sweeper.space import Point
 
 NEW = "reference@e4048607"
@@ -50,7 +50,7 @@ def test_points_make_exactly_the_recorded_calls(old12: str) -> None:
     new = {c["case_id"]: n for c, n in cross_version(old12)}
     covered = _covered(old12)
     assert len(covered) > 200, "the sweep's deployment shapes cover most records"
-    planner = resolve(NEW)
+    planner = resolve_planner(NEW)
     for cross, point in covered:
         record = new[cross["case_id"]]
         call, _ = template(point, planner)
@@ -87,7 +87,7 @@ def test_version_sweep_finds_the_recorded_divergences_and_shrinks_them(old12: st
     findings = mla_golden.sweep(old, NEW, [p for _, p in sample])
     assert findings.stopped_by == "space" and len(findings.results) == len(sample)
     _check_against_records(old12, findings, sample)
-    a, b = resolve(old), resolve(NEW)
+    a, b = resolve_planner(old), resolve_planner(NEW)
     for result in findings.results:
         if result.status != DIVERGED:
             continue
@@ -121,7 +121,7 @@ def test_the_same_sweep_runs_on_a_local_ray_cluster() -> None:
         ray.shutdown()
     # The verdicts and the causes are the same; a reproducer may differ: a worker tries a case of a cause it knows at
     # the lengths it shrank that cause to, and which cases a worker sees first depends on how chunks are spread.
-    a, b = resolve("reference@33d168a0"), resolve(NEW)
+    a, b = resolve_planner("reference@33d168a0"), resolve_planner(NEW)
     for found in (on_ray, crowded[0]):
         assert [(r.index, r.status, r.kind) for r in found.results] == [(r.index, r.status, r.kind) for r in inline.results]
         assert [g.signature for g in found.groups] == [g.signature for g in inline.groups]

@@ -15,7 +15,7 @@ from mla_golden.cli import app
 from mla_golden.cli.sweep import EXIT_INCONCLUSIVE
 from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, not_compared
 from mla_golden.sweeper.evaluate import BOTH, EQUAL, EQUAL_WHERE_DEFINED, SKIPPED, UNDEFINED, Side, compare, evaluate
-from mla_golden.sweeper.planners import resolve
+from mla_golden.sweeper.planners import resolve_planner
 from mla_golden.sweeper.render import render_text
 from mla_golden.sweeper.space import DECODE, Point
 from mla_golden.sweeper.work import CaseResult
@@ -89,13 +89,13 @@ def test_undefined_on_both_sides_is_undefined_whatever_each_side_says() -> None:
 
 
 def test_undefined_on_both_sides_is_compared_where_defined() -> None:
-    reference = resolve("reference")
+    reference = resolve_planner("reference")
     verdict = evaluate(FOLDED, reference, reference)
     assert (verdict.status, verdict.detail) == (EQUAL, EQUAL_WHERE_DEFINED)
     # The planted bug moves a defined element of this call (a request of LONG_REQUEST tokens or more): not equal,
     # and with nothing defined to stand for the rest, not compared.
     assert max(FOLDED.seq_lens) >= planted_planners.LONG_REQUEST
-    bug = evaluate(FOLDED, reference, resolve("python:planted_planners:one_bug"))
+    bug = evaluate(FOLDED, reference, resolve_planner("python:planted_planners:one_bug"))
     assert (bug.status, bug.kind) == (UNDEFINED, BOTH)
     findings = mla_golden.sweep("reference", "reference", [FOLDED] * 3)
     assert findings.not_compared.where_defined == 3 and findings.verdict == "equal"

@@ -23,7 +23,7 @@ import pytest
 import mla_golden
 from mla_golden.sweeper.driver import DEFAULT_CASES
 from mla_golden.sweeper.evaluate import DIVERGED, evaluate
-from mla_golden.sweeper.planners import resolve
+from mla_golden.sweeper.planners import resolve_planner
 from mla_golden.sweeper.render import render_text
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
 
@@ -45,7 +45,7 @@ def planted(request: pytest.FixtureRequest) -> tuple[str, mla_golden.sweeper.Fin
 
 
 def _diverges_so(point: Point, signature: tuple[str, ...], spec: str) -> bool:
-    found = evaluate(point, resolve("reference"), resolve(spec), where_defined=False)
+    found = evaluate(point, resolve_planner("reference"), resolve_planner(spec), where_defined=False)
     return found.status == DIVERGED and (point.op, *found.signature) == signature
 
 

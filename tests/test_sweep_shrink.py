@@ -9,7 +9,7 @@ from helpers.clock import FakeClock
 
 from mla_golden.sweeper import shrink as shrink_module
 from mla_golden.sweeper.evaluate import DIVERGED, KIND_SHAPE, evaluate
-from mla_golden.sweeper.planners import resolve
+from mla_golden.sweeper.planners import resolve_planner
 from mla_golden.sweeper.shrink import EVALS, TIME, shrink
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
 
@@ -54,7 +54,7 @@ def test_the_evaluation_budget_bounds_the_work() -> None:
 
 def test_a_real_divergence_shrinks_to_one_shortest_request() -> None:
     # Planning for 80 CUs instead of 304 changes work_indptr's shape whatever the batch.
-    a, b = resolve("reference"), resolve("reference:gfx942:80")
+    a, b = resolve_planner("reference"), resolve_planner("reference:gfx942:80")
     start = _point((4000, 17, 9000, 250))
     assert evaluate(start, a, b).kind == KIND_SHAPE
 

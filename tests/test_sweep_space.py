@@ -9,8 +9,8 @@ import textwrap
 import pytest
 
 from mla_golden.errors import SpaceError
-from mla_golden.matrix import load as load_matrix
-from mla_golden.sweeper.space import DECODE, PREFILL, IntRange, Point, load, parse
+from mla_golden.matrix import load_matrix
+from mla_golden.sweeper.space import DECODE, PREFILL, IntRange, Point, load_space, parse
 
 SMALL = """\
 format = "mla-golden-space/1"
@@ -47,7 +47,7 @@ def test_small_space_is_enumerated_whole_in_order() -> None:
 
 
 def test_large_space_samples_by_seed_and_index() -> None:
-    space = load()
+    space = load_space()
     first = list(itertools.islice(space.points(seed=1, limit=500), 200))
     assert list(itertools.islice(space.points(seed=1, limit=500), 200)) == first, "same seed, same points"
     assert list(itertools.islice(space.points(seed=2, limit=500), 200)) != first
@@ -57,7 +57,7 @@ def test_large_space_samples_by_seed_and_index() -> None:
 
 
 def test_shipped_space_spans_the_shipped_matrix() -> None:
-    space = load()
+    space = load_space()
     points = list(itertools.islice(space.points(seed=0, limit=500), 3000))
     for case in load_matrix():
         if case.op == DECODE:
@@ -143,13 +143,13 @@ block_size = [1, 16]
 
 def test_prefill_sweeps_causality_and_its_tile_settings_and_decode_its_topk() -> None:
     from mla_golden.sweeper.evaluate import run_side, template
-    from mla_golden.sweeper.planners import resolve
+    from mla_golden.sweeper.planners import resolve_planner
 
     points = list(parse(WHOLE).points(0, 100))
     prefill = [p for p in points if p.op == PREFILL]
     assert {(p.causal, p.qlen_granularity, p.block_size) for p in prefill} == set(itertools.product([True, False], [256, 128], [1, 16]))
     assert {p.kvlen_granularity for p in prefill} == {64} and {p.gqa_ratio for p in prefill} == {1}
-    reference = resolve("reference")
+    reference = resolve_planner("reference")
     noncausal = next(p for p in prefill if not p.causal and p.qlen_granularity == 128 and p.block_size == 16)
     call, sizing = template(noncausal, reference)
     assert call.params["is_causal"] is False and call.params["qlen_granularity"] == 128 and call.params["block_size"] == 16

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mla_golden.errors import SpecError
-from mla_golden.sweeper.planners import PlannerSpec, parse_spec, resolve
+from mla_golden.sweeper.planners import PlannerSpec, parse_spec, resolve_planner
 
 
 @pytest.mark.parametrize(
@@ -60,16 +60,16 @@ def test_device_override_and_env_pins() -> None:
     spec = parse_spec("reference:gfx942+AITER_MLA_META_USE_PARALLEL=0")
     assert spec.device_for("gfx950", 256) == ("gfx942", 304), "an arch alone means its full part"
     assert parse_spec("reference").device_for("gfx950", 256) == ("gfx950", 256), "no override: the case's own device"
-    planner = resolve(spec)
+    planner = resolve_planner(spec)
     env = planner.env_for({"AITER_ENABLE_EXPERIMENTAL": "1", "AITER_MLA_META_USE_PARALLEL": None})
     assert env == {"AITER_ENABLE_EXPERIMENTAL": "1", "AITER_MLA_META_USE_PARALLEL": "0"}
 
 
 def test_versions_resolve_to_the_versioned_reference() -> None:
-    old = resolve("reference@aded0f84")
+    old = resolve_planner("reference@aded0f84")
     assert str(old.module.version) == "aded0f84" and "aded0f84" in old.label
     with pytest.raises(SpecError) as info:
-        resolve("reference@deadbeef")
+        resolve_planner("reference@deadbeef")
     assert "e4048607" in str(info.value), "an unknown version lists the known ones"
 
 
@@ -79,7 +79,7 @@ def test_live_aiter_that_cannot_run_here_is_a_spec_error() -> None:
         import aiter  # noqa: F401
     except Exception:
         with pytest.raises(SpecError) as info:
-            resolve("aiter")
+            resolve_planner("aiter")
         assert "aiter" in str(info.value)
     else:
         pytest.skip("aiter imports here")
@@ -104,11 +104,11 @@ def test_a_plug_in_planner_plans_like_the_reference_it_copies() -> None:
     from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate
     from mla_golden.sweeper.space import DECODE, Point
 
-    reference, clean = resolve("reference:gfx950"), resolve("python:planted_planners:clean:gfx950")
+    reference, clean = resolve_planner("reference:gfx950"), resolve_planner("python:planted_planners:clean:gfx950")
     assert clean.label == "plug-in planner planted_planners:clean"
     point = Point(DECODE, "gfx942", 304, 16, (3000, 40), q_dtype="fp8", kv_dtype="fp8")
     assert evaluate(point, reference, clean).status == EQUAL
-    assert evaluate(point, resolve("reference"), clean).status == DIVERGED, "the plug-in plans for gfx950, as told"
-    buggy = resolve("python:planted_planners:one_bug:gfx950")
+    assert evaluate(point, resolve_planner("reference"), clean).status == DIVERGED, "the plug-in plans for gfx950, as told"
+    buggy = resolve_planner("python:planted_planners:one_bug:gfx950")
     assert evaluate(point, reference, buggy).status == DIVERGED
     assert evaluate(Point(DECODE, "gfx942", 304, 16, (1999, 40), q_dtype="fp8", kv_dtype="fp8"), reference, buggy).status == EQUAL

@@ -57,9 +57,9 @@ def _load(source: Tree) -> AiterSource:
         lock = _locks.setdefault(source, threading.Lock())
     with lock:
         if source not in _modules:
-            from mla_golden.aiter_build.module import load
+            from mla_golden.aiter_build.module import load_source
 
-            _modules[source] = load(source)
+            _modules[source] = load_source(source)
         return _modules[source]
 
 

@@ -189,7 +189,7 @@ def source_digest(source: tree.Tree) -> str:
     return h.hexdigest()[:16]
 
 
-def load(source: tree.Tree) -> AiterSource:
+def load_source(source: tree.Tree) -> AiterSource:
     """Build (or reuse) ``source``'s harness and make its module."""
     built = build.build(source.csrc_root, tree.cache_root() / "builds")
     identity = RecordedPlanner(AITER_SRC, None if source.commit else f"src-{source_digest(source)}", source.commit)

@@ -115,7 +115,7 @@ def record(
         say("error: --allow-empty applies to recording a command (record ... -- COMMAND)")
         raise typer.Exit(EXIT_BAD)
     from mla_golden.errors import MatrixError
-    from mla_golden.matrix import load
+    from mla_golden.matrix import load_matrix
 
     _clean_stale_temps(out, quiet)
     chosen = resolve_backend(backend, quiet, aiter_repo)
@@ -128,7 +128,7 @@ def record(
         devices = [live]
         say(f"aiter plans for this GPU: every case is planned for {live}", quiet)
     try:
-        cases = load(matrix, devices or None)
+        cases = load_matrix(matrix, devices or None)
     except MatrixError as exc:
         say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc

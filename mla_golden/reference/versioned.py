@@ -15,7 +15,7 @@ from functools import cache
 
 from mla_golden.reference import _device, _undefined, errors, mla_v1, ps_v1
 from mla_golden.reference.features import Signature
-from mla_golden.reference.versions import PlannerVersion, resolve
+from mla_golden.reference.versions import PlannerVersion, resolve_version
 
 #: What every planner module on the CPU shares with the reference, by attribute name: the simulated
 #: device, undefined results and the errors (a reference version's, an aiter-src tree's).
@@ -77,4 +77,4 @@ def at(version: str | PlannerVersion) -> ReferenceVersion:
     (a ``ValueError``) listing the known versions when ``version`` names none.
     The same version always gives the same object.
     """
-    return _build(resolve(version))
+    return _build(resolve_version(version))

@@ -183,7 +183,7 @@ def latest() -> PlannerVersion:
     return versions()[-1]
 
 
-def resolve(version: str | PlannerVersion) -> PlannerVersion:
+def resolve_version(version: str | PlannerVersion) -> PlannerVersion:
     """The ported version ``version`` names.
 
     Accepted: a commit prefix of at least 7 hex digits (of a ported version, or

@@ -30,7 +30,7 @@ from mla_golden.sweeper.groups import CLASSES, SIDES, Group, Reproducer, explain
 from mla_golden.sweeper.journal import Journal
 from mla_golden.sweeper.planners import parse_spec
 from mla_golden.sweeper.regions import Summary, judged, labelled, summarise
-from mla_golden.sweeper.space import Point, Space, load
+from mla_golden.sweeper.space import Point, Space, load_space
 from mla_golden.sweeper.work import CaseResult, planner, write_pair
 from mla_golden.workers import marking_interrupts, user_interrupted
 
@@ -286,7 +286,7 @@ def sweep(
     if isinstance(space, (list, tuple)):
         space = Space.of(space)
     elif not isinstance(space, Space):
-        space = load(space)  # type: ignore[arg-type]  # what is left: a path or None
+        space = load_space(space)  # type: ignore[arg-type]  # what is left: a path or None
     if cases is not None and cases < 1:
         raise SweepError(f"cases: expected a positive number, got {cases}")
     if seconds is not None and seconds <= 0:

@@ -118,7 +118,7 @@ def template(point: Point, planner: Planner, inputs: dict[str, torch.Tensor] | N
     device = {"arch": arch, "cu_num": cu_num}
     inputs = inputs if inputs is not None else point_inputs(point)
     if point.op == DECODE:
-        q, kv = cases.dtype_name(point.q_dtype, arch), cases.dtype_name(point.kv_dtype, arch)
+        q, kv = cases.arch_dtype_name(point.q_dtype, arch), cases.arch_dtype_name(point.kv_dtype, arch)
         params = cases.decode_params(point.heads, point.causal, point.page_size, point.qlen, point.max_split_per_batch, q, kv)
         params["topk"] = point.topk
         sizing = {

@@ -205,7 +205,7 @@ class Planner:
         return self.backend.live_device()
 
 
-def resolve(spec: PlannerSpec | str, aiter_repo: str | None = None) -> Planner:
+def resolve_planner(spec: PlannerSpec | str, aiter_repo: str | None = None) -> Planner:
     """The planner a spec names (:func:`mla_golden.backends.resolve` of its backend, ``aiter_repo`` the aiter
     clone ``aiter-src@REV`` and ``reference@COMMIT`` read); SpecError when it cannot run here."""
     from mla_golden.backends import resolve as resolve_backend

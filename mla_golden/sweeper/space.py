@@ -98,7 +98,7 @@ class Point:
         if self.op == PREFILL:
             tiles = "" if self.prefill_settings() == PREFILL_SETTINGS else f"-{self.tiles}"
             label = f"h{self.heads}{causal}{tiles}-b{self.batch}-t{sum(self.seq_lens)}-{digest}"
-            return cases.golden_key("sweep/prefill", self.arch, self.cu_num, label)
+            return cases.case_key("sweep/prefill", self.arch, self.cu_num, label)
         env = "".join(f"-{k.removeprefix('AITER_').lower()}{v}" for k, v in self.env if v is not None)
         split = "" if self.max_split_per_batch == -1 else f"-s{self.max_split_per_batch}"
         sparse = "" if self.topk < 0 else f"-topk{self.topk}"
@@ -106,7 +106,7 @@ class Point:
             f"h{self.heads}-{self.dtype.replace('/', '-')}-q{self.qlen}-p{self.page_size}"
             f"{split}{causal}{sparse}{env}-b{self.batch}-{digest}"
         )
-        return cases.golden_key("sweep/decode", self.arch, self.cu_num, label)
+        return cases.case_key("sweep/decode", self.arch, self.cu_num, label)
 
     def prefill_settings(self) -> dict[str, int]:
         """The prefill planner's settings of this point, by name."""
@@ -353,7 +353,7 @@ def default_space() -> Path:
     return Path(__file__).with_name("space.toml")
 
 
-def load(path: Path | str | None = None) -> Space:
+def load_space(path: Path | str | None = None) -> Space:
     """The space at ``path`` (default: the shipped one); SpaceError naming file, line and key."""
     path = Path(path) if path is not None else default_space()
     try:

@@ -19,7 +19,7 @@ from mla_golden.reference import DEFAULT_DEVICE
 from mla_golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.sweeper import shrink as shrinking
 from mla_golden.sweeper.evaluate import DIVERGED, FAILED, KIND_ERROR, KIND_SHAPE, KIND_VALUES, Verdict, capture, evaluate
-from mla_golden.sweeper.planners import Planner, parse_spec, resolve
+from mla_golden.sweeper.planners import Planner, parse_spec, resolve_planner
 from mla_golden.sweeper.shrink import shrink
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
 from mla_golden.workers import user_interrupted
@@ -69,7 +69,7 @@ def planner(spec: str, aiter_repo: str | None = None) -> Planner:
     from); its :attr:`Planner.portable` spec gives the same planner after it."""
     found = _planners.get(spec)
     if found is None:
-        found = _planners[spec] = resolve(spec, aiter_repo)
+        found = _planners[spec] = resolve_planner(spec, aiter_repo)
         _planners.setdefault(found.portable, Planner(parse_spec(found.portable), found.backend))
     return found
 
