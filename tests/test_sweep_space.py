@@ -10,7 +10,8 @@ import pytest
 
 from mla_golden.errors import SpaceError
 from mla_golden.matrix import load_matrix
-from mla_golden.sweeper.space import DECODE, PREFILL, IntRange, Point, load_space, parse
+from mla_golden.sweeper.axes import IntRange
+from mla_golden.sweeper.space import DECODE, PREFILL, Point, load_space, parse
 
 SMALL = """\
 format = "mla-golden-space/1"

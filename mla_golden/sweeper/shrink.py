@@ -31,7 +31,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mla_golden.sweeper.space import DECODE, PREFILL, TILES, Point
+from mla_golden.sweeper.axes import TILES
+from mla_golden.sweeper.space import DECODE, PREFILL, Point
 
 #: Most predicate evaluations one shrink may spend (each runs both planners once).
 MAX_EVALS = 400
