@@ -12,7 +12,7 @@ import standins
 import torch
 
 import mla_golden
-from mla_golden.differ import Cause, PlannerChange
+from mla_golden.diff_data import Cause, PlannerChange
 
 
 def _capture(kv: Any = (0, 50, 200, 210), dtype: Any = torch.float8_e4m3fn, garbage_seed: Any = None) -> Any:
@@ -215,7 +215,7 @@ def test_a_planner_that_rejects_what_the_other_accepted_is_a_planner_change_too(
 
 def test_planner_change_is_found_from_provenance_not_from_the_wording_of_a_note() -> None:
     """The cause comes from structured provenance changes; notes are free text for people."""
-    from mla_golden.differ import Cause
+    from mla_golden.diff_data import Cause
 
     expected = _capture()
     actual = copy.deepcopy(expected)

@@ -22,7 +22,7 @@ from browser import ARTIFACTS, Browser, find_browser
 from helpers.cli import run
 
 import mla_golden
-from mla_golden.differ import Cause
+from mla_golden.diff_data import Cause
 from mla_golden.geometry import works_by_cu
 from mla_golden.store import Golden, GoldenStore
 
@@ -323,7 +323,7 @@ def test_the_drawing_cap_is_spent_on_behaviour_changes_before_resize_only_calls(
     from types import SimpleNamespace
 
     from mla_golden.cli.diff import drawn
-    from mla_golden.differ import Cause
+    from mla_golden.diff_data import Cause
     from mla_golden.runs import Status
 
     def result(name: str, cause: Cause) -> Any:  # a stand-in for a Result: what _drawn reads

@@ -25,7 +25,7 @@ from readme_blocks import block
 import mla_golden
 from mla_golden import reference
 from mla_golden.context import planner_env
-from mla_golden.differ import Cause
+from mla_golden.diff_data import Cause
 from mla_golden.schema import OUTPUTS
 from mla_golden.store import Golden, GoldenStore, load
 

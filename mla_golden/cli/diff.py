@@ -104,7 +104,7 @@ def diff(
 
 def drawn(results: list[Result], limit: int) -> list[Result]:
     """``limit`` diverged results whose diff and calls the run kept: behaviour changes first, resize-only ones last."""
-    from mla_golden.differ import Cause
+    from mla_golden.diff_data import Cause
 
     kept = [r for r in results if r.status in _DIFFERED and r.found is not None and r.calls is not None]
     # stable: file order within each

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from mla_golden.call import Call
 from mla_golden.checks import CheckResult
-from mla_golden.differ import Cause, Diff
+from mla_golden.diff_data import Cause, Diff
 from mla_golden.geometry import ReduceGroup
 from mla_golden.sanitize import html_text
 from mla_golden.svg import SIDE_WIDTH

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from mla_golden import differ
 from mla_golden.call import Call
-from mla_golden.differ import Cause, Diff, FieldDiff, WorkItemDiff
+from mla_golden.diff_data import Cause, Diff, FieldDiff, WorkItemDiff
 from mla_golden.geometry import moved_parts
 from mla_golden.html.common import (
     LIST_ROWS,

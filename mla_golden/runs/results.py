@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mla_golden.call import Call
     from mla_golden.checks import CheckResult
-    from mla_golden.differ import Diff
+    from mla_golden.diff_data import Diff
 
 EXIT_OK, EXIT_DIVERGED, EXIT_BAD = 0, 1, 2
 
@@ -90,7 +90,7 @@ class Result:
     report: str | None = None
     diff: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
-    #: Why it diverged (a ``differ.Cause`` value) and how reports name it, when a diff says.
+    #: Why it diverged (a ``diff_data.Cause`` value) and how reports name it, when a diff says.
     cause: str | None = None
     cause_label: str | None = None
     #: The diff itself and the (expected, actual) calls, kept only when asked (to draw them); never in JSON.
@@ -161,7 +161,7 @@ class CauseGroup:
 
     @property
     def causes(self) -> list[str]:
-        """The ``differ.Cause`` values behind the label (a planner change moves geometry in some calls, values in others)."""
+        """The ``diff_data.Cause`` values behind the label (a planner change moves geometry in some calls, values in others)."""
         return sorted({r.cause for r in self.results if r.cause})
 
     def to_dict(self) -> dict[str, Any]:

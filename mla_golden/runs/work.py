@@ -18,7 +18,7 @@ from mla_golden.workers import stop_requested
 
 if TYPE_CHECKING:
     from mla_golden.call import Call
-    from mla_golden.differ import Diff
+    from mla_golden.diff_data import Diff
     from mla_golden.matrix import Case
     from mla_golden.store import Golden, GoldenFile
 
@@ -69,7 +69,7 @@ def _load_or_bad(file: GoldenFile, results: list[Result]) -> Golden | None:
 
 def diff_result(key: str, path: str, found: Diff, render: bool, calls: tuple[Call, Call] | None) -> Result:
     """A diff as a result; rendering text (rich tables) costs, so only when it will be shown."""
-    from mla_golden.differ import Cause
+    from mla_golden.diff_data import Cause
     from mla_golden.report import render_text
 
     if found.equal:

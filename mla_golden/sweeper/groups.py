@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mla_golden.call import Call
-from mla_golden.differ import Cause, Diff
+from mla_golden.diff_data import Cause, Diff
 from mla_golden.soundness import Soundness
 from mla_golden.sweeper.evaluate import DIVERGED, KIND_ERROR, KIND_SHAPE, KIND_SIZING
 from mla_golden.sweeper.regions import Parsed, judged, labelled

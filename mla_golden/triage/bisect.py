@@ -42,7 +42,7 @@ from mla_golden.triage.planners import OnProgress, Planners, Realized
 if TYPE_CHECKING:
     from mla_golden.backends import Backend
     from mla_golden.call import Call
-    from mla_golden.differ import Diff
+    from mla_golden.diff_data import Diff
 
 EQUAL, RESIZED, DIVERGED = "equal", "resized", "diverged"
 
@@ -420,7 +420,8 @@ def plan_on(backend: Backend, call: Call) -> Call | str:
 
 def kind_of(good: Call, plan: Call) -> str:
     """How ``plan`` differs from GOOD's: equal, resized (buffer sizes only) or diverged (written contents)."""
-    from mla_golden.differ import Cause, diff
+    from mla_golden.diff_data import Cause
+    from mla_golden.differ import diff
 
     found = diff(good, plan, max_items=1, judge=False)
     if found.same_content:
