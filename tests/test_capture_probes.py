@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mla_golden
-from mla_golden.capture import _ZERO_SPAN, _lean, replay
+from mla_golden.buffer_bytes import ZERO_SPAN, lean_copy
+from mla_golden.capture import replay
 from mla_golden.report import render_text
 
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
@@ -192,7 +193,7 @@ def test_calls_captured_one_after_another_each_keep_their_own_values(monkeypatch
 
 @settings(max_examples=300, deadline=None)
 @given(
-    size=st.sampled_from([1, 2, 7, _ZERO_SPAN - 1, _ZERO_SPAN, 3 * _ZERO_SPAN + 5, 70_000]),
+    size=st.sampled_from([1, 2, 7, ZERO_SPAN - 1, ZERO_SPAN, 3 * ZERO_SPAN + 5, 70_000]),
     rows=st.sampled_from([None, 8]),
     dtype=st.sampled_from([np.int32, np.int64, np.uint64]),
     data=st.data(),
@@ -202,7 +203,7 @@ def test_lean_kept_values_equal_the_values_whatever_their_zero_tail(size: int, r
     flat, limits = values.reshape(-1), np.iinfo(dtype)
     for at in data.draw(st.lists(st.integers(0, flat.size - 1), max_size=5)):
         flat[at] = data.draw(st.integers(int(limits.min), int(limits.max)).filter(bool))
-    kept = _lean(values)
+    kept = lean_copy(values)
     assert np.array_equal(kept, values) and kept.dtype == values.dtype and kept.shape == values.shape
     tail_is_half = not flat[flat.size // 2 :].any()
     assert (kept is values) != tail_is_half  # a copy exactly when the second half is zeros
