@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,6 +12,11 @@ from mla_golden.cli.options import Format, FormatOption, GoldenArgument
 from mla_golden.cli.output import echo_json, say, stdout, writing
 from mla_golden.cli.running import check_outputs, require_goldens
 from mla_golden.runs import EXIT_BAD
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from mla_golden.store import Golden
 
 #: Work items (and split reduce groups) ``show`` prints at each end of a longer schedule, unless ``--all``.
 SHOW_ENDS = 50
@@ -71,12 +76,23 @@ def show(
     A schedule of more than 2 x 50 work items (or split reduce groups) shows the first and last 50 and counts the
     rest; --all shows every one.
     """
+    check_outputs(("--html", html), ("--png", png))
+    require_goldens([golden])
+    loaded = _showable(golden)
+    _pictures(loaded, html, png, cu, work)
+    data = _show_data(loaded, cu, work, None if all_items else SHOW_ENDS)
+    if format is Format.json:
+        echo_json(data)
+    else:
+        _print_text(data, cu, work)
+
+
+def _showable(golden: Path) -> Golden:
+    """The golden at ``golden``, refused (exit 2) when it does not load or holds an indptr show cannot walk."""
     from mla_golden.errors import GoldenError
     from mla_golden.geometry import INDPTRS, indptr_problem
     from mla_golden.store import load
 
-    check_outputs(("--html", html), ("--png", png))
-    require_goldens([golden])
     try:
         loaded = load(golden)
         for name in INDPTRS if loaded.call.error is None else ():
@@ -86,6 +102,11 @@ def show(
     except GoldenError as exc:
         say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
+    return loaded
+
+
+def _pictures(loaded: Golden, html: Path | None, png: Path | None, cu: int | None, work: int | None) -> None:
+    """The --html page and the --png picture, where asked for."""
     if html is not None:
         from mla_golden.files import atomic_write
         from mla_golden.html import render_show_page
@@ -104,12 +125,10 @@ def show(
             say(f"error: {exc}")
             raise typer.Exit(EXIT_BAD) from exc
         say(f"PNG picture: {png}")
-    data = _show_data(loaded, cu, work, None if all_items else SHOW_ENDS)
-    if format is Format.json:
-        echo_json(data)
-        return
-    from rich.table import Table
 
+
+def _print_text(data: dict[str, Any], cu: int | None, work: int | None) -> None:
+    """The text show: the golden's facts, its inputs and buffers, then its work items and reduce groups."""
     from mla_golden.sanitize import inline
 
     out = stdout()
@@ -133,6 +152,23 @@ def show(
         return
     for name, spec in data["buffers"].items():
         p(f"buffer {name}: {spec['dtype']} {spec['shape']}, {spec['written']} element(s) written")
+    out.print(_work_table(data, cu, work))
+    omitted = data["work_items"] - sum(len(part["items"]) for part in data["cu_parts"])
+    if omitted:
+        p(f"... {omitted} of {data['work_items']} work items not shown (the first and last {SHOW_ENDS}): --all shows every one")
+    if data["reduce_groups"]:
+        p("reduce groups:")
+        left_out = data["reduce_group_count"] - len(data["reduce_groups"])
+        for i, g in enumerate(data["reduce_groups"]):
+            if left_out and i == SHOW_ENDS:
+                p(f"  ... ({left_out} of {data['reduce_group_count']} reduce groups not shown: --all shows every one)")
+            p(f"  group {g['group']}: qo {g['qo_range']} <- partials {g['partials']}")
+
+
+def _work_table(data: dict[str, Any], cu: int | None, work: int | None) -> Table:
+    """The work items by CU part, a '...' row where the shown ends meet."""
+    from rich.table import Table
+
     from mla_golden.schema import format_cell, schema_for
 
     columns = schema_for(data["op"]).work_columns
@@ -152,17 +188,7 @@ def show(
             table.add_row(str(part["cu_part"]) if i == 0 or gap else "", str(item["work"]), *cells)
         if not part["items"]:
             table.add_row(str(part["cu_part"]), "-", "(no work)", *[""] * (len(columns) - 1))
-    out.print(table)
-    if omitted:
-        p(f"... {omitted} of {data['work_items']} work items not shown (the first and last {SHOW_ENDS}): --all shows every one")
-    if data["reduce_groups"]:
-        p("reduce groups:")
-        left_out = data["reduce_group_count"] - len(data["reduce_groups"])
-        for i, g in enumerate(data["reduce_groups"]):
-            if left_out and i == SHOW_ENDS:
-                p(f"  ... ({left_out} of {data['reduce_group_count']} reduce groups not shown: --all shows every one)")
-            p(f"  group {g['group']}: qo {g['qo_range']} <- partials {g['partials']}")
-
+    return table
 
 
 def textconv(
