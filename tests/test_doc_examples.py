@@ -2,7 +2,8 @@
 
 Which blocks are examples is in ``tests/doc_examples.py``. A page's examples run in page order in one work
 folder (the shipped ``goldens/`` copied in, ``docs/`` linked, what the page takes as there made first), each
-through bash with the package's ``mla-golden`` first on PATH, its exit status checked. An example with
+through bash with the package's ``mla-golden`` first on PATH (a plain ``mla-golden`` command in-process),
+its exit status checked. An example with
 output is compared line by line with stdout and stderr as a terminal shows them (trailing spaces dropped,
 the work folder written ``TMP``); in the page's output:
 
@@ -21,10 +22,11 @@ be a ```sh block), so neither kind can stay unchecked by leaving off its fence's
 
 from __future__ import annotations
 
-import difflib
+import contextlib
 import functools
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,6 +34,9 @@ from pathlib import Path
 
 import pytest
 from doc_examples import FILES, MARKER, NOT_RUN, PAGES, ROOT, RUNS, SETUP, Example, examples, plain_blocks, sh_lines, substitute
+from typer.testing import CliRunner
+
+from mla_golden.cli import app
 
 AITER = os.environ.get("MLA_GOLDEN_AITER_REPO", "")
 NO_AITER = "needs an aiter clone: set MLA_GOLDEN_AITER_REPO to run these examples"
@@ -79,15 +84,25 @@ def _env() -> dict[str, str]:
 
 
 def _sh(command: str, work: Path) -> tuple[int, list[str]]:
-    """(exit status, output lines) of ``command`` run by bash in ``work``."""
-    done = subprocess.run(
-        ["bash", "-c", command], cwd=work, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        check=False,
-    )  # fmt: skip
-    lines = [line.rstrip() for line in done.stdout.replace(str(work), "TMP").splitlines()]
+    """(exit status, output lines) of ``command`` run in ``work``: by bash, or in-process when it is a plain
+    ``mla-golden`` command (the same CLI, without a process start per example; a ``python:`` plug-in runs
+    as a process, since finding it puts the work folder on sys.path)."""
+    if command.startswith("mla-golden ") and not re.search(r"[|&;<>$`\\]|python:", command):
+        with contextlib.chdir(work):
+            result = CliRunner().invoke(app, shlex.split(command)[1:], env=dict.fromkeys(CI_VARIABLES))
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        code, text = result.exit_code, result.output  # stdout and stderr, interleaved
+    else:
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=work, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            check=False,
+        )  # fmt: skip
+        code, text = done.returncode, done.stdout
+    lines = [line.rstrip() for line in text.replace(str(work), "TMP").splitlines()]
     while lines and not lines[-1]:
         lines.pop()
-    return done.returncode, lines
+    return code, lines
 
 
 def _workspace(page: str, work: Path) -> None:
@@ -116,8 +131,11 @@ def _failure(ex: Example, code: int, out: list[str]) -> str | None:
     if code != want:
         return f"{ex.where}: `{ex.command}` exited {code}, the page implies {want}:\n" + "\n".join(out[-30:])
     if ex.output is not None and not ex.illustrative and not matches(ex.output, out):
-        diff = difflib.unified_diff(ex.output, out, "the page", "the command", lineterm="", n=1)
-        return f"{ex.where}: `{ex.command}` prints other output than the page shows:\n" + "\n".join(diff)
+        doc = ex.output
+        # the first page line after which nothing it prints matches any more (past the end: it prints more)
+        bad = next((i for i in range(1, len(doc) + 1) if not matches([*doc[:i], ELIDED], out)), len(doc) + 1) - 1
+        where = f"its output line {bad + 1}, {doc[bad]!r}, is not printed there" if bad < len(doc) else "it prints more"
+        return f"{ex.where}: `{ex.command}` prints other output than the page shows ({where}); it prints:\n" + "\n".join(out)
     return None
 
 
