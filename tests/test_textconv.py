@@ -57,16 +57,21 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-def test_git_diff_of_a_changed_golden_names_the_changed_work_rows(tmp_path: Path) -> None:
+def _repo_with_textconv(tmp_path: Path) -> Path:
+    """A git repository with the README's two lines, this interpreter standing in for the mla-golden script."""
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
     _git(repo, "config", "user.email", "t@example.com")
     _git(repo, "config", "user.name", "t")
-    # the README's two lines, with this interpreter standing in for the mla-golden script
     (repo / ".gitattributes").write_text("*.safetensors diff=mla-golden\n")
     _git(repo, "config", "diff.mla-golden.textconv", f"{sys.executable} -m mla_golden.cli textconv")
+    return repo
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_diff_of_a_changed_golden_names_the_changed_work_rows(tmp_path: Path) -> None:
+    repo = _repo_with_textconv(tmp_path)
     golden = load(_decode_golden())
     path = repo / "goldens" / "decode.safetensors"
     path.parent.mkdir()
@@ -108,13 +113,7 @@ def test_textconv_of_a_file_that_is_no_golden_is_one_line_exit_0(tmp_path: Path)
 def test_git_diff_and_log_survive_model_weights_beside_the_goldens(tmp_path: Path) -> None:
     from safetensors.torch import save_file
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    _git(repo, "config", "user.email", "t@example.com")
-    _git(repo, "config", "user.name", "t")
-    (repo / ".gitattributes").write_text("*.safetensors diff=mla-golden\n")
-    _git(repo, "config", "diff.mla-golden.textconv", f"{sys.executable} -m mla_golden.cli textconv")
+    repo = _repo_with_textconv(tmp_path)
     weights = repo / "model.safetensors"
     save_file({"w": torch.zeros(3, dtype=torch.float16)}, str(weights), metadata={"format": "pt"})
     _git(repo, "add", "-A")

@@ -54,6 +54,19 @@ def each_timed(items: Iterable[Any], results: list[Result]) -> Iterator[Any]:
             result.seconds = took
 
 
+def _goldens(paths: list[GoldenFile], results: list[Result], found: list[tuple[GoldenFile, str]]) -> Iterator[tuple[str, Golden]]:
+    """Each of ``paths`` that loads, with its path, until a stop is asked for: a 'bad' result for one that does not,
+    each timed (:func:`each_timed`: the caller's work on it counts) and noted in ``found`` for the placement check."""
+    for file in each_timed(paths, results):
+        if stop_requested():
+            return
+        golden = _load_or_bad(file, results)
+        if golden is None:
+            continue
+        found.append((file, golden.key))
+        yield file.path, golden
+
+
 def _load_or_bad(file: GoldenFile, results: list[Result]) -> Golden | None:
     """The golden ``file`` holds (a walked one's key agreeing with where it was found), or None after a 'bad'
     result naming the problem."""
@@ -170,13 +183,7 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
     live = backend.live_device()
     results: list[Result] = []
     found: list[tuple[GoldenFile, str]] = []
-    for file in each_timed(paths, results):
-        if stop_requested():
-            break
-        path, golden = file.path, _load_or_bad(file, results)
-        if golden is None:
-            continue
-        found.append((file, golden.key))
+    for path, golden in _goldens(paths, results, found):
         device = golden.call.device
         if live is not None and (device.get("arch"), device.get("cu_num")) != live:
             where, here = device_label(device.get("arch"), device.get("cu_num")), device_label(*live)
@@ -214,13 +221,7 @@ def check_worker(paths: list[GoldenFile], keep: bool = False) -> list[Result]:
     single_threaded()
     results: list[Result] = []
     found: list[tuple[GoldenFile, str]] = []
-    for file in each_timed(paths, results):
-        if stop_requested():
-            break
-        path, golden = file.path, _load_or_bad(file, results)
-        if golden is None:
-            continue
-        found.append((file, golden.key))
+    for path, golden in _goldens(paths, results, found):
         with guard(golden.key, path, results):
             results.append(_check_one(golden, path, keep))
             results[-1].content = content_key(golden.call)
