@@ -244,7 +244,7 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
     import mla_golden
     from mla_golden.sweeper.render import render_html
 
-    findings = mla_golden.sweep("reference", "python:planted_planners:two_bugs", cases=60)
+    findings = mla_golden.sweep("reference", "python:planted_planners:two_bugs", cases=1000)
     assert len(findings.groups) == 2
     page = tmp_path / "sweep.html"
     page.write_text(render_html(findings), encoding="utf-8")
