@@ -55,7 +55,7 @@ class Run:
 #: puts there (``{tmp}``: the page's work folder, ``{aiter}``: $MLA_GOLDEN_AITER_REPO).
 PLACEHOLDERS: dict[str, str] = {
     "AITER_REPO": "{aiter}",
-    "AITER_TREE": "{aiter}",
+    "AITER_TREE": "{tmp}/aiter-tree",
     "GOLDEN": "goldens/decode/dsv3-tp/gfx950-cu256/h32-fp8-q1-b1-jitter8192-p1.safetensors",
     "TMP": "{tmp}",
     "REV": "e4048607",
@@ -73,6 +73,10 @@ SETUP: dict[str, list[str]] = {
     ],
     "docs/cli.md": ["git init -q", "mla-golden record --backend reference@v0.1.16.post2 --out goldens-0.1.16 --quiet"],
 }
+
+#: What the examples that need an aiter clone take as already there: AITER_TREE, a tree of v0.1.20 (``{aiter}``:
+#: the clone).
+AITER_SETUP: list[str] = ["mkdir -p aiter-tree", "git -C {aiter} archive v0.1.20 csrc aiter | tar -x -C aiter-tree"]
 
 #: Files a page's commands take as already there: README's ``python:my_planners:patched`` is a module in
 #: the current folder (here the reference itself, so that sweep finds nothing).

@@ -9,7 +9,8 @@ the work folder written ``TMP``); in the page's output:
 
 - a line that is ``...`` alone (indented or not) stands for any run of lines, none included;
 - a duration (``35.7 s``, ``120 ms``) stands for any duration: the page shows one a run printed;
-- ``<N>`` stands for a count that differs from run to run (how many distinct minimal calls shrinking found).
+- ``<N>`` stands for a count that differs from run to run (how many distinct minimal calls shrinking found);
+- bisect's ``6 cached`` stands for ``6 built`` too: a cold run builds what a warm one finds cached.
 
 An illustrative block (``<!-- illustrative: COMMAND -->``) has only its exit status checked.
 
@@ -33,7 +34,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from doc_examples import FILES, MARKER, NOT_RUN, PAGES, ROOT, RUNS, SETUP, Example, examples, plain_blocks, sh_lines, substitute
+from doc_examples import (
+    AITER_SETUP,
+    FILES,
+    MARKER,
+    NOT_RUN,
+    PAGES,
+    ROOT,
+    RUNS,
+    SETUP,
+    Example,
+    examples,
+    plain_blocks,
+    sh_lines,
+    substitute,
+)
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
@@ -46,6 +61,8 @@ OUTPUT_START = re.compile(r"^(DIVERGED|EQUAL|INCONCLUSIVE|mla-golden \w+: |sweep
 COMMAND_LINE = re.compile(r"^(mla-golden|git|echo|pip|python|make|pytest) ")
 #: A duration (``35.7 s``, ``120 ms``): read as ``<TIME>`` in the page and the output alike, so a page shows a real one.
 TIME = re.compile(r"\b\d+(\.\d+)? ?(ms|s|min)\b")
+#: How bisect had a planner built from source (``6 built`` cold, ``6 cached`` warm): read as ``<BUILT>`` alike.
+BUILT = re.compile(r"\b\d+ (built|cached)\b")
 ELIDED = "..."
 COUNT = "<N>"
 #: Where a CI host would take a run's report: left out, so that an example writes none into the test's own job.
@@ -59,8 +76,11 @@ def _pattern(doc_line: str) -> re.Pattern[str]:
 
 def matches(doc: list[str], real: list[str]) -> bool:
     """Whether ``real`` is ``doc`` line by line, ``...`` lines standing for any run of lines."""
-    want = [None if line.strip() == ELIDED else _pattern(TIME.sub("<TIME>", line.rstrip())) for line in doc]
-    got = [TIME.sub("<TIME>", line) for line in real]
+    def plain(line: str) -> str:
+        return BUILT.sub("<BUILT>", TIME.sub("<TIME>", line))
+
+    want = [None if line.strip() == ELIDED else _pattern(plain(line.rstrip())) for line in doc]
+    got = [plain(line) for line in real]
 
     @functools.cache
     def at(i: int, j: int) -> bool:
@@ -74,28 +94,35 @@ def matches(doc: list[str], real: list[str]) -> bool:
     return at(0, 0)
 
 
-def _env() -> dict[str, str]:
-    """The test's environment, this tree's package first, with no CI step summary to append to."""
-    env = {k: v for k, v in os.environ.items() if k not in CI_VARIABLES}
+#: Unset for the examples that need no aiter clone: they print as a reader without one sees them.
+WITHOUT_CLONE = ("MLA_GOLDEN_AITER_REPO",)
+
+
+def _env(with_aiter: bool) -> dict[str, str]:
+    """The test's environment, this tree's package first, with no CI step summary to append to (and no aiter
+    clone unless ``with_aiter``)."""
+    hidden = (*CI_VARIABLES, *(() if with_aiter else WITHOUT_CLONE))
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleaved as a terminal shows them
     return env
 
 
-def _sh(command: str, work: Path) -> tuple[int, list[str]]:
+def _sh(command: str, work: Path, with_aiter: bool = False) -> tuple[int, list[str]]:
     """(exit status, output lines) of ``command`` run in ``work``: by bash, or in-process when it is a plain
     ``mla-golden`` command (the same CLI, without a process start per example; a ``python:`` plug-in runs
     as a process, since finding it puts the work folder on sys.path)."""
     if command.startswith("mla-golden ") and not re.search(r"[|&;<>$`\\]|python:", command):
         with contextlib.chdir(work):
-            result = CliRunner().invoke(app, shlex.split(command)[1:], env=dict.fromkeys(CI_VARIABLES))
+            hidden = (*CI_VARIABLES, *(() if with_aiter else WITHOUT_CLONE))
+            result = CliRunner().invoke(app, shlex.split(command)[1:], env=dict.fromkeys(hidden))
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise result.exception
         code, text = result.exit_code, result.output  # stdout and stderr, interleaved
     else:
         done = subprocess.run(
-            ["bash", "-c", command], cwd=work, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            ["bash", "-c", command], cwd=work, env=_env(with_aiter), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             check=False,
         )  # fmt: skip
         code, text = done.returncode, done.stdout
@@ -143,12 +170,15 @@ def _run_page(page: str, tmp_path: Path, with_aiter: bool) -> None:
     work = tmp_path / "work"
     work.mkdir()
     _workspace(page, work)
+    for command in AITER_SETUP if with_aiter else ():
+        code, out = _sh(command.format(aiter=AITER), work, with_aiter)
+        assert code == 0, f"set-up `{command}` exited {code}:\n" + "\n".join(out)
     failures = []
     for ex in examples(ROOT / page):
         run = RUNS.get(ex.command)
         if run is None or (run.aiter and not with_aiter):
             continue
-        code, out = _sh(substitute(ex.command, work, AITER), work)
+        code, out = _sh(substitute(ex.command, work, AITER), work, with_aiter)
         failure = _failure(ex, code, out)
         if failure:
             failures.append(failure)
