@@ -308,6 +308,14 @@ def build_arguments(
             kwargs.update(extra)
             carried.update(schema.canonical(name) for name in extra)
             notes.append(f"{', '.join(extra)} passed through **{variadic[inspect.Parameter.VAR_KEYWORD]}")
+    notes += _dropped(schema, carried, params, inputs)
+    return Arguments((), kwargs, notes)
+
+
+def _dropped(schema: OpSchema, carried: set[str], params: Mapping[str, Any], inputs: Mapping[str, torch.Tensor]) -> list[str]:
+    """Notes for the canonical values a signature cannot receive, each holding what that signature implies;
+    AdaptationError for one holding anything else (the call could not be made as recorded)."""
+    notes = []
     for name in schema.inputs:
         if name not in carried:
             implied = implied_input(schema, name, inputs)
@@ -324,7 +332,7 @@ def build_arguments(
             )
         if implied is not None:
             notes.append(f"{name} dropped: not in this signature (it held the implied {implied!r})")
-    return Arguments((), kwargs, notes)
+    return notes
 
 
 def _stars(variadic: Mapping[Any, str]) -> str:

@@ -60,17 +60,60 @@ def _in_order(keys: tuple[torch.Tensor, ...]) -> bool:
     return True
 
 
+@dataclass
+class _Tiles:
+    """Every (unit, k) tile of a dense decode call, as the walk's ``_decode_tiles`` makes them, one entry each."""
+
+    count: int  # planned batches (units)
+    num_tiles: torch.Tensor  # per unit
+    tile_size: torch.Tensor  # per unit
+    qo_begin: torch.Tensor  # per unit
+    kv_begin: torch.Tensor  # per unit
+    kv_end: torch.Tensor  # per unit
+    unit: torch.Tensor  # per tile: its unit
+    first: torch.Tensor  # per unit: its first tile
+    k: torch.Tensor  # per tile: its index within its unit
+    start: torch.Tensor  # per tile: qo start
+    stop: torch.Tensor  # per tile: qo end
+    kv_stop: torch.Tensor  # per tile: the kv end it sees
+
+    @property
+    def total(self) -> int:
+        return int(self.unit.numel())
+
+
 def clean_plan(
     c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last: list[int], indptr: list[int], num_works: int
 ) -> CleanPlan | None:
     """The report of a dense decode plan with nothing to flag, or None where :mod:`.decode` must walk it."""
-    call, p, t = c.call, layout.dispatch.params, layout.dispatch.traits
+    call, t = c.call, layout.dispatch.traits
     inputs = ("seqlens_kv_indptr", "kv_last_page_lens")
     if c.result.violations or t.is_sparse or layout.qk_batch_ratio < 1 or not all(n in call.inputs for n in inputs):
         return None
+    works = _written_works(c, layout, qo, indptr, num_works)
+    tiles = _tiles(c, layout, qo, kv, last) if works is not None else None
+    tile = _tile_of_each(c, layout, works, tiles) if works is not None and tiles is not None else None
+    if works is None or tiles is None or tile is None:
+        return None
+    per_tile = torch.bincount(tile, minlength=tiles.total)
+    no_kv = (tiles.kv_end == tiles.kv_begin)[tiles.unit]
+    if not _covered(works, tiles, tile, per_tile, no_kv) or not _split_cleanly(c, works, tiles, tile, per_tile):
+        return None
+    empty = ((per_tile == 0) & no_kv).nonzero().reshape(-1)
+    first = None
+    if empty.numel():
+        at = int(empty[0])
+        u = int(tiles.unit[at])
+        first = Tile(u, int(tiles.k[at]), (int(tiles.start[at]), int(tiles.stop[at])), int(tiles.kv_begin[u]), int(tiles.kv_stop[at]))
+    return CleanPlan(empty.numel(), first)
+
+
+def _written_works(c: Checker, layout: DecodeLayout, qo: list[int], indptr: list[int], num_works: int) -> torch.Tensor | None:
+    """The works as int64 columns, when work_indptr is a sane CSR over exactly the works written, each written
+    whole (``decoded_works``), naming the batches of the folding aiter plans (``_observed_folding``)."""
+    call = c.call
     info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
     rows = info.shape[0] if info.dim() == 2 else 0
-    # decoded_works: work_indptr a sane CSR over exactly the works written, each written whole
     work_indptr = torch.tensor(indptr, dtype=I64)
     if not _ascending(work_indptr) or int(work_indptr[-1]) != num_works or num_works > rows:
         return None
@@ -80,7 +123,6 @@ def clean_plan(
     if not bool(mask[:num_works].all()):
         return None
     batches = len(qo) - 1
-    # _observed_folding: the works name the batches of the folding aiter plans
     ratio, heads = layout.qk_batch_ratio, layout.num_heads * layout.qk_batch_ratio
     seen = int(works[:, C.BATCH_IDX].max()) if num_works else -1
     if batches > 0 and seen >= 0:
@@ -88,9 +130,15 @@ def clean_plan(
             return None
         if ratio > 1 and seen < batches:
             return None
-    # _fits_its_buffer (batches), then DecodeLayout.batches for a dense call
-    count = p.num_batches
-    if count > 16 * (info.reshape(-1, WORK_ROW).shape[0] + len(qo)) or count < 0:
+    return works
+
+
+def _tiles(c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last: list[int]) -> _Tiles | None:
+    """Every tile of the call (``_fits_its_buffer``, ``DecodeLayout.batches`` and ``_decode_tiles``), or None."""
+    call, p, t = c.call, layout.dispatch.params, layout.dispatch.traits
+    rows = call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
+    ratio, count = layout.qk_batch_ratio, p.num_batches
+    if count > 16 * (rows + len(qo)) or count < 0:
         return None
     unit = torch.arange(count, dtype=I64)
     batch = unit // ratio
@@ -114,9 +162,8 @@ def clean_plan(
     if not p.page_size == 1 and count > len(last):
         return None  # last_page_len None past its end: the walk skips those kv_offset checks
     total_tiles = int(num_tiles.sum())
-    if total_tiles > 16 * (info.reshape(-1, WORK_ROW).shape[0] + len(qo)):
+    if total_tiles > 16 * (rows + len(qo)):
         return None
-    # _decode_tiles: every (unit, k) tile, in the walk's order
     tile_unit = torch.repeat_interleave(unit, num_tiles)
     first_tile = torch.cumsum(num_tiles, 0) - num_tiles
     k = torch.arange(total_tiles, dtype=I64) - first_tile[tile_unit]
@@ -131,65 +178,66 @@ def clean_plan(
         elif not p.is_cp_round_robin:
             tail = num_tiles[tile_unit] - 1 - k
         tail = tail.clamp(min=0)
-    tile_kv_end = kv_end[tile_unit] - tail
-    # each work to its tile: batch_idx a planned batch, [qo_start, qo_end) one of its tiles
+    return _Tiles(count, num_tiles, tile_size, qo_begin, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
+                  kv_end[tile_unit] - tail)  # fmt: skip
+
+
+def _tile_of_each(c: Checker, layout: DecodeLayout, works: torch.Tensor, tiles: _Tiles) -> torch.Tensor | None:
+    """Each work's tile (batch_idx a planned batch, [qo_start, qo_end) one of its tiles), when every work's kv range
+    is inside its batch (or is the tile's own empty range) and its kv_offset is aiter's (``_check_decode_work``)."""
+    p = layout.dispatch.params
     b = works[:, C.BATCH_IDX]
-    if num_works and (int(b.min()) < 0 or int(b.max()) >= count):
+    if works.shape[0] and (int(b.min()) < 0 or int(b.max()) >= tiles.count):
         return None
-    size = tile_size[b]
-    w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - qo_begin[b], size.clamp(min=1), rounding_mode="floor"), 0)
-    if bool(((w_k < 0) | (w_k >= num_tiles[b])).any()):
+    size = tiles.tile_size[b]
+    w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - tiles.qo_begin[b], size.clamp(min=1), rounding_mode="floor"), 0)
+    if bool(((w_k < 0) | (w_k >= tiles.num_tiles[b])).any()):
         return None
-    tile = first_tile[b] + w_k
-    if not (torch.equal(works[:, C.QO_START], start[tile]) and torch.equal(works[:, C.QO_END], stop[tile])):
+    tile = tiles.first[b] + w_k
+    if not (torch.equal(works[:, C.QO_START], tiles.start[tile]) and torch.equal(works[:, C.QO_END], tiles.stop[tile])):
         return None
-    # _check_decode_work: kv range inside its batch (or the tile's own empty range), kv_offset as aiter defines it
-    ks, ke, u_begin, u_end = works[:, C.KV_START], works[:, C.KV_END], kv_begin[b], kv_end[b]
-    sees_none = tile_kv_end[tile] <= u_begin
+    ks, ke, u_begin, u_end = works[:, C.KV_START], works[:, C.KV_END], tiles.kv_begin[b], tiles.kv_end[b]
+    sees_none = tiles.kv_stop[tile] <= u_begin
     inside = ((u_begin <= ks) & (ks < ke) & (ke <= u_end)) | ((ks == ke) & (ke == u_end) & (u_end == u_begin))
-    if not bool(torch.where(sees_none, (ks == u_begin) & (ke == tile_kv_end[tile]), inside).all()):
+    if not bool(torch.where(sees_none, (ks == u_begin) & (ke == tiles.kv_stop[tile]), inside).all()):
         return None
     if p.page_size == 1:
         wanted = u_end - ke
     else:  # every batch has its last_page_len (checked above)
-        last_page = call.inputs["kv_last_page_lens"].reshape(-1)[:count].to(I64)[b]
+        last_page = c.call.inputs["kv_last_page_lens"].reshape(-1)[: tiles.count].to(I64)[b]
         wanted = torch.where(ke == u_end, 0, (u_end - ke - 1) * p.page_size + last_page)
-    if not torch.equal(works[:, C.KV_OFFSET], wanted):
-        return None
-    # check_coverage: each tile's works, sorted by (kv_start, kv_end), chain from kv_begin to its kv end
-    per_tile = torch.bincount(tile, minlength=total_tiles)
-    no_kv = (kv_end == kv_begin)[tile_unit]
+    return tile if torch.equal(works[:, C.KV_OFFSET], wanted) else None
+
+
+def _covered(works: torch.Tensor, tiles: _Tiles, tile: torch.Tensor, per_tile: torch.Tensor, no_kv: torch.Tensor) -> bool:
+    """``check_coverage``: each tile's works, sorted by (kv_start, kv_end), chain from kv_begin to its kv end."""
     if bool(((per_tile == 0) & ~no_kv).any()):
-        return None
-    order = _sorted_by(tile, ks, ke)
-    s_tile, s_start, s_end = tile[order], ks[order], ke[order]
+        return False
+    num_works = works.shape[0]
+    order = _sorted_by(tile, works[:, C.KV_START], works[:, C.KV_END])
+    s_tile, s_start, s_end = tile[order], works[:, C.KV_START][order], works[:, C.KV_END][order]
     opens = torch.ones(num_works, dtype=torch.bool)
     opens[1:] = s_tile[1:] != s_tile[:-1]
-    covered_to = torch.where(opens, kv_begin[tile_unit][s_tile], torch.roll(s_end, 1))
+    covered_to = torch.where(opens, tiles.kv_begin[tiles.unit][s_tile], torch.roll(s_end, 1))
     closes = torch.ones(num_works, dtype=torch.bool)
     closes[:-1] = opens[1:]
-    if not bool((s_start == covered_to).all()) or not torch.equal(s_end[closes], tile_kv_end[s_tile[closes]]):
-        return None
-    # check_splits: -1 for an unsplit tile, distinct slots for a split one, no two slots overlapping
+    return bool((s_start == covered_to).all()) and torch.equal(s_end[closes], tiles.kv_stop[s_tile[closes]])
+
+
+def _split_cleanly(c: Checker, works: torch.Tensor, tiles: _Tiles, tile: torch.Tensor, per_tile: torch.Tensor) -> bool:
+    """``check_splits``: -1 for an unsplit tile, distinct slots for a split one, no two slots overlapping; and
+    the reduce groups as the walk checks them."""
     loc = works[:, C.PARTIAL_QO_LOC]
     split = per_tile[tile] > 1
     if not bool((loc[~split] == -1).all()) or bool((loc[split] < 0).any()):
-        return None
+        return False
     slots = split.nonzero().reshape(-1)
     slot_order = torch.sort(loc[slots], stable=True).indices
     slot_loc, slot_tile = loc[slots][slot_order], tile[slots][slot_order]
-    slot_rows = (stop - start)[slot_tile]
+    slot_rows = (tiles.stop - tiles.start)[slot_tile]
     if bool((slot_loc[1:] <= slot_loc[:-1]).any()) or bool((slot_loc[:-1] + slot_rows[:-1] > slot_loc[1:]).any()):
-        return None  # a slot used twice (or overlapping the next): the walk flags it (or lets a later tile own it)
-    if not _reduce_is_clean(c, slot_loc, slot_tile, per_tile, start, stop):
-        return None
-    empty = ((per_tile == 0) & no_kv).nonzero().reshape(-1)
-    first = None
-    if empty.numel():
-        at = int(empty[0])
-        u = int(tile_unit[at])
-        first = Tile(u, int(k[at]), (int(start[at]), int(stop[at])), int(kv_begin[u]), int(tile_kv_end[at]))
-    return CleanPlan(empty.numel(), first)
+        return False  # a slot used twice (or overlapping the next): the walk flags it (or lets a later tile own it)
+    return _reduce_is_clean(c, slot_loc, slot_tile, per_tile, tiles.start, tiles.stop)
 
 
 def _reduce_is_clean(

@@ -121,26 +121,7 @@ def check_prefill(c: Checker) -> None:
     if not _fits_its_buffer(c, qo):
         return
     cu_num = call.device.get("cu_num")
-    indptr = c.prefix("work_indptr")
-    if cu_num is not None:
-        if cu_num + 1 > len(indptr):
-            c.flag(
-                "work_indptr",
-                "work_indptr",
-                f"{len(indptr)} entries written; the planner fills one per CU ({cu_num}) plus one",
-            )
-        # past its CU parts the planner fills zeros; aiter then takes the work count from the last one
-        tail = indptr[cu_num + 1 :]
-        if any(tail):
-            c.flag("work_indptr", f"work_indptr[{cu_num + 1}]", "entries past the CU parts are not 0")
-        elif tail and indptr[cu_num]:
-            c.flag(
-                "work_indptr",
-                f"work_indptr[{len(indptr) - 1}]",
-                f"work_indptr is longer than {cu_num + 1}: aiter reads the work count (0) from its last "
-                "entry and plans no reduction",
-            )
-        indptr = indptr[: cu_num + 1]
+    indptr = _cu_indptr(c, cu_num)
     # a work always has a non-empty head range, so its q_head_range is never 0 (the fill is)
     info = call.outputs["work_info_set"].reshape(-1, WORK_ROW)
     used = (info[:, C.EXTRA] != 0).tolist()
@@ -190,6 +171,27 @@ def check_prefill(c: Checker) -> None:
         return
     longest = max([b - a for a, b in zip(qo, qo[1:])] or [0])
     check_sizing(c, _ps_helper(c, longest), _ps_used(c, num_works, cu_num))
+
+
+def _cu_indptr(c: Checker, cu_num: int | None) -> list[int]:
+    """work_indptr as far as the CU parts go, flagged where it has fewer entries than one per CU plus one, or
+    nonzero ones past them (the planner fills zeros there, and aiter takes the work count from the last)."""
+    indptr = c.prefix("work_indptr")
+    if cu_num is None:
+        return indptr
+    if cu_num + 1 > len(indptr):
+        c.flag("work_indptr", "work_indptr", f"{len(indptr)} entries written; the planner fills one per CU ({cu_num}) plus one")
+    tail = indptr[cu_num + 1 :]
+    if any(tail):
+        c.flag("work_indptr", f"work_indptr[{cu_num + 1}]", "entries past the CU parts are not 0")
+    elif tail and indptr[cu_num]:
+        c.flag(
+            "work_indptr",
+            f"work_indptr[{len(indptr) - 1}]",
+            f"work_indptr is longer than {cu_num + 1}: aiter reads the work count (0) from its last "
+            "entry and plans no reduction",
+        )
+    return indptr[: cu_num + 1]
 
 
 def _assign_ps(c: Checker, tiles: list[Tile], works: list[Work]) -> None:

@@ -144,22 +144,14 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
     groups = by_cause(results)
     apart = not_comparable(results)
     if fmt.value == "json":
-        document = {
-            "format": "mla-golden-run/1",
-            "command": command,
-            **header,
-            "results": [r.to_dict() for r in results],
-            "summary": counts,
-            "soundness": soundness_verdict(results),
-            "by_cause": [g.to_dict() for g in groups],
-            "not_comparable": [g.to_dict() for g in apart],
-            "exit_code": code,
-        }
-        echo_json(document)
+        echo_json({
+            "format": "mla-golden-run/1", "command": command, **header, "results": [r.to_dict() for r in results],
+            "summary": counts, "soundness": soundness_verdict(results), "by_cause": [g.to_dict() for g in groups],
+            "not_comparable": [g.to_dict() for g in apart], "exit_code": code,
+        })  # fmt: skip
         return code
     from rich.table import Table
 
-    from mla_golden.ci import headline
 
     out = stdout()
     tally = ", ".join(f"{counts[status]} {status}" for status in STATUS_EXIT if counts.get(status))
@@ -187,25 +179,33 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
         out.print(_group_counts(title, "planner", apart), width=min(out.width, SUMMARY_WIDTH))
     problems = [r for r in results if not r.status.ok]
     if problems and not quiet:
-        from rich.text import Text
-
-        status_width = max(len("status"), *(len(r.status) for r in problems))
-        longest = max(len(inline(r.key)) for r in problems)
-        # whole keys, growing the table up to the terminal's width; the first difference folds instead
-        width = min(out.width, max(SUMMARY_WIDTH, status_width + longest + KEY_TABLE_REST))
-        key_width = max(min(longest, width - status_width - KEY_TABLE_REST), 8)
-        where = Table(title="not ok", title_justify="left")
-        where.add_column("status", no_wrap=True, width=status_width)
-        where.add_column("key", overflow="fold", width=key_width)
-        where.add_column("first difference", overflow="fold", width=max(width - status_width - key_width - 10, 8))
-        for r in problems:
-            where.add_row(r.status, Text(inline(r.key)), Text(headline(r)))
-        out.print(where, width=width)
+        _print_not_ok(out, problems)
     verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
     out.print(f"exit {code} ({verdict})", markup=False)
     if fmt.value == "github":
         _github(command, results, code)
     return code
+
+
+def _print_not_ok(out: Any, problems: list[Result]) -> None:
+    """The results that are not ok, one row each: whole keys, the table growing up to the terminal's width; the
+    first difference folds instead."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from mla_golden.ci import headline
+
+    status_width = max(len("status"), *(len(r.status) for r in problems))
+    longest = max(len(inline(r.key)) for r in problems)
+    width = min(out.width, max(SUMMARY_WIDTH, status_width + longest + KEY_TABLE_REST))
+    key_width = max(min(longest, width - status_width - KEY_TABLE_REST), 8)
+    where = Table(title="not ok", title_justify="left")
+    where.add_column("status", no_wrap=True, width=status_width)
+    where.add_column("key", overflow="fold", width=key_width)
+    where.add_column("first difference", overflow="fold", width=max(width - status_width - key_width - 10, 8))
+    for r in problems:
+        where.add_row(r.status, Text(inline(r.key)), Text(headline(r)))
+    out.print(where, width=width)
 
 
 def _print_group(out: Any, group: CauseGroup, headed: bool, suffix: str = "", fold: str | None = None) -> None:
