@@ -98,6 +98,13 @@ def test_the_sweep_takes_the_clone_and_its_workers_the_port(history: tuple[GitRe
     assert document["runs"][0] == f"reference {newest.name}, as aiter {shas['reformatted'][:10]} plans"
     refused = CliRunner().invoke(app, [*args[:2], f"reference@{shas['changed'][:10]}", *args[3:]])
     assert refused.exit_code == 2 and "is not ported" in refused.output and "the nearest port is" in refused.output
+    # the same spec without the clone, in the same process: the port itself, not what the clone resolved it to
+    port = f"reference@{newest.name}"  # the spec the clone's commit was resolved to, for the workers
+    alone = CliRunner().invoke(
+        app, ["sweep", "--a", port, "--b", port, "--space", str(points), "--format", "json"], env={"MLA_GOLDEN_AITER_REPO": None}
+    )
+    assert alone.exit_code == 0, alone.output
+    assert json.loads(alone.stdout)["runs"][1] == f"reference {newest.name}", "a planner resolved in a clone is not reused without it"
 
 
 AITER_REPO = os.environ.get("MLA_GOLDEN_AITER_REPO")

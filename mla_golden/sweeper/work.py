@@ -24,7 +24,9 @@ from mla_golden.sweeper.shrink import shrink
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
 from mla_golden.workers import user_interrupted
 
-_planners: dict[str, Planner] = {}
+#: Planners resolved in this process, by spec and the aiter clone it was read with (a spec resolves otherwise in
+#: another clone, or in none).
+_planners: dict[tuple[str, str | None], Planner] = {}
 
 
 @dataclass
@@ -67,10 +69,13 @@ class CaseResult:
 def planner(spec: str, aiter_repo: str | None = None) -> Planner:
     """The resolved planner for ``spec``, once per process (``aiter_repo``: the aiter clone a revision is read
     from); its :attr:`Planner.portable` spec gives the same planner after it."""
-    found = _planners.get(spec)
+    from mla_golden.aiter_build.tree import REPO_ENV
+
+    clone = aiter_repo or os.environ.get(REPO_ENV) or None
+    found = _planners.get((spec, clone))
     if found is None:
-        found = _planners[spec] = resolve_planner(spec, aiter_repo)
-        _planners.setdefault(found.portable, Planner(parse_spec(found.portable), found.backend))
+        found = _planners[spec, clone] = resolve_planner(spec, aiter_repo)
+        _planners.setdefault((found.portable, clone), Planner(parse_spec(found.portable), found.backend))
     return found
 
 
