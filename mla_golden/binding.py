@@ -228,18 +228,21 @@ def aiter_values(
     schema: OpSchema, params: Mapping[str, Any], inputs: Mapping[str, torch.Tensor], buffers: Mapping[str, torch.Tensor]
 ) -> dict[str, Any]:
     """Every argument of a canonical call under the newest aiter signature's names (:attr:`OpSchema.signature`)."""
-    values: dict[str, Any] = {}
-    for name in schema.signature:
-        canonical = schema.canonical(name)
-        kind = schema.kind(canonical)
-        if kind == "input":
-            values[name] = inputs[canonical]
-        elif kind == "output":
-            values[name] = buffers[canonical]
-        else:
-            value = params.get(canonical, schema.scalars[canonical])
-            values[name] = to_dtype(value) if canonical in schema.dtype_params else value
-    return values
+    return {name: _value(schema, schema.canonical(name), params, inputs, buffers) for name in schema.signature}
+
+
+def _value(
+    schema: OpSchema, canonical: str, params: Mapping[str, Any], inputs: Mapping[str, torch.Tensor], buffers: Mapping[str, torch.Tensor]
+) -> Any:
+    """A canonical call's value of ``canonical``: its input tensor, its output buffer, or its scalar (the schema's
+    default when the call has none; a dtype name as the torch dtype aiter takes)."""
+    kind = schema.kind(canonical)
+    if kind == "input":
+        return inputs[canonical]
+    if kind == "output":
+        return buffers[canonical]
+    value = params.get(canonical, schema.scalars[canonical])
+    return to_dtype(value) if canonical in schema.dtype_params else value
 
 
 def build_arguments(
@@ -287,14 +290,8 @@ def build_arguments(
             notes.append(f"{nope}/{rope} passed as legacy {name}")
             continue
         canonical = schema.canonical(name)
-        kind = schema.kind(canonical)
-        if kind == "input":
-            kwargs[name] = inputs[canonical]
-        elif kind == "output":
-            kwargs[name] = buffers[canonical]
-        elif kind == "scalar":
-            value = params.get(canonical, schema.scalars[canonical])
-            kwargs[name] = to_dtype(value) if canonical in schema.dtype_params else value
+        if schema.kind(canonical) in ("input", "output", "scalar"):
+            kwargs[name] = _value(schema, canonical, params, inputs, buffers)
         elif parameter.default is inspect.Parameter.empty:
             raise AdaptationError(f"{fn!r} requires {name!r}, which the {op} schema does not know")
         else:
