@@ -167,8 +167,8 @@ def _load_diff(path: Path) -> None:
 def bench_format() -> list[tuple[str, float, str]]:
     """vLLM-sized prefill goldens: mla-golden/2 vs /1 size, and load + diff time."""
     from mla_golden.backends import resolve
+    from mla_golden.golden.store import Golden, to_bytes
     from mla_golden.matrix import Case, capture
-    from mla_golden.store import Golden, to_bytes
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

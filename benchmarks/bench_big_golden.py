@@ -51,7 +51,7 @@ def _goldens(works: int, folder: Path) -> tuple[Path, Path, Path]:
     sys.path.insert(0, str(ROOT / "tests"))
     from planner_calls import many_requests
 
-    from mla_golden.store import Golden, derived_key, write
+    from mla_golden.golden.store import Golden, derived_key, write
 
     call = many_requests(works)
     key = derived_key(call)
@@ -69,8 +69,8 @@ def _goldens(works: int, folder: Path) -> tuple[Path, Path, Path]:
 def _floor_pass(path: Path) -> Callable[[], object]:
     """One whole-tensor pass per invariant over the golden's work rows (what a vectorised check can't beat)."""
     from mla_golden.checks import INVARIANTS
+    from mla_golden.golden.store import load
     from mla_golden.schema import WorkColumn as C
-    from mla_golden.store import load
 
     info = load(path).call.outputs["work_info_set"]
 
@@ -86,7 +86,7 @@ def _walked(path: Path) -> None:
 
     import mla_golden
     from mla_golden.checks import decode
-    from mla_golden.store import load
+    from mla_golden.golden.store import load
 
     with mock.patch.object(decode, "clean_plan", lambda *args: None):
         assert mla_golden.invariants(load(path).call).ok
@@ -98,7 +98,7 @@ def bench(works: int, rounds: int) -> list[tuple[str, float, str]]:
     import mla_golden
     from mla_golden.cli import app
     from mla_golden.differ import diff
-    from mla_golden.store import load
+    from mla_golden.golden.store import load
 
     rows: list[tuple[str, float, str]] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -33,8 +33,8 @@ def _preview_calls(out: Path, keep_all: bool) -> Path:
     """The matrix recorded on GOOD's port, and the folder of the calls its preview on BAD reports as not equal."""
     import mla_golden
     from mla_golden.backends import resolve
+    from mla_golden.golden.store import Golden, GoldenStore
     from mla_golden.matrix import capture, load_matrix
-    from mla_golden.store import Golden, GoldenStore
 
     recorded = GoldenStore(out / "recorded")
     for case, call in capture(load_matrix(), resolve(f"reference@{GOOD}")):

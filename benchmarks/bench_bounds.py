@@ -50,8 +50,8 @@ def _forge_all(count: int, seed: int, tmp: Path) -> list[tuple[str, Path]]:
     from corruption import WILD_VALUES
     from forged import forge
 
-    from mla_golden.safetensors_file import MAX_ELEMENTS
-    from mla_golden.store import load
+    from mla_golden.golden.safetensors_file import MAX_ELEMENTS
+    from mla_golden.golden.store import load
 
     rng = random.Random(seed)
     sources = sorted(p for p in (ROOT / "goldens").rglob("*.safetensors"))

@@ -16,8 +16,9 @@ import sys
 import time
 import types
 
-import mla_golden.recorder
-from mla_golden import aliases, reference
+import mla_golden.capture.recorder
+from mla_golden import reference
+from mla_golden.capture import aliases
 
 ROUNDS = 30
 
@@ -45,7 +46,7 @@ def _time_spy() -> tuple[float, float]:
     """Median seconds of one spy() enter and of one exit."""
     enters, exits = [], []
     for _ in range(ROUNDS):
-        spy = mla_golden.recorder.spy("aiter")
+        spy = mla_golden.capture.recorder.spy("aiter")
         start = time.perf_counter()
         spy.__enter__()
         middle = time.perf_counter()
@@ -63,7 +64,7 @@ def main() -> None:
         loaded = len(sys.modules)
         assert aliases.INDEX.cached, "this interpreter has no usable dict version tag: spy() falls back to full scans"
         enter, exit_ = _time_spy()
-        mla_golden.recorder.INDEX = aliases.AliasIndex(False)  # the baseline: every module scanned every time
+        mla_golden.capture.recorder.INDEX = aliases.AliasIndex(False)  # the baseline: every module scanned every time
         base_enter, base_exit = _time_spy()
     print(f"spy() with {loaded} modules loaded ({count} synthetic, 60 globals each), median of {ROUNDS}:")
     for what, ours, base in (("enter", enter, base_enter), ("exit", exit_, base_exit)):

@@ -10,8 +10,8 @@ from pathlib import Path
 from mla_golden.call import Call
 from mla_golden.differ import DEFAULT_MAX_ITEMS, diff
 from mla_golden.errors import GoldenError, GoldenMismatch
-from mla_golden.report import render_text
-from mla_golden.store import Golden, GoldenStore, WriteOutcome, derived_key, obtained_path, write
+from mla_golden.golden.store import Golden, GoldenStore, WriteOutcome, derived_key, obtained_path, write
+from mla_golden.render.report import render_text
 
 
 def golden_key(call: Call, name: str | None = None) -> str:

@@ -165,7 +165,7 @@ class Backend:
         would allocate them (:mod:`mla_golden.caller_sizing`); a note says
         which buffers changed size, or why the golden's were kept.
         """
-        from mla_golden.capture import replay
+        from mla_golden.capture.canary import replay
         from mla_golden.context import plan_for
 
         buffers, note = self._caller_buffers(call)

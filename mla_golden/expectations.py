@@ -16,10 +16,10 @@ from types import ModuleType, TracebackType
 from typing import Literal
 
 from mla_golden.assertions import PYTHON_HINTS, Comparison, Hints, Update, compare_with_golden
+from mla_golden.capture.recorder import Spy
 from mla_golden.differ import DEFAULT_MAX_ITEMS
 from mla_golden.errors import GoldenError, GoldenMismatch
-from mla_golden.recorder import Spy
-from mla_golden.store import GoldenStore
+from mla_golden.golden.store import GoldenStore
 
 __all__ = ["Expect", "GoldenMismatch", "ReportingSpy", "expect"]
 

@@ -5,7 +5,7 @@ readers see the old file or the new one, never a part. Temp files are created
 with mode 0o666, so the user's umask applies as for any file they write (no
 0600 as ``mkstemp`` gives, and no umask flip, which would race other threads).
 Their names carry host and pid, so a later run can tell a dead writer's
-leftovers from a live one's (:meth:`mla_golden.store.GoldenStore.stale_temps`).
+leftovers from a live one's (:meth:`mla_golden.golden.store.GoldenStore.stale_temps`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from mla_golden.call import Call
 from mla_golden.checks import CheckResult, check
 from mla_golden.errors import InvariantsViolated
-from mla_golden.report import render_check_text
+from mla_golden.render.report import render_check_text
 
 __all__ = ["InvariantsViolated", "assert_invariants", "invariants"]
 

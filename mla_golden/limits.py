@@ -20,8 +20,8 @@ takes or can address:
   asks the planner to write past the buffers it was recorded with, so its cost
   stays proportional to the golden's own size;
 - the buffers it declares (which a replay allocates, twice) hold at most
-  :data:`~mla_golden.golden_rules.DECLARED_PER_STORED` times the elements the golden stores (inputs and
-  written outputs) plus :data:`~mla_golden.golden_rules.DECLARED_SLACK`, the bound loading holds them to: room for a caller's
+  :data:`~mla_golden.golden.rules.DECLARED_PER_STORED` times the elements the golden stores (inputs and
+  written outputs) plus :data:`~mla_golden.golden.rules.DECLARED_SLACK`, the bound loading holds them to: room for a caller's
   over-allocation (vLLM sizes for its largest batch), not for a 2^25-element
   declaration in a 49 KB file.
 """
@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from mla_golden.call import Call
-from mla_golden.golden_rules import declared_bound
+from mla_golden.golden.rules import declared_bound
 from mla_golden.schema import MLA_OP, PS_OP, WORK_ROW
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

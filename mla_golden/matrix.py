@@ -141,9 +141,9 @@ def capture(cases: Sequence[Case], backend: Backend) -> Iterator[tuple[Case, Cal
     code raising SystemExit or KeyboardInterrupt (as :class:`PlannerExited`). One spy for all
     cases: installing one scans every loaded module.
     """
+    from mla_golden.capture.recorder import spy
     from mla_golden.context import planner_env
     from mla_golden.errors import PLANNER_EXITS, PlannerExited
-    from mla_golden.recorder import spy
 
     with spy(backend.module) as s:
         for case in cases:

@@ -2,7 +2,7 @@
 ``mla_golden`` fixture.
 
 Goldens live in a folder mirroring the test's node id
-(:mod:`mla_golden.golden_paths`), named by the assertion's ``name`` (or a
+(:mod:`mla_golden.golden.paths`), named by the assertion's ``name`` (or a
 counter), as snapshot tools do. Writes are atomic and no-clobber, so
 pytest-xdist workers writing the same golden end with one valid file; workers
 hand what they wrote and read to the controller, which prints the summary and,
@@ -27,15 +27,15 @@ import pytest
 if TYPE_CHECKING:
     from mla_golden.assertions import Comparison, Hints, Update
     from mla_golden.call import Call
+    from mla_golden.capture.recorder import Spy
     from mla_golden.expectations import Expect
-    from mla_golden.recorder import Spy
 
 _WRITTEN = pytest.StashKey[list[tuple[str, str]]]()
 #: Golden paths the fixture read or wrote (str, resolved).
 _TOUCHED = pytest.StashKey[set[str]]()
 #: node id -> passed (every phase), from the reports the controller receives.
 _TESTS = pytest.StashKey[dict[str, bool]]()
-#: node id -> its file's path relative to the rootdir, as the reports give it (``golden_paths.file_of_test``).
+#: node id -> its file's path relative to the rootdir, as the reports give it (``golden.paths.file_of_test``).
 _LOCATIONS = pytest.StashKey[dict[str, str]]()
 #: xdist workers that ended without reporting their reads (crashed): unused goldens cannot be told apart.
 _SILENT = pytest.StashKey[list[str]]()
@@ -166,7 +166,7 @@ class MlaGoldenFixture:
         chained to the error (the ``assert_matches`` after the block never runs).
         """
         from mla_golden.expectations import ReportingSpy
-        from mla_golden.golden_paths import folder_of_test
+        from mla_golden.golden.paths import folder_of_test
 
         made = ReportingSpy(
             *targets,
@@ -185,7 +185,7 @@ class MlaGoldenFixture:
 
     def key(self, name: str | None = None) -> str:
         """The golden key of this test's next assertion: ``<test file>/<test>/<name or counter>``."""
-        from mla_golden.golden_paths import key_of_test
+        from mla_golden.golden.paths import key_of_test
 
         if name is None:
             name = str(self._counter)
@@ -325,8 +325,8 @@ def _full_run(session: pytest.Session, exitstatus: int) -> bool:
 
 
 def _find_unused(config: pytest.Config) -> None:
-    from mla_golden.golden_paths import unused_goldens
-    from mla_golden.store import obtained_path
+    from mla_golden.golden.paths import unused_goldens
+    from mla_golden.golden.store import obtained_path
 
     if config.stash[_SILENT]:
         return  # a worker's passing tests read goldens nobody heard of: any "unused" one may be theirs

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mla_golden.errors import GoldenError
-from mla_golden.store import load
+from mla_golden.golden.store import load
 
 #: One corruption may not cost more CPU than this to be refused (the largest shipped golden loads in milliseconds);
 #: ``make bench`` holds the fuzz to it (a test reading a clock would fail on a loaded CI box).
@@ -210,7 +210,7 @@ def forge_run(goldens: Sequence[Path], count: int, seed: int, cpu_bound_s: float
     """
     import mla_golden
     from mla_golden.geometry import INDPTRS, describe_schedule, geometry, indptr_problem
-    from mla_golden.html import Entry, render_diff_page
+    from mla_golden.render.html import Entry, render_diff_page
 
     rng = random.Random(seed)
     result = ForgeResult()

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from mla_golden.store import Golden, GoldenStore, load
+from mla_golden.golden.store import Golden, GoldenStore, load
 
 
 def _grown(tensor: torch.Tensor, shape: list[int]) -> torch.Tensor:

@@ -37,8 +37,8 @@ from mla_golden.aiter_build.tree import CACHE_ENV, REPO_ENV, from_path, from_rev
 from mla_golden.backends import parse_spec, resolve
 from mla_golden.cli import app
 from mla_golden.errors import AiterCheckError, BufferTooSmallError
+from mla_golden.golden.store import load
 from mla_golden.reference import versions
-from mla_golden.store import load
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_GXX = shutil.which("g++") is not None

@@ -27,7 +27,9 @@ def test_the_module_map_names_every_module() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
         where = "" if len(relative.parts) == 1 else "/".join(relative.parts[:-1]) + "/"
-        if where and where not in sections[""]:
+        # a package's row is in its parent's table: `render/` in the top one, `html/` in `render/`'s
+        parent, _, name = where.rstrip("/").rpartition("/")
+        if where and f"{name}/" not in sections.get(f"{parent}/" if parent else "", set()):
             missing.append(f"{where} (package row)")
         if relative.name not in sections.get(where, set()):
             missing.append(str(relative))

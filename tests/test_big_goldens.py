@@ -14,7 +14,7 @@ from planner_calls import many_requests
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
-from mla_golden.store import Golden, derived_key, load, write
+from mla_golden.golden.store import Golden, derived_key, load, write
 
 
 def _golden(tmp_path: Path, requests: int) -> Path:

@@ -25,8 +25,8 @@ from helpers.git_repos import GitRepo
 
 import mla_golden
 from mla_golden.aiter_build.tree import CACHE_ENV
+from mla_golden.golden.store import Golden, GoldenStore
 from mla_golden.schema import CPP_FILE
-from mla_golden.store import Golden, GoldenStore
 from mla_golden.triage.bisect import Bisection
 from mla_golden.triage.planners import Progress
 

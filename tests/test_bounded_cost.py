@@ -16,8 +16,8 @@ import pytest
 from forged import forge
 
 from mla_golden import limits
+from mla_golden.golden.store import load
 from mla_golden.runs import Result, Status, note_copies
-from mla_golden.store import load
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDING = ROOT / "goldens/decode/dsv3-tp/gfx950-cu256/h16-fp8-q1-b1-jitter8192-p1.safetensors"
@@ -94,7 +94,7 @@ def test_copy_notes_grow_linearly_with_the_number_of_copies() -> None:
 def test_buffers_declared_at_the_element_cap_are_refused_before_they_are_built(tmp_path: Path) -> None:
     """A 49 KB golden declaring 2^25 elements: show took 673 MB, check 1.56 GB, diff 5.5 GB."""
     from mla_golden.errors import GoldenError
-    from mla_golden.safetensors_file import MAX_ELEMENTS
+    from mla_golden.golden.safetensors_file import MAX_ELEMENTS
 
     call = load(FOLDING).call
     others = sum(max(1, math.prod(spec["shape"])) for name, spec in call.buffers.items() if name != "work_indptr")

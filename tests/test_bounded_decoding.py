@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 import mla_golden
 from mla_golden.cli import app
 from mla_golden.geometry import bounded_indptr, geometry, indptr_problem, works_by_cu
-from mla_golden.html import Entry, render_diff_page
-from mla_golden.store import Golden, GoldenStore, load
+from mla_golden.golden.store import Golden, GoldenStore, load
+from mla_golden.render.html import Entry, render_diff_page
 
 SHIPPED = Path(__file__).resolve().parent.parent / "goldens"
 PREFILL = SHIPPED / "prefill/dsv3-fp8-prefill/gfx950-cu256/h16-b4-t3117-115ed9cb.safetensors"
@@ -70,7 +70,7 @@ def test_a_wild_index_is_a_violation_for_check_and_an_error_for_show(tmp_path: P
     call = _wild(source, name, index, value)
     assert indptr_problem(call, name) is not None
     path = tmp_path / "wild.safetensors"
-    path.write_bytes(mla_golden.store.to_bytes(Golden("wild", call)))  # a planner bug is a valid golden
+    path.write_bytes(mla_golden.golden.store.to_bytes(Golden("wild", call)))  # a planner bug is a valid golden
     result = mla_golden.invariants(load(path).call)
     assert not result.ok and any(name in v.where or name in v.invariant for v in result.violations)
     ran = CliRunner().invoke(app, ["show", str(path)])

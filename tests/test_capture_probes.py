@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mla_golden
-from mla_golden.buffer_bytes import ZERO_SPAN, lean_copy
-from mla_golden.capture import replay
-from mla_golden.report import render_text
+from mla_golden.capture.buffer_bytes import ZERO_SPAN, lean_copy
+from mla_golden.capture.canary import replay
+from mla_golden.render.report import render_text
 
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
 KV = torch.tensor([0, 50, 200, 210], dtype=torch.int32)

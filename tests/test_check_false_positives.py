@@ -7,8 +7,8 @@ from pathlib import Path
 from planner_calls import decode_call, prefill_call
 
 import mla_golden
-from mla_golden.report import render_check_text
-from mla_golden.store import Golden, GoldenStore, load_placed
+from mla_golden.golden.store import Golden, GoldenStore, load_placed
+from mla_golden.render.report import render_check_text
 
 
 def test_a_flat_work_info_set_is_checked_as_the_rows_aiter_makes_of_it() -> None:

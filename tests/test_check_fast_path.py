@@ -18,8 +18,8 @@ from planner_calls import decode_call, many_requests
 
 from mla_golden.call import Call
 from mla_golden.checks import CheckResult, check, decode, decode_fast
+from mla_golden.golden.store import GoldenStore, load
 from mla_golden.schema import WorkColumn as C
-from mla_golden.store import GoldenStore, load
 
 SHIPPED = Path(__file__).resolve().parent.parent / "goldens"
 

@@ -30,7 +30,7 @@ from helpers.calls import incident
 import mla_golden
 from mla_golden import reference
 from mla_golden.call import Call
-from mla_golden.capture import replay
+from mla_golden.capture.canary import replay
 from mla_golden.checks import HAZARDS, INVARIANTS, CheckResult, check
 from mla_golden.context import planner_env
 from mla_golden.reference import (
@@ -41,7 +41,7 @@ from mla_golden.reference import (
     get_ps_metadata_v1,
 )
 from mla_golden.reference import device as reference_device
-from mla_golden.report import render_check_text
+from mla_golden.render.report import render_check_text
 from mla_golden.schema import OUTPUTS, WorkColumn
 
 OLD_FILE = "cross_version-33d168a06297-"

@@ -19,7 +19,7 @@ from helpers.matrices import SMALL_MATRIX as MATRIX
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
-from mla_golden.store import Golden, GoldenStore, load
+from mla_golden.golden.store import Golden, GoldenStore, load
 
 TESTS = Path(__file__).resolve().parent
 KEY_128 = "decode/small/gfx942-cu304/h128-fp8-q1-b4-jitter2000-p1"
@@ -54,7 +54,7 @@ def rewrite(root: Path, key: str, change: Any) -> None:
 
 
 def test_help_is_instant_and_imports_nothing_heavy() -> None:
-    probe = "import sys, mla_golden.cli; print(sorted(m for m in ('torch', 'safetensors', 'deepdiff', 'mla_golden.store') if m in sys.modules))"
+    probe = "import sys, mla_golden.cli; print(sorted(m for m in ('torch', 'safetensors', 'deepdiff', 'mla_golden.golden.store') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
     # Bounded by what it imports, not by the clock: -X importtime lists every module --help loads.
@@ -390,7 +390,7 @@ def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cl
     import random
     import signal
 
-    from mla_golden.store import GoldenStore, load
+    from mla_golden.golden.store import GoldenStore, load
 
     (tmp_path / "matrix.toml").write_text(MATRIX)
     out = tmp_path / "out"
@@ -437,16 +437,16 @@ def test_png_without_the_plot_extra_names_it(tree: Path, tmp_path: Path, monkeyp
 
 
 def test_an_unexpected_failure_on_one_golden_is_reported_and_the_rest_still_checked(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mla_golden.capture
+    import mla_golden.capture.canary
 
-    real = mla_golden.capture.replay
+    real = mla_golden.capture.canary.replay
 
     def flaky_replay(call: Any, fn: Any, **kwargs: Any) -> Any:
         if call.op == "get_mla_metadata_v1" and call.params.get("num_heads_per_head_k") == 16:
             raise KeyError("boom")
         return real(call, fn, **kwargs)
 
-    monkeypatch.setattr(mla_golden.capture, "replay", flaky_replay)
+    monkeypatch.setattr(mla_golden.capture.canary, "replay", flaky_replay)
     code, report = cli_json("diff", tree, "--backend", "reference")
     assert code == 2 and report["summary"] == {"equal": 2, "failed": 1}
     failed = next(r for r in report["results"] if r["status"] == "failed")

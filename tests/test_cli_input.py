@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers.cli import run
 
-from mla_golden.store import GoldenStore, load
+from mla_golden.golden.store import GoldenStore, load
 
 TESTS = Path(__file__).resolve().parent
 SHIPPED = TESTS.parent / "goldens"

@@ -15,7 +15,7 @@ from typing import Any
 import corruption
 import pytest
 
-from mla_golden.store import GoldenStore
+from mla_golden.golden.store import GoldenStore
 
 SHIPPED = sorted(GoldenStore(Path(__file__).resolve().parent.parent / "goldens").paths())
 #: Peak memory may grow by at most this much over the whole run (one load of the largest golden is ~1 MB).

@@ -56,9 +56,9 @@ from typer.testing import CliRunner
 import mla_golden
 from mla_golden.cli import app
 from mla_golden.context import planner_env
+from mla_golden.golden.store import Golden, GoldenStore
 from mla_golden.reference import device
 from mla_golden.schema import OUTPUTS
-from mla_golden.store import Golden, GoldenStore
 
 #: What the stand-in planners write on the next call: set per record and side.
 _PLAN: dict[str, Any] = {}

@@ -11,8 +11,8 @@ import torch
 
 import mla_golden
 from mla_golden import reference
+from mla_golden.golden.store import GoldenStore
 from mla_golden.reference.dtypes import FP8_BY_ARCH
-from mla_golden.store import GoldenStore
 
 FP8 = FP8_BY_ARCH["gfx950"]
 

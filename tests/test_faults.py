@@ -14,7 +14,7 @@ import standins
 import torch
 
 import mla_golden
-from mla_golden.store import Golden, GoldenStore, WriteOutcome, to_bytes
+from mla_golden.golden.store import Golden, GoldenStore, WriteOutcome, to_bytes
 
 
 def _toy_call(seed: int = 0) -> mla_golden.Call:

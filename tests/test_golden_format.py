@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 import mla_golden
 from mla_golden.cli import app
-from mla_golden.golden_format import FORMAT_V1, V1_NOTE
-from mla_golden.store import FORMAT, Golden, GoldenStore, WriteOutcome, load, load_placed, to_bytes, write
+from mla_golden.golden.format import FORMAT_V1, V1_NOTE
+from mla_golden.golden.store import FORMAT, Golden, GoldenStore, WriteOutcome, load, load_placed, to_bytes, write
 
 V1_FILES = sorted((Path(__file__).parent / "data" / "v1").glob("*.safetensors"))
 

@@ -20,7 +20,7 @@ import pytest
 from helpers.cli import Ran, run
 
 from mla_golden.call import Call
-from mla_golden.store import Golden, GoldenStore, load
+from mla_golden.golden.store import Golden, GoldenStore, load
 
 SHIPPED = Path(__file__).resolve().parent.parent / "goldens" / "decode" / "dsv3-tp" / "gfx942-cu304"
 
@@ -209,7 +209,7 @@ def test_a_string_no_caller_escaped_is_escaped_by_the_console(capsys: pytest.Cap
 
 
 def test_json_and_markdown_keep_the_strings_they_neutralise() -> None:
-    from mla_golden.sanitize import json_text, markdown, markdown_code
+    from mla_golden.render.sanitize import json_text, markdown, markdown_code
 
     document = {"key": "##[add-mask]x\x1b", "nested": ["::stop-commands::t"]}
     text = json_text(document)

@@ -18,11 +18,19 @@ import mla_golden
 from mla_golden import reference
 from mla_golden.checks import CheckResult, Violation
 from mla_golden.geometry import works_by_cu
-from mla_golden.html import VERDICT_ROWS, CheckEntry, Entry, cause_group, render_check_page, render_diff_page, render_show_page
-from mla_golden.html import diff as diff_page
 from mla_golden.planner_id import planner_label
-from mla_golden.sanitize import html_text
-from mla_golden.views import diff_marks, focus, schedule
+from mla_golden.render.html import (
+    VERDICT_ROWS,
+    CheckEntry,
+    Entry,
+    cause_group,
+    render_check_page,
+    render_diff_page,
+    render_show_page,
+)
+from mla_golden.render.html import diff as diff_page
+from mla_golden.render.sanitize import html_text
+from mla_golden.render.views import diff_marks, focus, schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -425,7 +433,7 @@ def test_show_cu_outlines_every_work_of_that_cu_part_and_the_page_carries_what_t
 
 
 def test_a_check_page_names_the_command_that_checks_each_golden_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mla_golden.store import Golden, GoldenStore
+    from mla_golden.golden.store import Golden, GoldenStore
 
     key = "decode/dsv3-tp/gfx950-cu256/h16-fp8-q1-b128-jitter8192-p1"
     golden = mla_golden.load(ROOT / "goldens" / f"{key}.safetensors")

@@ -24,7 +24,7 @@ from helpers.cli import run
 import mla_golden
 from mla_golden.diff_data import Cause
 from mla_golden.geometry import works_by_cu
-from mla_golden.store import Golden, GoldenStore
+from mla_golden.golden.store import Golden, GoldenStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREEN = (1400, 900)
@@ -392,7 +392,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     import sys
 
     from mla_golden import reference
-    from mla_golden.html import Entry, render_diff_page
+    from mla_golden.render.html import Entry, render_diff_page
 
     tmp = tmp_path_factory.mktemp("pages")
     keys = [KEY, OTHERS[0]]

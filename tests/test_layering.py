@@ -55,16 +55,25 @@ def _layers() -> dict[str, int]:
     section = section[: section.index("\n## ", 1)]
     found: dict[str, int] = {}
     for row in re.findall(r"^\| (\d+) \| [^|]+ \| (.+) \|$", section, re.MULTILINE):
-        for unit in re.findall(r"`([a-z_]+)`", row[1]):
+        for unit in re.findall(r"`([a-z_.]+)`", row[1]):
             assert unit not in found, f"{unit} is in two layers of docs/architecture.md"
             found[unit] = int(row[0])
     return found
 
 
+#: Packages that only group modules by concept: each of their modules (or subpackages) is a unit of its own, in its own layer.
+GROUPS = ("golden", "capture", "render")
+
+
 def _unit(module: str) -> str | None:
-    """``mla_golden.sweeper.driver`` -> ``sweeper``; the package itself (``from mla_golden import x``) -> None."""
+    """``mla_golden.sweeper.driver`` -> ``sweeper``, ``mla_golden.render.html.diff`` -> ``render.html``; a package that
+    exports nothing (``mla_golden``, a grouping package) -> None."""
     parts = module.split(".")
-    return parts[1] if parts[0] == "mla_golden" and len(parts) > 1 else None
+    if parts[0] != "mla_golden" or len(parts) < 2:
+        return None
+    if parts[1] in GROUPS:
+        return ".".join(parts[1:3]) if len(parts) > 2 else None
+    return parts[1]
 
 
 def _runtime_imports(path: Path) -> set[str]:
@@ -83,21 +92,38 @@ def _runtime_imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
-            # `from mla_golden import reference` imports mla_golden.reference
-            names.update({node.module} if node.module != "mla_golden" else {f"mla_golden.{a.name}" for a in node.names})
+            # `from mla_golden import reference` imports mla_golden.reference, `from mla_golden.golden import store` the store
+            packages = {"mla_golden", *(f"mla_golden.{group}" for group in GROUPS)}
+            names.update({node.module} if node.module not in packages else {f"{node.module}.{a.name}" for a in node.names})
     return {n for n in names if n.startswith("mla_golden.")}
 
 
 def _unit_of_file(path: Path) -> str:
-    rel = path.relative_to(PACKAGE)
-    return rel.parts[0].removesuffix(".py")
+    parts = [part.removesuffix(".py") for part in path.relative_to(PACKAGE).parts]
+    return ".".join(parts[:2]) if parts[0] in GROUPS else parts[0]
+
+
+def _grouping_inits() -> set[Path]:
+    return {PACKAGE / group / "__init__.py" for group in GROUPS}
+
+
+def _units() -> set[str]:
+    files = set(PACKAGE.rglob("*.py")) - {PACKAGE / "__init__.py", PACKAGE / "__main__.py"} - _grouping_inits()
+    return {_unit_of_file(p) for p in files}
+
+
+def test_grouping_packages_export_nothing() -> None:
+    """Importing ``mla_golden.capture.stand_in_hooks`` (layer 1) must not load the capture (layer 5) through the package."""
+    for init in sorted(_grouping_inits()):
+        body = ast.parse(init.read_text(encoding="utf-8")).body
+        assert len(body) == 1 and isinstance(body[0], ast.Expr), f"{init.relative_to(PACKAGE.parent)} holds more than its docstring"
 
 
 def _unit_imports() -> dict[str, set[str]]:
     """unit -> the other units it imports, over every file of the package but its lazy front door (__init__.py)."""
     edges: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path == PACKAGE / "__init__.py":
+        if path == PACKAGE / "__init__.py" or path in _grouping_inits():
             continue
         unit = _unit_of_file(path)
         imported = {_unit(name) for name in _runtime_imports(path)} - {unit, None}
@@ -106,7 +132,7 @@ def _unit_imports() -> dict[str, set[str]]:
 
 
 def test_every_unit_is_in_one_layer_of_the_architecture_doc() -> None:
-    units = {_unit_of_file(p) for p in PACKAGE.rglob("*.py") if p != PACKAGE / "__init__.py"} - {"__main__"}
+    units = _units()
     layers = _layers()
     assert sorted(units - set(layers)) == [], "units missing from docs/architecture.md's Layers table"
     assert sorted(set(layers) - units) == [], "docs/architecture.md's Layers table names units that do not exist"

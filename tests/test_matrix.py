@@ -171,6 +171,6 @@ def test_an_aiter_before_paged_kv_records_the_unpaged_cases_and_names_what_the_p
     by_page = {r["key"].rsplit("-p", 1)[1]: r for r in document["results"]}
     assert code == 2 and by_page["1"]["status"] == "written", document
     assert by_page["16"]["status"] == "failed" and "kv_last_page_lens" in by_page["16"]["message"]
-    from mla_golden.store import load
+    from mla_golden.golden.store import load
 
     assert planner_label(load(Path(by_page["1"]["path"])).call.provenance) == "reference@33d168a0"

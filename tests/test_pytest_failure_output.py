@@ -73,7 +73,7 @@ def test_raising_planners_fail_with_the_golden_report_and_none_of_mla_goldens_fr
         assert "--mla-golden-update" in text and "step.obtained.safetensors" in text
         assert text.index("dtype_kv_nope") < text.index("BufferTooSmallError: output buffer 'reduce_indptr'")
         # no frame of mla-golden itself: not the recorder, not the reference planner's source or its buffers
-        for internal in ("mla_golden/recorder.py", "mla_golden/capture.py", "mla_golden/reference", "fill_mla_metadata_v1", "tensor(["):
+        for internal in ("mla_golden/capture/recorder.py", "mla_golden/capture/canary.py", "mla_golden/reference", "fill_mla_metadata_v1", "tensor(["):
             assert internal not in text, (name, internal)
     assert (pytester.path / "goldens" / "test_builder.py" / "test_spy_then_assert" / "step.obtained.safetensors").is_file()
 

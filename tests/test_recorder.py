@@ -13,8 +13,8 @@ import standins
 import torch
 
 import mla_golden
+import mla_golden.capture.recorder
 import mla_golden.errors
-import mla_golden.recorder
 from mla_golden.call import CallNotFound
 
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
@@ -239,7 +239,7 @@ def test_an_alias_kept_outside_modules_stops_capturing_after_the_spy(fake_aiter:
     with mla_golden.spy():
         holder["plan"] = aiter.get_mla_metadata_v1  # e.g. stored on a builder object
     probes = []
-    monkeypatch.setattr("mla_golden.recorder.LiveCapture", lambda *a, **k: probes.append(a))
+    monkeypatch.setattr("mla_golden.capture.recorder.LiveCapture", lambda *a, **k: probes.append(a))
     builder(holder["plan"])  # still the wrapper, but no spy listens: straight to the planner
     assert probes == []
 
@@ -275,7 +275,7 @@ def test_lazily_loaded_modules_are_not_imported_by_a_spy(fake_aiter: Any, tmp_pa
 
 def test_the_alias_index_uses_the_dict_version_tag_here() -> None:
     """CI runs CPython: the fast path must be the one tested (else every spy scans every module)."""
-    from mla_golden.aliases import INDEX
+    from mla_golden.capture.aliases import INDEX
 
     assert INDEX.cached
 
@@ -283,10 +283,10 @@ def test_the_alias_index_uses_the_dict_version_tag_here() -> None:
 @pytest.mark.parametrize("cached", [True, False], ids=["version-tag", "full-scan"])
 def test_an_alias_assigned_later_over_an_existing_global_is_found(fake_aiter: Any, monkeypatch: pytest.MonkeyPatch, cached: bool) -> None:
     """Same dict size, one value replaced: only a version tag (or a full scan) notices."""
-    from mla_golden import aliases
+    from mla_golden.capture import aliases
 
     index = aliases.AliasIndex(cached and aliases._tag_works())
-    monkeypatch.setattr(mla_golden.recorder, "INDEX", index)
+    monkeypatch.setattr(mla_golden.capture.recorder, "INDEX", index)
     aiter, _ = fake_aiter
     original = aiter.get_mla_metadata_v1
     lazy: Any = types.ModuleType("lazy_binder")

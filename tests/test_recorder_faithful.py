@@ -14,8 +14,8 @@ import torch
 import mla_golden
 from mla_golden import reference as ref
 from mla_golden.call import CallNotFound
-from mla_golden.capture import replay
-from mla_golden.store import Golden, load, to_bytes
+from mla_golden.capture.canary import replay
+from mla_golden.golden.store import Golden, load, to_bytes
 
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
 KV = torch.tensor([0, 50, 200, 210], dtype=torch.int32)

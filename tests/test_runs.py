@@ -13,8 +13,8 @@ from helpers.cli import cli, cli_json
 from test_cli import KEY_16, KEY_128, rewrite
 
 import mla_golden
+from mla_golden.golden.store import GoldenStore, load
 from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK, Result, Status, diff_trees, exit_code
-from mla_golden.store import GoldenStore, load
 
 #: The CLI tests' recorded tree (module-scoped) and a fresh copy of it per test.
 recorded, tree = test_cli.recorded, test_cli.tree
@@ -54,8 +54,8 @@ def test_tree_diff_html_and_png_come_from_the_diffs_already_computed(tree: Any, 
     other = tmp_path / "other"
     shutil.copytree(tree, other)
     rewrite(other, KEY_16, lambda call: call.params.__setitem__("kv_granularity", 32))
-    import mla_golden.store
-    from mla_golden.golden_format import decode
+    import mla_golden.golden.store
+    from mla_golden.golden.format import decode
 
     loads: list[str] = []
 
@@ -63,7 +63,7 @@ def test_tree_diff_html_and_png_come_from_the_diffs_already_computed(tree: Any, 
         loads.append(str(path))
         return decode(path, raw)
 
-    monkeypatch.setattr(mla_golden.store, "decode", counting_decode)
+    monkeypatch.setattr(mla_golden.golden.store, "decode", counting_decode)
     html = tmp_path / "report.html"
     code, _ = cli("diff", other, "--against", tree, "--html", html)
     assert code == 1 and "kv_granularity" in html.read_text()
@@ -75,7 +75,7 @@ def test_tree_diff_html_and_png_come_from_the_diffs_already_computed(tree: Any, 
 def test_list_takes_the_shape_from_the_golden(tree: Any) -> None:
     code, listing = cli_json("list", tree)
     by_key = {g["key"]: g for g in listing["goldens"]}
-    assert by_key[KEY_128]["shape"] == mla_golden.store.shape_label(load(GoldenStore(tree).path_for(KEY_128)).call)
+    assert by_key[KEY_128]["shape"] == mla_golden.golden.store.shape_label(load(GoldenStore(tree).path_for(KEY_128)).call)
     assert by_key[KEY_128]["shape"].startswith("b4-h128-q1-p1-")
 
 

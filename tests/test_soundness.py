@@ -18,8 +18,8 @@ from helpers.cli import cli_json, run
 import mla_golden
 from mla_golden import reference
 from mla_golden.call import Call
+from mla_golden.golden.store import Golden, GoldenStore
 from mla_golden.soundness import judge
-from mla_golden.store import Golden, GoldenStore
 
 
 def _pair() -> tuple[Call, Call]:

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from safetensors.torch import save
 
 import mla_golden
-from mla_golden import store as store_module
 from mla_golden.errors import GoldenError
-from mla_golden.store import (
+from mla_golden.golden import store as store_module
+from mla_golden.golden.store import (
     FORMAT,
     Golden,
     GoldenFile,
@@ -248,7 +248,7 @@ def _rewrite(golden_bytes: bytes, edit: Any, *, redigest: bool = True) -> bytes:
     """Re-encode a golden after ``edit(tensors, metadata)``; with ``redigest`` a forger who also fixed the digest."""
     from safetensors.torch import load as st_load
 
-    from mla_golden.golden_format import content_digest
+    from mla_golden.golden.format import content_digest
 
     n = struct.unpack("<Q", golden_bytes[:8])[0]
     metadata = json.loads(golden_bytes[8 : 8 + n])["__metadata__"]
@@ -469,7 +469,7 @@ def _pair(tmp_path: Path, first: bytes, second: bytes, key: str = "case/one") ->
 def test_a_pair_of_identical_files_decodes_once_and_each_keeps_its_own_path(
     tmp_path: Path, golden_bytes: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mla_golden.golden_format import decode
+    from mla_golden.golden.format import decode
 
     decoded: list[Path] = []
 

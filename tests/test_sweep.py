@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 import mla_golden
 from mla_golden.cli import app
 from mla_golden.context import planner_env
+from mla_golden.golden.store import load
 from mla_golden.reference import device as reference_device
 from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
-from mla_golden.store import load
 from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate, template
 from mla_golden.sweeper.planners import resolve_planner
 from mla_golden.sweeper.render import render_text

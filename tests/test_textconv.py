@@ -12,7 +12,7 @@ import torch
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
-from mla_golden.store import Golden, GoldenStore, load, write
+from mla_golden.golden.store import Golden, GoldenStore, load, write
 
 SHIPPED = Path(__file__).resolve().parent.parent / "goldens"
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
-from mla_golden.store import GoldenStore
+from mla_golden.golden.store import GoldenStore
 
 SHIPPED = Path(__file__).resolve().parent.parent / "goldens"
 GOOD = SHIPPED / "prefill/dsv3-fp8-prefill/gfx950-cu256/h16-b4-t3117-115ed9cb.safetensors"
@@ -119,7 +119,7 @@ def test_part_of_a_tree_copied_without_its_parent_folders_is_read_and_a_golden_m
 
 
 def test_the_same_content_under_two_keys_is_reported(tree: Path) -> None:
-    from mla_golden.store import Golden, GoldenStore, load
+    from mla_golden.golden.store import Golden, GoldenStore, load
 
     golden = load(GOOD)
     GoldenStore(tree).write(Golden("prefill/copy/of-it", golden.call))

@@ -26,8 +26,8 @@ import mla_golden
 from mla_golden import reference
 from mla_golden.context import planner_env
 from mla_golden.diff_data import Cause
+from mla_golden.golden.store import Golden, GoldenStore, load
 from mla_golden.schema import OUTPUTS
-from mla_golden.store import Golden, GoldenStore, load
 
 OLD, NEW = "aded0f84", "e4048607"
 UPGRADE = f"planner behaviour change reference@{OLD} -> reference@{NEW}"

@@ -2,7 +2,7 @@
 
 Parts: :mod:`.results` (what a check finds), :mod:`.common` (CSR, coverage,
 split and reduce checks every op shares), :mod:`.decode` and :mod:`.prefill`
-(each op's layout); the text report is :func:`mla_golden.report.render_check_text`.
+(each op's layout); the text report is :func:`mla_golden.render.report.render_check_text`.
 
 A diff needs a known-good golden; :func:`check` needs only the call. It asserts
 what aiter's persistent MLA kernels rely on to compute correct attention, so a

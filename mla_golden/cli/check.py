@@ -37,8 +37,8 @@ def check(
     \b
     mla-golden check goldens
     """
+    from mla_golden.render.sanitize import inline
     from mla_golden.runs import check_worker, golden_files, misplaced, note_copies
-    from mla_golden.sanitize import inline
 
     started = time.monotonic()  # the run's wall time, for JUnit
     check_outputs(("--html", html), ("--junit-xml", junit_xml))
@@ -59,7 +59,7 @@ def check(
 def _write_check_html(path: Path, results: list[Result], quiet: bool, checked: str) -> None:
     """Write the HTML report of a check run: every result in the summary, the first violated goldens drawn."""
     from mla_golden.files import atomic_write
-    from mla_golden.html import CheckEntry, render_check_page
+    from mla_golden.render.html import CheckEntry, render_check_page
 
     entries, drawn = [], 0
     for r in results:

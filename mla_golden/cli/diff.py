@@ -55,8 +55,8 @@ def diff(
     mla-golden diff goldens --backend aiter-src@REV --aiter-repo AITER_REPO   # any aiter commit
     mla-golden diff goldens-aiter-new --against goldens-aiter-old
     """
+    from mla_golden.golden.store import GoldenFile
     from mla_golden.runs import GoldenPair, diff_trees, golden_files, misplaced, pair_worker, replay_worker
-    from mla_golden.store import GoldenFile
 
     started = time.monotonic()  # the run's wall time, for JUnit
     check_outputs(("--html", html), ("--png", png), ("--junit-xml", junit_xml))
@@ -125,7 +125,7 @@ def alone_command(result: Result, replay: list[str] | None) -> tuple[str, ...]:
 def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = "", replay: list[str] | None = None) -> None:
     """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs."""
     from mla_golden.files import atomic_write
-    from mla_golden.html import Entry, cause_group, render_diff_page
+    from mla_golden.render.html import Entry, cause_group, render_diff_page
 
     pictured = {id(r) for r in drawn(results, HTML_MAX_PICTURES)}
     entries = []
@@ -147,8 +147,8 @@ def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = 
 def _write_png(path: Path, results: list[Result], quiet: bool) -> None:
     """Draw the first divergent call, expected beside actual (the plot extra)."""
     from mla_golden.errors import PlotExtraMissing
-    from mla_golden.plot import save_png
-    from mla_golden.sanitize import inline
+    from mla_golden.render.plot import save_png
+    from mla_golden.render.sanitize import inline
 
     first = drawn(results, 1)
     if not first or first[0].calls is None:

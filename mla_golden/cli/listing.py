@@ -22,9 +22,9 @@ def list_goldens(
 ) -> None:
     """List goldens: one row per golden (op, device, shape/dtype, the planner that recorded it, error)."""
     from mla_golden.errors import GoldenError
+    from mla_golden.golden.store import GoldenStore, load_placed, shape_label
     from mla_golden.planner_id import planner_label
     from mla_golden.runs import misplaced_files
-    from mla_golden.store import GoldenStore, load_placed, shape_label
 
     require_goldens([folder])
     if not folder.is_dir():
@@ -64,7 +64,7 @@ def list_goldens(
     from rich.table import Table
     from rich.text import Text
 
-    from mla_golden.sanitize import inline
+    from mla_golden.render.sanitize import inline
 
     out = stdout()
     table = Table(title=f"{len(rows)} golden(s) in {folder}", title_justify="left")

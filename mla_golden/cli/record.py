@@ -26,7 +26,7 @@ from mla_golden.runs import EXIT_BAD, Result, Status
 
 def _clean_stale_temps(out: Path, quiet: bool) -> None:
     """Remove temp files a killed earlier run left in ``out``, and say so."""
-    from mla_golden.store import GoldenStore
+    from mla_golden.golden.store import GoldenStore
 
     removed = GoldenStore(out).clean_stale_temps()
     if removed:
@@ -35,8 +35,8 @@ def _clean_stale_temps(out: Path, quiet: bool) -> None:
 
 
 def _record_command(command: list[str], out: Path, update: bool, allow_empty: bool, fmt: Format, quiet: bool) -> int:
+    from mla_golden.capture.import_hook import run
     from mla_golden.errors import HookError
-    from mla_golden.import_hook import run
 
     _clean_stale_temps(out, quiet)
     say(f"recording planner calls of: {' '.join(command)}", quiet)

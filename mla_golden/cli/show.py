@@ -16,7 +16,7 @@ from mla_golden.runs import EXIT_BAD
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from mla_golden.store import Golden
+    from mla_golden.golden.store import Golden
 
 #: Work items (and split reduce groups) ``show`` prints at each end of a longer schedule, unless ``--all``.
 SHOW_ENDS = 50
@@ -91,7 +91,7 @@ def _showable(golden: Path) -> Golden:
     """The golden at ``golden``, refused (exit 2) when it does not load or holds an indptr show cannot walk."""
     from mla_golden.errors import GoldenError
     from mla_golden.geometry import INDPTRS, indptr_problem
-    from mla_golden.store import load
+    from mla_golden.golden.store import load
 
     try:
         loaded = load(golden)
@@ -109,14 +109,14 @@ def _pictures(loaded: Golden, html: Path | None, png: Path | None, cu: int | Non
     """The --html page and the --png picture, where asked for."""
     if html is not None:
         from mla_golden.files import atomic_write
-        from mla_golden.html import render_show_page
+        from mla_golden.render.html import render_show_page
 
         with writing(html, "--html"):
             atomic_write(html, render_show_page(loaded.key, loaded.call, cu=cu, work=work))
         say(f"HTML picture: {html}")
     if png is not None:
         from mla_golden.errors import PlotExtraMissing
-        from mla_golden.plot import save_png
+        from mla_golden.render.plot import save_png
 
         try:
             with writing(png, "--png"):
@@ -129,7 +129,7 @@ def _pictures(loaded: Golden, html: Path | None, png: Path | None, cu: int | Non
 
 def _print_text(data: dict[str, Any], cu: int | None, work: int | None) -> None:
     """The text show: the golden's facts, its inputs and buffers, then its work items and reduce groups."""
-    from mla_golden.sanitize import inline
+    from mla_golden.render.sanitize import inline
 
     out = stdout()
 
@@ -212,10 +212,10 @@ def textconv(
     import os
 
     from mla_golden.errors import GoldenError, NotAGoldenError
-    from mla_golden.safetensors_file import open_regular
-    from mla_golden.sanitize import inline, log_lines
-    from mla_golden.store import load
-    from mla_golden.textconv import TEXT_ENDS, golden_text
+    from mla_golden.golden.safetensors_file import open_regular
+    from mla_golden.golden.store import load
+    from mla_golden.render.sanitize import inline, log_lines
+    from mla_golden.render.textconv import TEXT_ENDS, golden_text
 
     require_goldens([golden])
     try:

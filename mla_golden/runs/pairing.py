@@ -15,7 +15,7 @@ from mla_golden.runs.work import diff_result, each_timed, guard, single_threaded
 from mla_golden.workers import stop_requested
 
 if TYPE_CHECKING:
-    from mla_golden.store import Golden, GoldenFile
+    from mla_golden.golden.store import Golden, GoldenFile
 
 def pair_worker(pairs: list[GoldenPair], max_items: int, render: bool, keep: bool = False) -> list[Result]:
     """Diff goldens pairwise (see :data:`GoldenPair`); ``keep`` the calls of divergent pairs."""
@@ -59,7 +59,7 @@ def _pair_paths(
 ) -> None:
     """Load one pair and diff it into ``results`` (a 'bad' result for each side that does not load)."""
     from mla_golden.errors import GoldenError
-    from mla_golden.store import load_pair
+    from mla_golden.golden.store import load_pair
 
     expected_path, actual_path = expected_file.path, actual_file.path
     loaded = []
@@ -127,7 +127,7 @@ def pair_trees(actual_root: Path, expected_root: Path) -> tuple[list[GoldenPair]
     Returns the pairs and results for goldens left on one side (and unreadable ones).
     """
     from mla_golden.errors import GoldenError
-    from mla_golden.store import SUFFIX, GoldenFile, GoldenStore, inputs_digest, load_placed
+    from mla_golden.golden.store import SUFFIX, GoldenFile, GoldenStore, inputs_digest, load_placed
 
     def index(root: Path) -> dict[str, Path]:
         return {p.relative_to(root).as_posix().removesuffix(SUFFIX): p for p in GoldenStore(root).paths()}

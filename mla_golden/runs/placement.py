@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from mla_golden.runs.results import Result, Status
 
 if TYPE_CHECKING:
-    from mla_golden.store import GoldenFile
+    from mla_golden.golden.store import GoldenFile
 
 def misplaced(results: Sequence[Result]) -> None:
     """Make 'bad' each result holding a golden copied or renamed into a walked tree by hand (see
@@ -72,7 +72,7 @@ def note_placements(results: Sequence[Result], found: Sequence[tuple[GoldenFile,
 
 def path_problem(path: Path) -> str | None:
     """Why ``path`` gives no golden to work on (missing, or a folder without goldens), or None: every command's wording."""
-    from mla_golden.store import SUFFIX, GoldenStore
+    from mla_golden.golden.store import SUFFIX, GoldenStore
 
     if not path.exists() and not path.is_symlink():
         return f"no such file or folder (goldens are *{SUFFIX} files)"
@@ -83,7 +83,7 @@ def path_problem(path: Path) -> str | None:
 
 def golden_files(paths: Sequence[Path]) -> tuple[list[GoldenFile], list[Result]]:
     """Golden files under ``paths`` (files or folders), and a 'bad' result for each path that is neither."""
-    from mla_golden.store import GoldenFile, GoldenStore
+    from mla_golden.golden.store import GoldenFile, GoldenStore
 
     files: list[GoldenFile] = []
     bad: list[Result] = []

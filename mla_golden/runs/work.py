@@ -19,8 +19,8 @@ from mla_golden.workers import stop_requested
 if TYPE_CHECKING:
     from mla_golden.call import Call
     from mla_golden.diff_data import Diff
+    from mla_golden.golden.store import Golden, GoldenFile
     from mla_golden.matrix import Case
-    from mla_golden.store import Golden, GoldenFile
 
 def single_threaded() -> None:
     """Planner tensors are tiny: torch's intra-op thread pool only adds overhead (and fights --jobs)."""
@@ -71,7 +71,7 @@ def _load_or_bad(file: GoldenFile, results: list[Result]) -> Golden | None:
     """The golden ``file`` holds (a walked one's key agreeing with where it was found), or None after a 'bad'
     result naming the problem."""
     from mla_golden.errors import GoldenError
-    from mla_golden.store import load_file
+    from mla_golden.golden.store import load_file
 
     try:
         return load_file(file)
@@ -83,7 +83,7 @@ def _load_or_bad(file: GoldenFile, results: list[Result]) -> Golden | None:
 def diff_result(key: str, path: str, found: Diff, render: bool, calls: tuple[Call, Call] | None) -> Result:
     """A diff as a result; rendering text (rich tables) costs, so only when it will be shown."""
     from mla_golden.diff_data import Cause
-    from mla_golden.report import render_text
+    from mla_golden.render.report import render_text
 
     if found.equal:
         return Result(key, Status.EQUAL, path, notes=list(found.notes))
@@ -103,9 +103,9 @@ def record_worker(cases: list[Case], backend_spec: str, out: str, update: bool, 
     from mla_golden.backends import resolve
     from mla_golden.differ import diff
     from mla_golden.errors import GoldenError
+    from mla_golden.golden.store import Golden, GoldenStore, WriteOutcome, key_path
     from mla_golden.matrix import capture
-    from mla_golden.report import render_text
-    from mla_golden.store import Golden, GoldenStore, WriteOutcome, key_path
+    from mla_golden.render.report import render_text
 
     single_threaded()
     backend = resolve(backend_spec)
@@ -216,7 +216,7 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
 
 def check_worker(paths: list[GoldenFile], keep: bool = False) -> list[Result]:
     """Check each golden's metadata against the planner's invariants; ``keep`` the call and findings of violated ones."""
-    from mla_golden.store import content_key
+    from mla_golden.golden.store import content_key
 
     single_threaded()
     results: list[Result] = []
@@ -232,7 +232,7 @@ def check_worker(paths: list[GoldenFile], keep: bool = False) -> list[Result]:
 
 def _check_one(golden: Golden, path: str, keep: bool) -> Result:
     from mla_golden.checks import check
-    from mla_golden.report import render_check_text
+    from mla_golden.render.report import render_check_text
 
     found = check(golden.call)
     notes = [f"hazard {h.hazard}: {h.message}" for h in found.hazards] + [f"skipped: {s}" for s in found.skipped]

@@ -26,7 +26,7 @@ import torch
 from mla_golden import cases
 from mla_golden.binding import as_aiter_callers_pass, build_arguments, signature_of
 from mla_golden.call import Call
-from mla_golden.capture import CANARIES, _message, replay
+from mla_golden.capture.canary import CANARIES, _message, replay
 from mla_golden.context import planner_env
 from mla_golden.errors import AdaptationError, BufferTooSmallError
 from mla_golden.reference import kernel_log

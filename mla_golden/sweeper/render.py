@@ -15,15 +15,15 @@ from collections.abc import Sequence
 
 from mla_golden.call import Call
 from mla_golden.geometry import moved_parts
-from mla_golden.report import render_text as render_diff
-from mla_golden.sanitize import html_text
-from mla_golden.svg import draw
+from mla_golden.render.report import render_text as render_diff
+from mla_golden.render.sanitize import html_text
+from mla_golden.render.svg import draw
+from mla_golden.render.views import diff_marks, focus, parts_of, schedule
 from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, TOP_REASONS, Findings
 from mla_golden.sweeper.evaluate import FAILED
 from mla_golden.sweeper.groups import Group, Reproducer
 from mla_golden.sweeper.regions import NOT_APPLICABLE
 from mla_golden.sweeper.space import Point
-from mla_golden.views import diff_marks, focus, parts_of, schedule
 
 #: Reproducers shown in full (text report and page); the JSON lists every one.
 MAX_SHOWN = 20

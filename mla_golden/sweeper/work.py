@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from mla_golden.errors import PLANNER_EXITS, MlaGoldenError, PlannerExited, SweepError
+from mla_golden.golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.reference import DEFAULT_DEVICE
-from mla_golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.sweeper import shrink as shrinking
 from mla_golden.sweeper.evaluate import DIVERGED, FAILED, KIND_ERROR, KIND_SHAPE, KIND_VALUES, Verdict, capture, evaluate
 from mla_golden.sweeper.planners import Planner, parse_spec, resolve_planner

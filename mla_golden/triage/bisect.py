@@ -228,8 +228,8 @@ def bisect(
 def load_goldens(paths: Sequence[str | Path]) -> tuple[list[tuple[str, str, Call]], list[tuple[str, str]]]:
     """(key, path, call) of every golden under ``paths``, and (path, problem) of those that cannot be read."""
     from mla_golden.errors import GoldenError
+    from mla_golden.golden.store import load, load_placed
     from mla_golden.runs import golden_files
-    from mla_golden.store import load, load_placed
 
     files, bad = golden_files([Path(p) for p in paths])
     unreadable = [(r.path or r.key, r.message) for r in bad]

@@ -37,7 +37,7 @@ def headline(result: Bisection) -> str:
 
 def render_bisection(result: Bisection, *, quiet: bool = False) -> str:
     """The text report: the answer, then one block per commit (its calls, its files, one call's diff)."""
-    from mla_golden.report import render_text
+    from mla_golden.render.report import render_text
 
     lines = [f"mla-golden bisect: {headline(result)}"]
     lines += [f"  note: {note}" for note in result.notes]

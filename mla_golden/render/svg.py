@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from mla_golden.call import Call
 from mla_golden.geometry import Work, batch_colour
-from mla_golden.sanitize import html_text
+from mla_golden.render.sanitize import html_text
+from mla_golden.render.views import Marks, schedule
 from mla_golden.schema import format_cell
-from mla_golden.views import Marks, schedule
 
 #: Width of one side's picture (two fit side by side in a 1400 px window).
 SIDE_WIDTH = 660

@@ -1,7 +1,7 @@
 """What a schedule picture shows: the works marked and why, and the CU parts worth enlarging.
 
-Independent of the drawing (the SVG in :mod:`mla_golden.svg`, the PNG in
-:mod:`mla_golden.plot`). Every loop here is bounded by the size of a buffer,
+Independent of the drawing (the SVG in :mod:`mla_golden.render.svg`, the PNG in
+:mod:`mla_golden.render.plot`). Every loop here is bounded by the size of a buffer,
 never by a value read from one: a corrupt golden makes a wrong picture, not a
 hang.
 """

@@ -4,7 +4,7 @@ GitHub Actions turns a ``::error file=...,title=...::message`` line of a
 job's log into an annotation, and renders the markdown a step appends to
 ``$GITHUB_STEP_SUMMARY`` on the run's page; every CI reads JUnit XML as test
 results. One golden is one annotation, one summary row, one testcase. A golden's strings in each are
-neutralised for it (``mla_golden.sanitize``): they cannot add a workflow command, a line, markdown or a character
+neutralised for it (``mla_golden.render.sanitize``): they cannot add a workflow command, a line, markdown or a character
 XML forbids.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
+from mla_golden.render.sanitize import github_data, github_property, inline, markdown, markdown_code, xml_text
 from mla_golden.runs import STATUS_EXIT, Result, Status
-from mla_golden.sanitize import github_data, github_property, inline, markdown, markdown_code, xml_text
 
 #: The element a JUnit testcase of each status holds (docs/cli.md's table): none when it passed, ``skipped`` when
 #: nothing was compared, ``failure`` when the golden says no (exit 1), ``error`` when the golden or the run could

@@ -10,7 +10,7 @@ from typing import Any
 
 from mla_golden.checks.results import INVARIANTS, CheckResult, Violation
 from mla_golden.diff_data import Cause, Diff, FieldDiff, FieldStatus, WorkItem
-from mla_golden.sanitize import inline
+from mla_golden.render.sanitize import inline
 from mla_golden.schema import format_cell
 from mla_golden.soundness import Soundness
 

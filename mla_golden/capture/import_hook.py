@@ -4,7 +4,7 @@ The program runs as a child process with a folder on ``PYTHONPATH`` holding a
 ``sitecustomize`` that calls :func:`install`. From then on, whenever ``aiter``
 is imported (at start-up or much later), a meta-path finder wraps its planners
 with a spy whose calls are written to DIR as goldens the moment they are made,
-keyed by :func:`~mla_golden.store.derived_key`. Processes the program starts
+keyed by :func:`~mla_golden.golden.store.derived_key`. Processes the program starts
 (vLLM workers) inherit the environment and record too.
 
 Only the standard library (and :mod:`mla_golden.errors`, which needs nothing
@@ -50,10 +50,10 @@ import sys
 
 def _mla_golden_install():
     try:
-        import mla_golden.import_hook as hook
+        import mla_golden.capture.import_hook as hook
     except ImportError:
         sys.path.append(os.environ["MLA_GOLDEN_PKG_DIR"])
-        import mla_golden.import_hook as hook
+        import mla_golden.capture.import_hook as hook
     hook.install()
     hook.chain_sitecustomize(__file__)
 
@@ -77,7 +77,7 @@ class _GoldenWriter:
         # Runs inside the program's planner call: it must never raise into the program.
         entry: dict[str, Any] = {"op": call.op, "error": call.error, "pid": os.getpid()}
         try:
-            from mla_golden.store import Golden, GoldenStore, derived_key
+            from mla_golden.golden.store import Golden, GoldenStore, derived_key
 
             store = GoldenStore(self.out)
             entry["key"] = derived_key(call)
@@ -115,8 +115,8 @@ class _MissedLog:
 
 def _writing_spy(module: ModuleType) -> Any:
     """An entered spy on ``module``'s planners writing each call as a golden; None when it has no planners."""
+    from mla_golden.capture.recorder import Spy
     from mla_golden.errors import NothingToIntercept
-    from mla_golden.recorder import Spy
 
     spy = Spy(module)
     writer = _GoldenWriter(os.environ[ENV_OUT], os.environ.get(ENV_UPDATE) == "1", os.environ.get(ENV_LOG))
@@ -141,7 +141,7 @@ def recording(module: ModuleType) -> Iterator[None]:
 
     ``reference.as_aiter()`` puts its stand-in there directly, so no import
     (and no finder of ours) ever sees it; :func:`install` registers this
-    block with it (:mod:`mla_golden.stand_in_hooks`). The
+    block with it (:mod:`mla_golden.capture.stand_in_hooks`). The
     spy is left on exit, so the next stand-in's calls are written once.
     Outside a recorded process this does nothing.
     """
@@ -194,7 +194,7 @@ def install() -> None:
     """Record planner calls of this process to ``$MLA_GOLDEN_RECORD_OUT`` once aiter is imported."""
     if not os.environ.get(ENV_OUT) or _active or any(isinstance(f, _AiterFinder) for f in sys.meta_path):
         return
-    from mla_golden.stand_in_hooks import register
+    from mla_golden.capture.stand_in_hooks import register
 
     register(recording)  # reference.as_aiter()'s stand-in: placed in sys.modules, never imported
     if TARGET in sys.modules:

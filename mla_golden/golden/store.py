@@ -1,6 +1,6 @@
 """The golden store: one call per safetensors file, written atomically.
 
-Format (docs/format.md; encoded and checked in :mod:`mla_golden.golden_format`).
+Format (docs/format.md; encoded and checked in :mod:`mla_golden.golden.format`).
 Paths come only from keys the caller gives, sanitised; nothing read from a
 file ever becomes a path.
 """
@@ -23,14 +23,14 @@ from typing import Any, NamedTuple
 
 import torch
 
-from mla_golden import safetensors_file
 from mla_golden.call import Call
 from mla_golden.cases import case_key
 from mla_golden.differ import same_content
 from mla_golden.errors import GoldenError
 from mla_golden.files import HOST, TEMP_SUFFIX, fsync_dir, write_temp
-from mla_golden.golden_format import FORMAT, FORMAT_V1, V1_NOTE, decode, encode
-from mla_golden.golden_rules import check_call, check_key
+from mla_golden.golden import safetensors_file
+from mla_golden.golden.format import FORMAT, FORMAT_V1, V1_NOTE, decode, encode
+from mla_golden.golden.rules import check_call, check_key
 from mla_golden.schema import MLA_OP, schema_for
 
 __all__ = ["FORMAT", "FORMAT_V1", "Golden", "GoldenStore", "WriteOutcome", "load", "write"]

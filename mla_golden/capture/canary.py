@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from mla_golden.binding import BoundCall, build_arguments, signature_of
-from mla_golden.buffer_bytes import bytes_equal, lean_copy
 from mla_golden.call import Call
+from mla_golden.capture.buffer_bytes import bytes_equal, lean_copy
 from mla_golden.context import SIMULATED, backend_of, device_snapshot, env_snapshot, plan_for, planner_env, provenance
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for, to_dtype
 

@@ -13,8 +13,8 @@ from mla_golden.call import Call
 from mla_golden.checks import CheckResult
 from mla_golden.diff_data import Cause, Diff
 from mla_golden.geometry import ReduceGroup
-from mla_golden.sanitize import html_text
-from mla_golden.svg import SIDE_WIDTH
+from mla_golden.render.sanitize import html_text
+from mla_golden.render.svg import SIDE_WIDTH
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """The schedule picture as a PNG (the ``plot`` extra: matplotlib), for places HTML does not go.
 
-Same drawing as :mod:`mla_golden.html`: one row per CU part, works to scale by
+Same drawing as :mod:`mla_golden.render.html`: one row per CU part, works to scale by
 kv length, coloured by batch, split works with a dark left edge, divergent
 works outlined in red.
 """
@@ -17,7 +17,7 @@ from mla_golden.call import Call
 from mla_golden.errors import PlotExtraMissing as PlotExtraMissing  # re-exported: importable from here too
 from mla_golden.files import atomic_write
 from mla_golden.geometry import batch_colour, works_by_cu
-from mla_golden.views import diff_marks
+from mla_golden.render.views import diff_marks
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -5,9 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from mla_golden.checks import INVARIANTS, CheckResult
-from mla_golden.html.common import VERDICT_ROWS, CheckEntry, _draw_command, _e, _filters, _Group, _page, _page_verdict, _summary
-from mla_golden.html.diff import _call_facts, _full, _recorded_by, _where
-from mla_golden.views import Marks, parts_of, schedule
+from mla_golden.render.html.common import (
+    VERDICT_ROWS,
+    CheckEntry,
+    _draw_command,
+    _e,
+    _filters,
+    _Group,
+    _page,
+    _page_verdict,
+    _summary,
+)
+from mla_golden.render.html.diff import _call_facts, _full, _recorded_by, _where
+from mla_golden.render.views import Marks, parts_of, schedule
 
 
 def check_marks(result: CheckResult) -> Marks:

@@ -2,7 +2,7 @@
 
 The reference is the house's bottom floor: it must not import the recorder
 that ``mla-golden record -- COMMAND`` installs. That recorder registers its
-block here instead (:func:`mla_golden.import_hook.install`), and the stand-in
+block here instead (:func:`mla_golden.capture.import_hook.install`), and the stand-in
 enters every registered block around its own: the stand-in is put in
 ``sys.modules`` directly, so no import (and no finder) ever sees it.
 """

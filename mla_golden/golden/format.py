@@ -14,7 +14,7 @@ whose digest does not match is refused.
 ``mla-golden/1`` (read only): whole ``output.<name>`` buffers with bool
 ``written.<name>`` masks and no digest; such files load with a note.
 
-:func:`mla_golden.golden_rules.check_call` holds the rules on a call; the
+:func:`mla_golden.golden.rules.check_call` holds the rules on a call; the
 writer runs it before writing and the reader after decoding, so nothing is
 written that would not load.
 """
@@ -35,8 +35,8 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.errors import GoldenError
-from mla_golden.golden_rules import buffers_problems, check_call, check_head, declared_bound
-from mla_golden.safetensors_file import DTYPES, RawFile
+from mla_golden.golden.rules import buffers_problems, check_call, check_head, declared_bound
+from mla_golden.golden.safetensors_file import DTYPES, RawFile
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for, to_dtype
 
 FORMAT = "mla-golden/2"

@@ -6,11 +6,11 @@ from typing import Any
 
 from mla_golden.call import Call
 from mla_golden.geometry import ReduceGroup, geometry
-from mla_golden.html.common import _e, _group_text, _page, _pair, _span, _table, _td
-from mla_golden.html.diff import _call_facts, _recorded_by
+from mla_golden.render.html.common import _e, _group_text, _page, _pair, _span, _table, _td
+from mla_golden.render.html.diff import _call_facts, _recorded_by
+from mla_golden.render.svg import draw
+from mla_golden.render.views import Marks, focus, parts_of, schedule
 from mla_golden.schema import format_cell, schema_for
-from mla_golden.svg import draw
-from mla_golden.views import Marks, focus, parts_of, schedule
 
 
 def _clipped(values: list[Any], limit: int = 16) -> str:

@@ -8,7 +8,7 @@ from mla_golden import differ
 from mla_golden.call import Call
 from mla_golden.diff_data import Cause, Diff, FieldDiff, WorkItemDiff
 from mla_golden.geometry import moved_parts
-from mla_golden.html.common import (
+from mla_golden.render.html.common import (
     LIST_ROWS,
     Entry,
     _diff_groups,
@@ -28,11 +28,11 @@ from mla_golden.html.common import (
     _table,
     _td,
 )
-from mla_golden.report import GEOMETRY_ROWS, render_text
+from mla_golden.render.report import GEOMETRY_ROWS, render_text
+from mla_golden.render.svg import draw
+from mla_golden.render.views import Marks, diff_marks, focus, parts_of, schedule
 from mla_golden.schema import format_cell
 from mla_golden.soundness import Soundness
-from mla_golden.svg import draw
-from mla_golden.views import Marks, diff_marks, focus, parts_of, schedule
 
 #: Characters a diff page spends at most on drawing: every call's verdict and text first, then the enlarged pictures,
 #: then the (collapsed) full schedules, each in turn diverged calls before resize-only ones; what does not fit says so.

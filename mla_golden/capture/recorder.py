@@ -4,7 +4,7 @@ A builder may call ``aiter.get_mla_metadata_v1`` or a name it bound at import
 time (``from aiter import get_mla_metadata_v1``). ``spy()`` therefore replaces
 the function object in every loaded module that holds it, and puts the
 original back in every place holding the wrapper on exit (aliases made while
-spying included). :mod:`mla_golden.aliases` finds those places without
+spying included). :mod:`mla_golden.capture.aliases` finds those places without
 rescanning modules that did not change since the last spy.
 
 Spies nest and may overlap across threads: one wrapper per planner is
@@ -29,13 +29,13 @@ from types import ModuleType
 from typing import Any
 
 from mla_golden import reference
-from mla_golden.aliases import INDEX, scannable
 from mla_golden.binding import bind, parameter_roles, signature_of
 from mla_golden.call import Call, Calls
-from mla_golden.capture import LiveCapture, NotRecorded, unrecordable
+from mla_golden.capture.aliases import INDEX, scannable
+from mla_golden.capture.canary import LiveCapture, NotRecorded, unrecordable
 from mla_golden.context import backend_of
 from mla_golden.errors import NothingToIntercept
-from mla_golden.golden_rules import check_call
+from mla_golden.golden.rules import check_call
 from mla_golden.schema import SCHEMAS
 
 _WRAPPED = "__mla_golden_original__"

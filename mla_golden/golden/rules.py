@@ -1,7 +1,7 @@
 """What a golden's call must be, whatever its encoding: the rules the writer and the reader share.
 
 The writer runs :func:`check_call` before writing and the reader after
-decoding (:mod:`mla_golden.golden_format`), so nothing is written that would
+decoding (:mod:`mla_golden.golden.format`), so nothing is written that would
 not load, and a corrupt or forged file is refused with what is wrong.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
-from mla_golden.safetensors_file import MAX_ELEMENTS
+from mla_golden.golden.safetensors_file import MAX_ELEMENTS
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, OpSchema, schema_for, to_dtype
 
 #: Declared buffer elements a golden may have per element it stores, and on top (16 MB of int32): loading and

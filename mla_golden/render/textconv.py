@@ -22,10 +22,10 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
+from mla_golden.golden.store import Golden
 from mla_golden.planner_id import planner_label
-from mla_golden.sanitize import inline
+from mla_golden.render.sanitize import inline
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, format_cell, schema_for
-from mla_golden.store import Golden
 
 #: Values per line of a flat (1-D) buffer or input.
 FLAT_PER_LINE = 16

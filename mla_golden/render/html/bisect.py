@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mla_golden.html.common import Entry, _e, _page, _table, _td
-from mla_golden.html.diff import _drawn_parts
+from mla_golden.render.html.common import Entry, _e, _page, _table, _td
+from mla_golden.render.html.diff import _drawn_parts
 
 if TYPE_CHECKING:
     from mla_golden.triage.bisect import Bisection

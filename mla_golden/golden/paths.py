@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
-from mla_golden.store import GoldenStore, key_path
+from mla_golden.golden.store import GoldenStore, key_path
 
 #: How a key writes a ``..`` of a test file outside the rootdir (a key part is never ``..``).
 PARENT = "[..]"
