@@ -192,9 +192,9 @@ def bench_format() -> list[tuple[str, float, str]]:
 
 
 def bench_fuzz(paths: list[Path], count: int = 10000) -> list[tuple[str, float, str]]:
-    """The suite's corruption fuzz (tests/corruption.py), larger."""
+    """The suite's corruption fuzz (tests/helpers/corruption.py), larger."""
     sys.path.insert(0, str(ROOT / "tests"))
-    import corruption
+    from helpers import corruption
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()

@@ -49,7 +49,7 @@ def _best(fn: Callable[[], object], rounds: int) -> float:
 def _goldens(works: int, folder: Path) -> tuple[Path, Path, Path]:
     """The golden, the same call recorded again, and a diverged plan of it (two works swapped across CU parts)."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from planner_calls import many_requests
+    from helpers.calls import many_requests
 
     from mla_golden.golden.store import Golden, derived_key, write
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def bench_check_scaling() -> list[tuple[str, float, str]]:
     sys.path.insert(0, str(ROOT / "tests"))
-    from planner_calls import many_requests
+    from helpers.calls import many_requests
 
     import mla_golden
 
@@ -47,8 +47,8 @@ TIME_BOUND_S, MEMORY_BOUND_MB = 5.0, 500.0
 
 def _forge_all(count: int, seed: int, tmp: Path) -> list[tuple[str, Path]]:
     """``count`` forged goldens, one per folder: (what was forged, folder)."""
-    from corruption import WILD_VALUES
-    from forged import forge
+    from helpers.corruption import WILD_VALUES
+    from helpers.forged import forge
 
     from mla_golden.golden.safetensors_file import MAX_ELEMENTS
     from mla_golden.golden.store import load

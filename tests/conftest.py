@@ -12,7 +12,7 @@ import pytest
 import rich.console  # noqa: F401 - see above
 import rich.table  # noqa: F401
 import rich.text  # noqa: F401
-from browser import ARTIFACTS
+from helpers.browser import ARTIFACTS
 
 _STARTED = time.time()
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.repo import ROOT
+
 PACKAGE = ROOT / "mla_golden"
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from helpers.repo import ROOT
 
 from mla_golden import reference
 from mla_golden.backends import SIZERS, BackendError, parse_spec, resolve
@@ -95,7 +96,7 @@ def test_a_plug_in_in_the_current_folder_imports_from_the_installed_command(tmp_
     The console script's sys.path holds no current folder (python -m and pytest's do); the backend adds it."""
     (tmp_path / "my_planners.py").write_text("from mla_golden import reference as patched\n")
     script = Path(sys.executable).with_name("mla-golden")
-    goldens = Path(__file__).resolve().parent.parent / "goldens" / "decode" / "dsv3-tp" / "gfx950-cu256"
+    goldens = ROOT / "goldens" / "decode" / "dsv3-tp" / "gfx950-cu256"
     ran = subprocess.run([str(script), "diff", str(goldens), "--backend", "python:my_planners:patched", "--quiet"],
                          cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
     assert ran.returncode == 0 and "│ equal  │    16 │" in ran.stdout, ran.stderr  # the plug-in (the reference) replays equal

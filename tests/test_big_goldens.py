@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from planner_calls import many_requests
+from helpers.calls import many_requests
 from typer.testing import CliRunner
 
 from mla_golden.cli import app

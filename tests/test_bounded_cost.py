@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forged import forge
+from helpers.forged import forge
+from helpers.repo import ROOT
 
 from mla_golden import limits
 from mla_golden.golden.store import load
 from mla_golden.runs import Result, Status, note_copies
 
-ROOT = Path(__file__).resolve().parent.parent
 FOLDING = ROOT / "goldens/decode/dsv3-tp/gfx950-cu256/h16-fp8-q1-b1-jitter8192-p1.safetensors"
 CLI = str(Path(sys.executable).parent / "mla-golden")
 #: Peak RSS a CLI run over one small golden stays under (torch alone is ~250 MB).

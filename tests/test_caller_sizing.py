@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from helpers.calls import spied_decode
+from helpers.calls import decode_call
 
 import mla_golden
 from mla_golden import reference
@@ -28,9 +28,8 @@ def _call(version: str, sizing_batch: int, helper_split: int = -1, call_split: i
     Buffers sized for ``sizing_batch`` requests with ``helper_split`` as the helper's split cap, the
     planner called with ``call_split``; ``extra_rows`` more work_info_set rows than the helper gives.
     """
-    call, _ = spied_decode(reference.at(version), BATCH, 64, torch.bfloat16, 900, sizing_batch=sizing_batch,
-                           helper_split=helper_split, call_split=call_split, extra_rows=extra_rows)  # fmt: skip
-    return call
+    return decode_call([900] * BATCH, 64, planner=reference.at(version), device=("gfx950", 256), dtype=torch.bfloat16,
+                       sizing_batch=sizing_batch, helper_split=helper_split, call_split=call_split, extra_rows=extra_rows)
 
 
 def _helper_specs(version: str, sizing_batch: int, split: int = -1) -> dict[str, dict[str, Any]]:

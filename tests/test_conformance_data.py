@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conformance import DATA_DIR, ROOT, MissingConformanceData, conformance_files, records
+from helpers.conformance import DATA_DIR, MissingConformanceData, conformance_files, records
+from helpers.repo import ROOT
 
 #: The visible records (tests/data/conformance/README.md, "Files"), by file and count.
 SHIPPED = {
@@ -36,7 +37,7 @@ def test_a_run_without_the_data_fails(tmp_path: Path) -> None:
     env = {**os.environ, "MLA_GOLDEN_CONFORMANCE": str(tmp_path)}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-         "tests/test_reference_versions_conformance.py", "-k", "test_call_arguments"],
+         "tests/reference/test_reference_versions_conformance.py", "-k", "test_call_arguments"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode != 0

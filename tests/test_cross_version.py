@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import standins
 import torch
-from conformance import (
+from helpers import standins
+from helpers.conformance import (
     conformance_files,
     expected_outputs,
     file_stem,
@@ -87,7 +87,7 @@ def _emit_named(arguments: dict[str, Any]) -> None:
     _emit({n: arguments["work_info" if n == "work_info_set" and "work_info" in arguments else n] for n in OUTPUTS})
 
 
-# The planners' Python signatures at the two commits, from tests/standins.py.
+# The planners' Python signatures at the two commits, from tests/helpers/standins.py.
 mla_33d168a0 = standins.with_signature(standins.mla_33d168a0, _emit_named)
 mla_e4048607 = standins.with_signature(standins.mla_e4048607, _emit_named)
 

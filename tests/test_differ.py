@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-import standins
 import torch
+from helpers import standins
+from helpers.repo import ROOT
 
 import mla_golden
 from mla_golden.diff_data import Cause, PlannerChange
@@ -239,13 +239,13 @@ def test_padding_reduce_groups_are_not_listed() -> None:
 
     calls = []
     with reference.as_aiter(), reference.device("gfx942"):
-        sys.modules.pop("vllm_builder", None)
-        module = importlib.import_module("vllm_builder")
+        sys.modules.pop("helpers.vllm_builder", None)
+        module = importlib.import_module("helpers.vllm_builder")
         for max_num_reqs in (16, 64):
             with mla_golden.spy("aiter") as spy:
                 module.MlaMetadataBuilder(num_heads=16, max_num_reqs=max_num_reqs).build([700, 1900, 100, 3000], [1] * 4)
             calls.append(spy.calls.one())
-    sys.modules.pop("vllm_builder", None)
+    sys.modules.pop("helpers.vllm_builder", None)
     expected, actual = calls
     actual.outputs["reduce_indptr"][2] += 1  # a real change: a partial moves from group 2 to group 1
     result = mla_golden.diff(expected, actual)
@@ -280,7 +280,7 @@ def test_a_cut_list_says_how_many_it_leaves_out() -> None:
 def test_partial_tiles_count_what_the_reduce_groups_merge_not_the_elements_written() -> None:
     from mla_golden.geometry import geometry, reduce_group
 
-    shipped = Path(__file__).resolve().parent.parent / "goldens/prefill/dsv3-fp8-prefill/gfx950-cu256"
+    shipped = ROOT / "goldens/prefill/dsv3-fp8-prefill/gfx950-cu256"
     prefill = mla_golden.load(shipped / "h128-b10-t3560-cd827d37.safetensors").call  # ten requests, 128 heads
     decode = _capture()  # decode writes only the partials it plans; prefill's planner writes its whole buffer
     for call in (prefill, decode):

@@ -1,6 +1,6 @@
 """Every console example in README.md and docs/*.md runs, and the output a page shows is what the command prints.
 
-Which blocks are examples is in ``tests/doc_examples.py``. A page's examples run in page order in one work
+Which blocks are examples is in ``tests/helpers/doc_examples.py``. A page's examples run in page order in one work
 folder (the shipped ``goldens/`` copied in, ``docs/`` linked, what the page takes as there made first), each
 through bash with the package's ``mla-golden`` first on PATH (a plain ``mla-golden`` command in-process),
 its exit status checked. An example with
@@ -34,13 +34,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from doc_examples import (
+from helpers.doc_examples import (
     AITER_SETUP,
     FILES,
     MARKER,
     NOT_RUN,
     PAGES,
-    ROOT,
     RUNS,
     SETUP,
     Example,
@@ -49,6 +48,7 @@ from doc_examples import (
     sh_lines,
     substitute,
 )
+from helpers.repo import ROOT
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
@@ -200,9 +200,9 @@ def test_the_examples_that_need_an_aiter_clone_run_with_one(page: str, tmp_path:
 def test_every_example_runs_or_says_why_it_cannot() -> None:
     commands = {ex.command: ex.where for ex in _all()}
     unchecked = [f"{where}: `{cmd}`" for cmd, where in commands.items() if cmd not in RUNS and cmd not in NOT_RUN]
-    assert not unchecked, "examples with neither a RUNS nor a NOT_RUN row in tests/doc_examples.py:\n" + "\n".join(unchecked)
+    assert not unchecked, "examples with neither a RUNS nor a NOT_RUN row in tests/helpers/doc_examples.py:\n" + "\n".join(unchecked)
     stale = sorted((set(RUNS) | set(NOT_RUN)) - set(commands))
-    assert not stale, f"rows of tests/doc_examples.py for commands no page shows: {stale}"
+    assert not stale, f"rows of tests/helpers/doc_examples.py for commands no page shows: {stale}"
     assert not set(RUNS) & set(NOT_RUN), "a command is both run and not run"
 
 

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers.repo import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 

@@ -25,11 +25,18 @@ SEQ_LENS = [700, 1900, 100, 3000]
 
 @pytest.fixture
 def builder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The vLLM-shaped builder module, imported inside the stand-in on gfx942."""
     with reference.as_aiter(), reference.device("gfx942", 304):
-        monkeypatch.delitem(sys.modules, "decode_builder", raising=False)
-        module = importlib.import_module("decode_builder")
-        yield module
-    sys.modules.pop("decode_builder", None)
+        monkeypatch.delitem(sys.modules, "helpers.vllm_builder", raising=False)
+        yield importlib.import_module("helpers.vllm_builder")
+    sys.modules.pop("helpers.vllm_builder", None)
+
+
+def _build(builder: Any, *, pass_dtypes: bool = True) -> None:
+    """One decode step of SEQ_LENS for DeepSeek-V3 at TP 1 (128 heads, fp8 cache); ``pass_dtypes=False`` is the
+    regression: the sizing helper's and the planner's calls lost their dtypes."""
+    made = builder.MlaMetadataBuilder(num_heads=128, max_num_reqs=len(SEQ_LENS), pass_dtypes=pass_dtypes, size_with_dtypes=pass_dtypes)
+    made.build(SEQ_LENS, [1] * len(SEQ_LENS))
 
 
 def _first_divergent_row(expected: mla_golden.Call, actual: mla_golden.Call) -> int:
@@ -45,14 +52,14 @@ def _first_divergent_row(expected: mla_golden.Call, actual: mla_golden.Call) -> 
 
 def test_dropped_dtypes_fail_naming_the_params_and_the_first_divergent_work_item(builder: Any, tmp_path: Path) -> None:
     with mla_golden.spy() as spy:
-        builder.build(SEQ_LENS)
+        _build(builder)
     good = spy.calls.one("get_mla_metadata_v1")
     assert good.provenance["backend"] == "reference"
     mla_golden.assert_matches_golden(good, tmp_path, name="deepseek-v3-tp1-decode", update=True)
     mla_golden.assert_matches_golden(good, tmp_path, name="deepseek-v3-tp1-decode")  # a rerun passes
 
     with mla_golden.spy() as spy:
-        builder.build(SEQ_LENS, pass_dtypes=False)
+        _build(builder, pass_dtypes=False)
     bad = spy.calls.one("get_mla_metadata_v1")
     with pytest.raises(mla_golden.GoldenMismatch) as info:
         mla_golden.assert_matches_golden(bad, tmp_path, name="deepseek-v3-tp1-decode")
@@ -67,10 +74,10 @@ def test_dropped_dtypes_fail_naming_the_params_and_the_first_divergent_work_item
 
 def test_without_a_name_the_missing_golden_points_at_the_same_inputs(builder: Any, tmp_path: Path) -> None:
     with mla_golden.spy() as spy:
-        builder.build(SEQ_LENS)
+        _build(builder)
     mla_golden.assert_matches_golden(spy.calls.one(), tmp_path, update=True)
     with mla_golden.spy() as spy:
-        builder.build(SEQ_LENS, pass_dtypes=False)
+        _build(builder, pass_dtypes=False)
     with pytest.raises(mla_golden.GoldenMismatch) as info:
         mla_golden.assert_matches_golden(spy.calls.one(), tmp_path)
     message = str(info.value)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.repo import TESTS
 
 import mla_golden
 from mla_golden import reference
@@ -27,8 +28,8 @@ DECODES = ([3000] * 8, [1] * 8)  # eight long decodes: enough for the dtype-less
 @pytest.fixture
 def vllm_builder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     with reference.as_aiter(), reference.device("gfx942"):
-        monkeypatch.delitem(sys.modules, "vllm_builder", raising=False)
-        yield importlib.import_module("vllm_builder")
+        monkeypatch.delitem(sys.modules, "helpers.vllm_builder", raising=False)
+        yield importlib.import_module("helpers.vllm_builder")
 
 
 @pytest.fixture
@@ -121,7 +122,7 @@ def test_without_a_name_a_missing_golden_points_at_the_one_with_the_same_inputs(
 
 
 def test_the_fixture_form_reports_the_dtypes_for_a_raising_planner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.syspathinsert(str(__import__("pathlib").Path(__file__).parent))
+    pytester.syspathinsert(str(TESTS))
     pytester.makepyfile(
         test_vllm=textwrap.dedent(
             """
@@ -130,8 +131,8 @@ def test_the_fixture_form_reports_the_dtypes_for_a_raising_planner(pytester: pyt
 
             def test_step(mla_golden):
                 with reference.as_aiter(), reference.device("gfx942"):
-                    sys.modules.pop("vllm_builder", None)
-                    builder = importlib.import_module("vllm_builder").MlaMetadataBuilder(
+                    sys.modules.pop("helpers.vllm_builder", None)
+                    builder = importlib.import_module("helpers.vllm_builder").MlaMetadataBuilder(
                         num_heads=64, pass_dtypes=os.environ.get("DROP") is None)
                     with mla_golden.expect(name="step"):
                         builder.build([3000] * 8, [1] * 8)

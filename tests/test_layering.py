@@ -6,7 +6,9 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "mla_golden"
+from helpers.repo import ROOT
+
+PACKAGE = ROOT / "mla_golden"
 
 
 def _imports(path: Path) -> set[str]:

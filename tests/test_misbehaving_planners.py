@@ -20,12 +20,11 @@ from typing import Any
 
 import pytest
 from helpers.processes import children, wait_gone
+from helpers.repo import ROOT, TESTS
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 CLI = str(Path(sys.executable).parent / "mla-golden")
 #: A few shipped goldens of both ops to replay.
 GOLDENS = [ROOT / "goldens" / "decode" / "dsv3-tp" / "gfx950-cu256", ROOT / "goldens" / "prefill" / "kimi-k2-fp8-prefill"]

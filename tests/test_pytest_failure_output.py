@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 import textwrap
-from pathlib import Path
 
 import pytest
 
 # pytester's in-process runs drop modules imported during them; torch cannot be imported twice in one
 # process, so it must already be loaded before the first inner run.
 import torch  # noqa: F401, I001
+from helpers.repo import TESTS
 
 BUILDER_TESTS = textwrap.dedent(
     """
@@ -19,8 +19,8 @@ BUILDER_TESTS = textwrap.dedent(
     from mla_golden import reference
 
     def builder():
-        sys.modules.pop("vllm_builder", None)
-        return importlib.import_module("vllm_builder").MlaMetadataBuilder(
+        sys.modules.pop("helpers.vllm_builder", None)
+        return importlib.import_module("helpers.vllm_builder").MlaMetadataBuilder(
             num_heads=64, pass_dtypes=os.environ.get("DROP") is None)
 
     @pytest.mark.parametrize("step", range(4))
@@ -56,7 +56,7 @@ def _failures(stdout: str) -> dict[str, list[str]]:
 
 
 def test_raising_planners_fail_with_the_golden_report_and_none_of_mla_goldens_frames(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.syspathinsert(str(Path(__file__).parent))
+    pytester.syspathinsert(str(TESTS))
     pytester.makepyfile(test_builder=BUILDER_TESTS)
     pytester.runpytest("--mla-golden-update").assert_outcomes(passed=5)
     monkeypatch.setenv("DROP", "1")  # the builder drops the dtypes: the folded plan outgrows its buffers
@@ -94,7 +94,7 @@ MISMATCH_TEST = textwrap.dedent(
 
 
 def test_a_mismatch_raises_golden_mismatch_decoding_a_screenful_of_work_items(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makepyfile(standins=Path(__file__).with_name("standins.py").read_text(), test_mismatch=MISMATCH_TEST)
+    pytester.makepyfile(standins=(TESTS / "helpers" / "standins.py").read_text(), test_mismatch=MISMATCH_TEST)
     pytester.runpytest("--mla-golden-update").assert_outcomes(passed=1)
     monkeypatch.setenv("DROP", "1")
     failures: dict[str, list[int]] = {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,14 +11,15 @@ import pytest
 # pytester's in-process runs drop modules imported during them; torch cannot be imported twice in one
 # process, so it must already be loaded before the first inner run.
 import torch  # noqa: F401, I001
+from helpers.repo import TESTS
 
-STANDINS = Path(__file__).with_name("standins.py").read_text()
+STANDINS = (TESTS / "helpers" / "standins.py").read_text()
 
 TEST_FILE = textwrap.dedent(
     """
     import os
     import torch
-    import standins
+    from helpers import standins
 
     DTYPE = {"fp8": torch.float8_e4m3fn, "none": None}[os.environ.get("BUILDER_DTYPE", "fp8")]
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 import torch
-from readme_blocks import BLOCKS, RUNNERS, block
+from helpers.readme_blocks import BLOCKS, RUNNERS, block
+from helpers.repo import TESTS
 
 import mla_golden
 from mla_golden import reference
@@ -124,7 +125,7 @@ def test_every_block_has_exactly_one_runner() -> None:
     for marker, runner in RUNNERS.items():
         assert sum(marker in text for text in BLOCKS) == 1, f"RUNNERS marker {marker!r} is not in exactly one block"
         file, function = runner.split("::")
-        source = (Path(__file__).parent / file).read_text(encoding="utf-8")
+        source = (TESTS / file).read_text(encoding="utf-8")
         defined = {node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)}
         assert function in defined, f"{runner} (the runner of {marker!r}) does not exist"
         assert repr(marker) in source or f'"{marker}"' in source, f"{runner} never fetches its block {marker!r}"

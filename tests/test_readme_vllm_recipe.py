@@ -6,7 +6,7 @@ import contextlib
 import io
 
 import pytest
-from readme_blocks import README, block
+from helpers.readme_blocks import README, block
 
 import mla_golden
 

@@ -16,11 +16,11 @@ from mla_golden import reference
 @pytest.fixture(scope="module")
 def good_call() -> mla_golden.Call:
     with reference.as_aiter(), reference.device("gfx950"):
-        sys.modules.pop("vllm_builder", None)
-        builder = importlib.import_module("vllm_builder").MlaMetadataBuilder(num_heads=16)
+        sys.modules.pop("helpers.vllm_builder", None)
+        builder = importlib.import_module("helpers.vllm_builder").MlaMetadataBuilder(num_heads=16)
         with mla_golden.spy("aiter") as spy:
             builder.build([700, 1900, 100], [1, 1, 1])
-    sys.modules.pop("vllm_builder", None)
+    sys.modules.pop("helpers.vllm_builder", None)
     return spy.calls.one()
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import standins
 import torch
+from helpers import standins
 
 from mla_golden.binding import bind, build_arguments
 from mla_golden.schema import MLA_OP, PS_OP, AdaptationError, schema_for

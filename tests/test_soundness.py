@@ -23,7 +23,7 @@ from mla_golden.soundness import judge
 
 
 def _pair() -> tuple[Call, Call]:
-    return incident(reference.at("v0.1.16.post2"))[0], incident(reference.at("e4048607"))[0]
+    return incident(reference.at("v0.1.16.post2")), incident(reference.at("e4048607"))
 
 
 def _works(call: Call) -> int:

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import torch
-from conformance import input_tensors, records, torch_dtype
 from helpers.cli import cli_json, run
-from readme_blocks import block
+from helpers.conformance import input_tensors, records, torch_dtype
+from helpers.readme_blocks import block
+from helpers.repo import ROOT
 
 import mla_golden
 from mla_golden import reference
@@ -248,7 +249,7 @@ def test_an_unknown_version_is_bad_usage_listing_the_known_ones(command: str, sp
 
 
 def test_only_the_reference_has_versions() -> None:
-    shipped = Path(__file__).resolve().parent.parent / "goldens"  # goldens to replay: the paths are checked first
+    shipped = ROOT / "goldens"  # goldens to replay: the paths are checked first
     code, _, err = run("diff", shipped, "--backend", "aiter@0.1.20")
     assert code == 2 and "only the reference has versions" in err
     code, _, err = run("diff", shipped, "--backend", "gpu")
@@ -323,7 +324,7 @@ def test_the_summary_counts_each_cause_apart(old_tree: Path, tmp_path: Path) -> 
 
 def test_goldens_older_than_versions_read_as_the_version_they_name() -> None:
     """The shipped goldens were recorded on the reference before it had versions ('reference_of': aiter e4048607a535)."""
-    shipped = Path(__file__).resolve().parent.parent / "goldens"
+    shipped = ROOT / "goldens"
     code, listed = cli_json("list", shipped)
     assert code == 0 and len(listed["goldens"]) == 120
     assert {row["planner"] for row in listed["goldens"]} == {f"reference@{NEW}"}
@@ -335,7 +336,7 @@ def test_goldens_older_than_versions_read_as_the_version_they_name() -> None:
 
 def test_the_readme_upgrade_preview_is_what_a_run_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """README "What changes if we bump aiter?": its commands give the counts and cause it shows, and its snippet runs."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## What changes if we bump aiter?") :]
     section = section[: section.index("\n## ")]
     monkeypatch.chdir(tmp_path)

@@ -136,9 +136,9 @@ QUERY_LENS = [1, 1, 1, 1, 300, 600]
 
 
 def _import_builder(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Import tests/vllm_builder.py afresh (its module-level `from aiter import dtypes` must see the stand-in)."""
-    monkeypatch.delitem(sys.modules, "vllm_builder", raising=False)
-    return importlib.import_module("vllm_builder")
+    """Import tests/helpers/vllm_builder.py afresh (its module-level `from aiter import dtypes` must see the stand-in)."""
+    monkeypatch.delitem(sys.modules, "helpers.vllm_builder", raising=False)
+    return importlib.import_module("helpers.vllm_builder")
 
 
 @pytest.mark.parametrize(("arch", "fp8"), [("gfx942", "torch.float8_e4m3fnuz"), ("gfx950", "torch.float8_e4m3fn")])

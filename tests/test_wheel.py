@@ -18,8 +18,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers.repo import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mla_golden"
 
 

@@ -1,44 +1,89 @@
-"""Planner calls several tests make the same way."""
+"""Planner calls several tests make, built the way a caller builds them (helper-sized buffers, or buffers of its own).
+
+One decode builder (``decode_call``) and one prefill builder (``prefill_call``); every other call here is one of
+them with its arguments named.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
 
 import torch
 
 import mla_golden
+from helpers.conformance import ps_outputs
+from mla_golden import reference
 from mla_golden.reference.dtypes import FP8_BY_ARCH
+from mla_golden.schema import OUTPUTS
 
-FP8 = FP8_BY_ARCH["gfx950"]
 
+def decode_call(
+    kv_lens: list[int], heads: int = 16, *, planner: ModuleType = reference, device: tuple[str, int] = ("gfx942", 304),
+    dtype: torch.dtype | None = None, sizing_batch: int | None = None, helper_split: int = -1, call_split: int = -1,
+    extra_rows: int = 0, flat_work_info: bool = False,
+) -> mla_golden.Call:
+    """A decode call of one-token requests with ``kv_lens`` kv tokens on ``device``, spied on ``planner`` (the
+    reference, or one version of it), q and kv of ``dtype`` (default: that arch's fp8).
 
-def spied_decode(
-    planner: Any, batch: int, heads: int, dtype: torch.dtype, kv_step: int, *, sizing_batch: int | None = None,
-    helper_split: int = -1, call_split: int = -1, extra_rows: int = 0,
-) -> tuple[mla_golden.Call, list[torch.Tensor]]:
-    """A gfx950/256 single-token decode of ``batch`` requests of ``kv_step`` x i kv tokens, spied on ``planner``
-    (a reference version module). Its buffers are sized by ``planner``'s helper for ``sizing_batch`` (default
-    ``batch``) requests with ``helper_split`` as its split cap, plus ``extra_rows`` work_info_set rows; the
-    planner is called with ``call_split``. The call and the buffers it planned into."""
-    # split caps only when given: some versions' helper and planner take none
+    Its buffers are sized by ``planner``'s helper for ``sizing_batch`` requests (default: the call's) with
+    ``helper_split`` as its split cap, plus ``extra_rows`` work_info_set rows; the planner is called with
+    ``call_split`` (a cap is passed only when given: some versions take none). ``flat_work_info``: work_info_set
+    allocated 1-D (8 x #work elements), which aiter plans into alike.
+    """
+    batch, dtype = len(kv_lens), dtype or FP8_BY_ARCH[device[0]]
     helper_cap = {} if helper_split == -1 else {"max_split_per_batch": helper_split}
     call_cap = {} if call_split == -1 else {"max_split_per_batch": call_split}
-    with planner.device("gfx950", cu_num=256):
-        shapes = planner.get_mla_metadata_info_v1(batch if sizing_batch is None else sizing_batch, 1, heads, dtype, dtype, False, **helper_cap)
-        buffers = [torch.empty(shape, dtype=dtype_) for shape, dtype_ in shapes]
-        buffers[2] = torch.empty((buffers[2].shape[0] + extra_rows, 8), dtype=torch.int32)
-        work_metadata_ptrs, work_indptr, work_info_set, *reduce = buffers
+    with planner.device(*device):
+        shapes = planner.get_mla_metadata_info_v1(sizing_batch or batch, 1, heads, dtype, dtype, False, **helper_cap)
+        bufs = {n: torch.empty(shape, dtype=dt) for n, (shape, dt) in zip(OUTPUTS, shapes)}
+        rows = bufs["work_info_set"].shape[0] + extra_rows
+        bufs["work_info_set"] = torch.empty((rows * 8,) if flat_work_info else (rows, 8), dtype=torch.int32)
+        kv = torch.zeros(batch + 1, dtype=torch.int32)
+        kv[1:] = torch.cumsum(torch.tensor(kv_lens, dtype=torch.int32), 0)
         with mla_golden.spy(planner) as spy:
             planner.get_mla_metadata_v1(
-                torch.arange(batch + 1, dtype=torch.int32), torch.arange(batch + 1, dtype=torch.int32) * kv_step,
-                torch.ones(batch, dtype=torch.int32), heads, 1, True,
-                work_metadata_ptrs, work_info_set, work_indptr, *reduce,
+                torch.arange(batch + 1, dtype=torch.int32), kv, torch.ones(batch, dtype=torch.int32), heads, 1, True,
+                bufs["work_metadata_ptrs"], bufs["work_info_set"], bufs["work_indptr"],
+                bufs["reduce_indptr"], bufs["reduce_final_map"], bufs["reduce_partial_map"],
                 max_seqlen_qo=1, uni_seqlen_qo=1, dtype_q=dtype, dtype_kv=dtype, **call_cap,
             )  # fmt: skip
-    return spy.calls.one(), buffers
+    return spy.calls.one()
 
 
-def incident(planner: Any, batch: int = 4) -> tuple[mla_golden.Call, list[torch.Tensor]]:
-    """gfx950, fp8 q and kv, 32 heads, single-token decode, spied on ``planner`` (a reference version module):
-    v0.1.16.post2's dispatch folds it to 16 x 2, e4048607's does not. The call and the buffers it planned into."""
-    return spied_decode(planner, batch, 32, FP8, 700)
+def many_requests(batch: int) -> mla_golden.Call:
+    """A decode call over ``batch`` one-token requests of 100..149 kv tokens."""
+    return decode_call([100 + i % 50 for i in range(batch)])
+
+
+def incident(planner: ModuleType, batch: int = 4) -> mla_golden.Call:
+    """gfx950, fp8 q and kv, 32 heads, ``batch`` single-token requests of 700 kv tokens, spied on ``planner`` (a
+    reference version module): v0.1.16.post2's dispatch folds it to 16 x 2, e4048607's does not."""
+    return decode_call([700] * batch, 32, planner=planner, device=("gfx950", 256))
+
+
+def prefill_call(seq_lens: list[int], *, exact: bool = False) -> mla_golden.Call:
+    """A vLLM-style prefill call (gfx950/256, 16 heads); ``exact``: buffers sized to the plan, not by the helper."""
+    outputs = OUTPUTS
+    with reference.device("gfx950", 256):
+        qo = torch.zeros(len(seq_lens) + 1, dtype=torch.int32)
+        qo[1:] = torch.cumsum(torch.tensor(seq_lens), 0)
+        shapes = reference.get_ps_metadata_info_v1(len(seq_lens), 16, max(seq_lens), 256)
+        bufs = {n: torch.empty(shape, dtype=dt) for n, (shape, dt) in zip(outputs, shapes)}
+
+        def plan(b: dict[str, torch.Tensor]) -> None:
+            reference.get_ps_metadata_v1(
+                qo, qo, torch.tensor(seq_lens, dtype=torch.int32), 1, 16, *ps_outputs(b[n] for n in outputs),
+                qlen_granularity=256, kvlen_granularity=128, block_size=1,
+            )  # fmt: skip
+
+        if exact:
+            plan(bufs)
+            works = int(bufs["work_indptr"][-1])
+            reduce = bufs["reduce_indptr"].tolist()
+            groups = max(g for g in range(len(reduce)) if g == 0 or reduce[g] != reduce[g - 1])
+            exact_shapes = {"work_info_set": (works, 8), "reduce_indptr": (groups + 1,), "reduce_final_map": (groups, 2),
+                            "reduce_partial_map": (reduce[-1],)}  # fmt: skip
+            bufs = {n: torch.empty(exact_shapes.get(n, shape), dtype=dt) for n, (shape, dt) in zip(outputs, shapes)}
+        with mla_golden.spy(reference) as spy:
+            plan(bufs)
+    return spy.calls.one()

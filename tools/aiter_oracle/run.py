@@ -8,13 +8,14 @@ full record per case. See README.md next to this file.
 """
 
 from __future__ import annotations
+from helpers.repo import TESTS
 
 import argparse
 import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(TESTS))
 
 from oracle import CaseError, Oracle  # noqa: E402
 

@@ -31,7 +31,7 @@ from mla_golden.files import atomic_write
 from mla_golden.reference import versions
 from mla_golden.reference.planner_digest import DIGESTS_FILE, NORMALISATION
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = TESTSs[2]
 DEFAULT_OUT = ROOT / "mla_golden" / "reference" / "aiter_tags.json"
 RELEASE_TAG = re.compile(r"^v\d+\.\d+")
 

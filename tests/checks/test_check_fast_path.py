@@ -1,0 +1,184 @@
+"""check's whole-tensor pass over a clean decode plan reports what the work-by-work walk reports, on real plans
+and on planted violations (where it must leave the walk to say it).
+
+The walk (``clean_plan`` answering None) is the documented behaviour: each result is compared with it, field by
+field, and the planted ones are also checked against the violation they must raise.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.calls import decode_call, many_requests
+from helpers.conformance import record_call, record_params
+from helpers.repo import ROOT
+
+from mla_golden.call import Call
+from mla_golden.checks import CheckResult, check, decode, decode_fast
+from mla_golden.golden.store import GoldenStore, load
+from mla_golden.schema import WorkColumn as C
+
+SHIPPED = ROOT / "goldens"
+
+
+def _walked(call: Call, monkeypatch: pytest.MonkeyPatch) -> CheckResult:
+    with monkeypatch.context() as patch:
+        patch.setattr(decode, "clean_plan", lambda *args: None)
+        return check(call)
+
+
+def _taken(call: Call, monkeypatch: pytest.MonkeyPatch) -> tuple[CheckResult, bool]:
+    """check's result, and whether the whole-tensor pass gave it."""
+    answers: list[Any] = []
+
+    def spy(*args: Any) -> Any:
+        answers.append(decode_fast.clean_plan(*args))
+        return answers[-1]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(decode, "clean_plan", spy)
+        result = check(call)
+    return result, any(a is not None for a in answers)
+
+
+def _same(fast: CheckResult, walked: CheckResult) -> None:
+    assert fast.to_dict() == walked.to_dict()
+    assert fast.folding == walked.folding
+
+
+def _decode_goldens() -> list[Path]:
+    return sorted(p for p in GoldenStore(SHIPPED).paths() if load(p).call.op == "get_mla_metadata_v1")
+
+
+def test_every_shipped_decode_golden_reads_the_same_and_most_take_the_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken = 0
+    paths = _decode_goldens()
+    for path in paths:
+        call = load(path).call
+        fast, used = _taken(call, monkeypatch)
+        _same(fast, _walked(call, monkeypatch))
+        taken += used
+    assert taken >= len(paths) // 2, f"the pass answered {taken} of {len(paths)}"
+
+
+DECODE_RECORDS = record_params("mla_v1-e4048607")[::7]
+
+
+@pytest.mark.parametrize("record", DECODE_RECORDS)
+def test_conformance_records_read_the_same(record: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    call = record_call(record)
+    _same(_taken(call, monkeypatch)[0], _walked(call, monkeypatch))
+
+
+def test_empty_batches_are_skipped_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    call = decode_call([100, 0, 0, 250, 0, 17] * 40)
+    fast, used = _taken(call, monkeypatch)
+    assert used and any("tile(s) of batches with no kv tokens" in s for s in fast.skipped)
+    _same(fast, _walked(call, monkeypatch))
+
+
+def _unsplit(call: Call) -> int:
+    info = call.outputs["work_info_set"]
+    return int((info[: int(call.outputs["work_indptr"][-1]), C.PARTIAL_QO_LOC] < 0).nonzero()[-1])
+
+
+def _split(call: Call) -> list[int]:
+    info = call.outputs["work_info_set"]
+    return (info[: int(call.outputs["work_indptr"][-1]), C.PARTIAL_QO_LOC] >= 0).nonzero().reshape(-1).tolist()
+
+
+def _set(column: C, value: Callable[[int], int], row: Callable[[Call], int] = _unsplit) -> Callable[[Call], None]:
+    def plant(call: Call) -> None:
+        at = row(call)
+        call.outputs["work_info_set"][at, column] = value(int(call.outputs["work_info_set"][at, column]))
+
+    return plant
+
+
+def _swap_partials(call: Call) -> None:
+    pmap = call.outputs["reduce_partial_map"]
+    pmap[0], pmap[2] = int(pmap[2]), int(pmap[0])
+
+
+def _final_map(call: Call) -> None:
+    group = int((call.outputs["reduce_indptr"][1:] > call.outputs["reduce_indptr"][:-1]).nonzero()[0])
+    call.outputs["reduce_final_map"][group, 1] += 1
+
+
+def _unwrite(call: Call) -> None:
+    call.written["work_info_set"][_unsplit(call), C.KV_OFFSET] = False
+
+
+def _duplicate_slot(call: Call) -> None:
+    a, b = _split(call)[:3:2]
+    call.outputs["work_info_set"][b, C.PARTIAL_QO_LOC] = int(call.outputs["work_info_set"][a, C.PARTIAL_QO_LOC])
+
+
+def _last_page(call: Call) -> None:
+    call.inputs["kv_last_page_lens"][3] = 0
+
+
+#: A planting and the invariant the walk reports for it (None: nothing, as for a cell the planner did not write,
+#: which check never reads).
+PLANTED: dict[str, tuple[Callable[[Call], None], str | None]] = {
+    "kv_offset": (_set(C.KV_OFFSET, lambda v: v + 1), "work.kv_offset"),
+    "kv_end past the batch": (_set(C.KV_END, lambda v: v + 1), "work.kv_range"),
+    "kv_start gap": (_set(C.KV_START, lambda v: v + 1), "coverage"),
+    "batch_idx": (_set(C.BATCH_IDX, lambda v: 1 << 22), "work.batch"),
+    "qo_end": (_set(C.QO_END, lambda v: v + 1), "work.qo_range"),
+    "unsplit with a slot": (_set(C.PARTIAL_QO_LOC, lambda v: 1 << 20), "split.partial"),
+    "split without a slot": (_set(C.PARTIAL_QO_LOC, lambda v: -1, lambda call: _split(call)[0]), "split.partial"),
+    "slot used twice": (_duplicate_slot, "partial.overlap"),
+    "partials swapped between groups": (_swap_partials, "reduce.group"),
+    "final map": (_final_map, "reduce.group"),
+    "a cell not written": (_unwrite, None),
+    "last page": (_last_page, "call.kv_pages"),
+}
+
+
+@pytest.fixture(scope="module")
+def mid_size() -> Call:
+    """A clean decode plan of 3000 requests with split tiles (so every part of the check has work to do)."""
+    call: Call = many_requests(3000)
+    assert _split(call), "the plan splits some tiles"
+    return call
+
+
+def test_the_mid_size_plan_takes_the_pass_and_reads_the_same(mid_size: Call, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, used = _taken(mid_size, monkeypatch)
+    assert used and fast.ok
+    _same(fast, _walked(mid_size, monkeypatch))
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_planted_violations_leave_the_pass_and_read_as_the_walk_says(
+    name: str, mid_size: Call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    call = copy.deepcopy(mid_size)
+    plant, invariant = PLANTED[name]
+    plant(call)
+    fast, used = _taken(call, monkeypatch)
+    assert not used, "the pass never answers for a plan with something to flag"
+    _same(fast, _walked(call, monkeypatch))
+    assert fast.invariants == set() if invariant is None else invariant in fast.invariants, fast.to_dict()["violations"]
+
+
+FOLDED = SHIPPED / "decode/dsv3-mtp-bf16/gfx942-cu304/h128-bf16-q4-b8-jitter32768-p1.safetensors"
+
+
+@pytest.mark.parametrize("plant", ["none", "kv_offset", "batch_idx"])
+def test_a_folded_multi_token_plan_reads_the_same(plant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Head folding x8 over 4-token queries: tiles, causal tails and kv_offset as the folded walk has them."""
+    call = load(FOLDED).call
+    if plant == "kv_offset":
+        call.outputs["work_info_set"][5, C.KV_OFFSET] += 1
+    elif plant == "batch_idx":
+        call.outputs["work_info_set"][5, C.BATCH_IDX] += 1
+    fast, used = _taken(call, monkeypatch)
+    assert used == (plant == "none") and fast.folding == 8
+    _same(fast, _walked(call, monkeypatch))
+    assert fast.ok == (plant == "none")
