@@ -19,7 +19,7 @@ TEST_FILE = textwrap.dedent(
     """
     import os
     import torch
-    from helpers import standins
+    import standins
 
     DTYPE = {"fp8": torch.float8_e4m3fn, "none": None}[os.environ.get("BUILDER_DTYPE", "fp8")]
 

@@ -24,7 +24,7 @@ RUNNERS: dict[str, str] = {
     "reference.get_ps_metadata_v1(qo_indptr": "test_readme.py::test_the_prefill_snippet_plans_as_on_buffers_sized_for_its_batch",
     'reference.at("v0.1.16.post2")': "test_readme.py::test_the_versions_snippet",
     'resolve("reference@v0.1.20")': "test_upgrade_preview.py::test_the_readme_upgrade_preview_is_what_a_run_shows",
-    'mla_golden.aiter_src("v0.1.19"': "test_aiter_src.py::test_the_readme_snippet_plans_as_the_port",
+    'mla_golden.aiter_src("v0.1.19"': "aiter_build/test_aiter_src.py::test_the_readme_snippet_plans_as_the_port",
 }
 
 
