@@ -128,8 +128,9 @@ def user_interrupted(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def stop_on_signals(shared: Any = None) -> Iterator[list[int]]:
-    """Within the block, SIGINT and SIGTERM set the stop event (``shared`` too) instead of raising.
+def stop_on_signals() -> Iterator[list[int]]:
+    """Within the block, SIGINT and SIGTERM set the stop event instead of raising (a pool's workers are stopped by its
+    owner, :meth:`mla_golden.pool.Pool.stop`).
 
     A second signal raises KeyboardInterrupt (the golden in progress is then abandoned; writes stay atomic).
 
@@ -148,8 +149,6 @@ def stop_on_signals(shared: Any = None) -> Iterator[list[int]]:
             raise KeyboardInterrupt
         came.append(signum)
         _stop.set()
-        if shared is not None:
-            shared.set()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

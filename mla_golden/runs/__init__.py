@@ -2,14 +2,15 @@
 
 The CLI is a thin layer over this package: :mod:`.results` (statuses, the exit
 policy, cause groups), :mod:`.placement` (the goldens under the given paths,
-and misplaced copies), :mod:`.pool` (the fan-out over processes), :mod:`.work`
+and misplaced copies), :mod:`.pool` (the fan-out over the process pool, :mod:`mla_golden.pool`), :mod:`.work`
 (record, replay and check, one golden at a time) and :mod:`.pairing` (two
 trees compared call by call).
 """
 
+from mla_golden.pool import STOP_GRACE_S
 from mla_golden.runs.pairing import GoldenPair, diff_trees, pair_trees, pair_worker
 from mla_golden.runs.placement import golden_files, misplaced, misplaced_files, path_problem
-from mla_golden.runs.pool import STOP_GRACE_S, Advance, run_items
+from mla_golden.runs.pool import Advance, run_items
 from mla_golden.runs.results import (
     EXIT_BAD,
     EXIT_DIVERGED,

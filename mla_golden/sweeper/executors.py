@@ -2,27 +2,24 @@
 
 Every executor takes chunks (lists of (index, point dict)) with ``submit`` and
 hands back finished ones, in completion order, with ``next_done``; the driver
-keeps a few chunks in flight per worker. Local workers are spawned (the
-planners read ``os.environ``, so processes, not threads) and die with the
-process that started them.
+keeps a few chunks in flight per worker. Local workers are the process pool
+record, diff and check use too (:mod:`mla_golden.pool`): spawned, and dying
+with the process that started them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from abc import ABC, abstractmethod
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from mla_golden.errors import ExecutorError
+from mla_golden.pool import Pool
 from mla_golden.sweeper.work import CaseResult, run_chunk, run_shipped, warm, with_points
-from mla_golden.workers import die_with_parent, usable_cpus
 
 Chunk = list[tuple[int, dict[str, Any]]]
-
 
 
 class Executor(ABC):
@@ -75,55 +72,26 @@ class InlineExecutor(Executor):
         self._pending.clear()
 
 
-_started: Any = None
-
-
-def _init_worker(parent: int, a: str, b: str, started: Any) -> None:
-    global _started
-    for sig in (signal.SIGINT, signal.SIGTERM):  # sent to the whole group, they are the parent's to handle
-        signal.signal(sig, signal.SIG_IGN)
-    die_with_parent(parent)
-    warm(a, b)
-    _started = started
-
-
-def _ready() -> int:
-    """Held until every worker runs one: so each has started and warmed before the sweep's clock runs."""
-    _started.wait(timeout=600)
-    return os.getpid()
-
-
 class LocalExecutor(Executor):
-    """``--jobs N`` worker processes on this machine (at most one per CPU)."""
+    """``--jobs N`` worker processes on this machine: :class:`mla_golden.pool.Pool`'s (at most one per CPU), each
+    started and warmed (torch imported, the planners resolved and run once) before the sweep's clock runs."""
 
     def __init__(self, a: str, b: str, shrink: bool, jobs: int) -> None:
         super().__init__(a, b, shrink)
-        import multiprocessing
-
-        self.workers = max(1, min(jobs, usable_cpus()))
-        context = multiprocessing.get_context("spawn")
-        self._pool = ProcessPoolExecutor(
-            max_workers=self.workers,
-            mp_context=context,
-            initializer=_init_worker,
-            initargs=(os.getpid(), a, b, context.Barrier(self.workers)),
-        )
-        self._futures: dict[Future[list[CaseResult]], Chunk] = {}
-        # Start every worker now (each imports torch and resolves the planners once).
-        for future in [self._pool.submit(_ready) for _ in range(self.workers)]:
-            future.result()
+        self._pool: Pool[Chunk] = Pool(jobs, warm, (a, b))
+        self.workers = self._pool.workers
 
     def submit(self, chunk: Chunk) -> None:
-        future = self._pool.submit(run_shipped, self.a, self.b, chunk, self.shrink, self.deadline, self.out, self.sweep)
-        self._futures[future] = chunk
+        self._pool.submit(chunk, run_shipped, self.a, self.b, chunk, self.shrink, self.deadline, self.out, self.sweep)
 
     def next_done(self) -> list[CaseResult]:
-        done, _ = wait(self._futures, return_when=FIRST_COMPLETED)
-        future = done.pop()
-        return with_points(future.result(), self._futures.pop(future))
+        finished = self._pool.next_done()
+        assert finished is not None  # no timeout: it waits for one
+        chunk, results = finished
+        return with_points(results, chunk)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.close()
 
 
 class _Warm:
