@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -317,6 +318,56 @@ def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_scree
         # open everything: still nothing wider than the screen, nothing broken
         browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
         assert _layout_problems(browser, width) == [], width
+
+
+def test_the_v0_1_20_upgrade_preview_answers_first_and_keeps_or_names_every_changed_schedule(
+    browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README's "What changes if we bump aiter?": the matrix recorded as v0.1.16.post2 plans it, previewed on v0.1.20
+    (CPU ports of both: no aiter clone needed, and the page reads the same with one set)."""
+    old = tmp_path / "goldens-0.1.16"
+    assert run("record", "--backend", "reference@v0.1.16.post2", "--out", old, "--quiet").code == 0
+    page = tmp_path / "preview.html"
+    ran = run("diff", old, "--backend", "reference@v0.1.20", "--html", page, "--format", "json")
+    summary = json.loads(ran.stdout)["summary"]
+    assert ran.code == 1 and summary == {"equal": 111, "resized": 3, "diverged": 6}, summary  # as README shows it
+    assert page.stat().st_size < 2_000_000
+    left_out: dict[str, list[str]] = {}
+    for width in WIDTHS:
+        _first_screen(browser, page, width, "upgrade-preview-v0.1.20")
+        assert browser.evaluate("document.title") == "mla-golden diff: 6 diverged, 3 resized"
+        first = _box(browser, ".summary")
+        assert first["bottom"] <= SCREEN[1] and first["bottom"] <= _box(browser, ".legend")["top"], width
+        said = browser.evaluate("document.querySelector('.summary p').innerText")
+        assert said.startswith("120 call(s): 6 diverged, 3 resized, 111 equal") and "exit 1 (divergence)" in said, said
+        # every changed call keeps its full schedule or names the command that draws it alone
+        sections = browser.evaluate("Array.from(document.querySelectorAll('section.call')).map(s => [s.getAttribute('data-status'), "
+                                    "s.querySelector('h2').innerText, !!s.querySelector('details.full'), "
+                                    "Array.from(s.querySelectorAll('.left-out code.command')).map(c => c.innerText)])")  # fmt: skip
+        assert [status for status, *_ in sections] == ["diverged"] * 6 + ["resized"] * 3  # the behaviour changes first
+        for _, name, full, commands in sections:  # (with an aiter clone set the command also names it: --aiter-repo)
+            words = [shlex.split(c) for c in commands]
+            assert full or any(w[:5] == ["mla-golden", "diff", f"{old / name}.safetensors", "--backend", "reference@v0.1.20"]
+                               and w[-2:] == ["--html", f"{name.rsplit('/', 1)[1]}.html"] for w in words), (name, commands)  # fmt: skip
+        assert sections[0][2], "the first diverged call keeps its schedule"
+        left_out.update({name: next(w for c in commands if (w := shlex.split(c))[-2] == "--html") for _, name, full, commands in sections if not full})
+        # each group counts what it links, and the equal calls are named in their fold
+        rows = browser.evaluate("Array.from(document.querySelectorAll('table.groups tr')).slice(1).map(r => "
+                                "[+r.cells[1].innerText, r.querySelectorAll('a').length])")  # fmt: skip
+        assert rows == [[6, 6], [3, 3]], rows
+        assert browser.evaluate("document.querySelectorAll('details.equal-calls li').length") == 111
+        assert _layout_problems(browser, width) == [], width
+        assert _links_that_miss(browser, SCREEN[1]) == [], width
+        browser.open(page.as_uri(), width, SCREEN[1])
+        browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        assert _layout_problems(browser, width) == [], f"{width}, every fold open"
+    # the command named where a schedule is left out draws it: that call alone, its full schedule on its page
+    assert left_out, "the budget leaves some schedule out (else this test shows nothing)"
+    name, words = next(iter(left_out.items()))
+    monkeypatch.chdir(tmp_path)
+    assert run(*words[1:]).code == 1
+    alone = (tmp_path / words[-1]).read_text()
+    assert alone.count('<section class="call"') == 1 and '<details class="full">' in alone and "left out:" not in alone, name
 
 
 def test_the_drawing_cap_is_spent_on_behaviour_changes_before_resize_only_calls() -> None:
