@@ -346,9 +346,9 @@ def test_the_v0_1_20_upgrade_preview_answers_first_and_keeps_or_names_every_chan
                                     "Array.from(s.querySelectorAll('.left-out code.command')).map(c => c.innerText)])")  # fmt: skip
         assert [status for status, *_ in sections] == ["diverged"] * 6 + ["resized"] * 3  # the behaviour changes first
         for _, name, full, commands in sections:  # (with an aiter clone set the command also names it: --aiter-repo)
-            words = [shlex.split(c) for c in commands]
+            split = [shlex.split(c) for c in commands]
             assert full or any(w[:5] == ["mla-golden", "diff", f"{old / name}.safetensors", "--backend", "reference@v0.1.20"]
-                               and w[-2:] == ["--html", f"{name.rsplit('/', 1)[1]}.html"] for w in words), (name, commands)  # fmt: skip
+                               and w[-2:] == ["--html", f"{name.rsplit('/', 1)[1]}.html"] for w in split), (name, commands)  # fmt: skip
         assert sections[0][2], "the first diverged call keeps its schedule"
         left_out.update({name: next(w for c in commands if (w := shlex.split(c))[-2] == "--html") for _, name, full, commands in sections if not full})
         # each group counts what it links, and the equal calls are named in their fold
