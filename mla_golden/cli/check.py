@@ -57,21 +57,16 @@ def check(
 
 
 def _write_check_html(path: Path, results: list[Result], quiet: bool, checked: str) -> None:
-    """Write the HTML report of a check run: every result in the summary, the first violated goldens drawn."""
+    """Write the HTML report of a check run: every result in the summary, the violated goldens drawn (as many as the
+    page holds, the rest naming the command that draws each)."""
     from mla_golden.files import atomic_write
     from mla_golden.render.html import CheckEntry, render_check_page
 
-    entries, drawn = [], 0
+    entries = []
     for r in results:
-        alone = ("mla-golden", "check", r.path) if r.path is not None else ()
-        if r.checked is not None and drawn < HTML_MAX_PICTURES:
-            entries.append(CheckEntry(r.key, r.status, r.message, *r.checked, command=alone))
-            drawn += 1
-        elif r.checked is not None:
-            not_drawn = f"not drawn: the page draws the first {HTML_MAX_PICTURES}"
-            entries.append(CheckEntry(r.key, r.status, not_drawn, result=r.checked[1], command=alone))
-        else:
-            entries.append(CheckEntry(r.key, r.status, r.message))
+        alone = ("mla-golden", "check", r.path) if r.path is not None and r.checked is not None else ()
+        call, found = r.checked or (None, None)
+        entries.append(CheckEntry(r.key, r.status, r.message, call, found, command=alone))
     with writing(path, "--html"):
-        atomic_write(path, render_check_page(entries, checked=checked, exit_status=exit_code(results)))
+        atomic_write(path, render_check_page(entries, checked=checked, exit_status=exit_code(results), most=HTML_MAX_PICTURES))
     say(f"HTML report: {path}", quiet)

@@ -112,7 +112,7 @@ def _pictures(loaded: Golden, html: Path | None, png: Path | None, cu: int | Non
         from mla_golden.render.html import render_show_page
 
         with writing(html, "--html"):
-            atomic_write(html, render_show_page(loaded.key, loaded.call, cu=cu, work=work))
+            atomic_write(html, render_show_page(loaded.key, loaded.call, cu=cu, work=work, notes=loaded.notes, path=str(loaded.path)))
         say(f"HTML picture: {html}")
     if png is not None:
         from mla_golden.errors import PlotExtraMissing

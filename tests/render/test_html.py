@@ -163,6 +163,35 @@ def test_check_page_marks_the_works_a_violation_names_and_groups_by_invariant() 
     assert "1 passed call(s)" in page and "coverage: kv range overlaps work 0" in page
 
 
+def test_a_check_page_draws_in_page_order_within_its_budget_and_names_the_command_for_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mla_golden.render.html import check as check_page
+
+    call = _decode_call()
+    work = works_by_cu(call)[3][0].index
+
+    def entry(name: str, invariant: str) -> CheckEntry:
+        found = CheckResult(call.op, violations=[Violation(invariant, f"work {work}", "kv range overlaps work 0", works=(work,))])
+        return CheckEntry(name, "violated", "", call, found, command=("mla-golden", "check", f"{name}.safetensors"))
+
+    def entries() -> list[CheckEntry]:  # in file order: the page lists the 'coverage' ones first
+        return [CheckEntry("torn", "bad", "torn.safetensors: truncated"), entry("z", "work.kv_range"), entry("a", "coverage"),
+                entry("b", "coverage"), CheckEntry("fine", "passed")]  # fmt: skip
+
+    monkeypatch.setattr(check_page, "PAGE_BUDGET", 10**9)
+    whole = render_check_page(entries(), most=2)
+    assert list(_sections(whole)) == ["a", "b", "z", "torn"]  # violated first, by invariant; the bad one last
+    sections = _sections(whole)
+    assert all(_full_schedule(sections[name]) for name in "ab") and "Not drawn: the page draws 2 goldens at most" in sections["z"]
+    assert "<code class='command'>mla-golden check z.safetensors --html z.html</code>" in sections["z"]
+    # room for one full schedule: the first golden keeps it, the second names the command that draws it
+    monkeypatch.setattr(check_page, "PAGE_BUDGET", len(whole) - len(_full_schedule(sections["b"])) - 1)
+    sections = _sections(render_check_page(entries(), most=2))
+    assert _full_schedule(sections["a"]) and not _full_schedule(sections["b"]) and "left-out" not in sections["a"]
+    left_out = sections["b"].split("<p class='left-out'>", 1)[1].split("</p>", 1)[0]
+    assert left_out.startswith("Full schedule (256 CU parts) left out: ")
+    assert "<code class='command'>mla-golden check b.safetensors --html b.html</code>" in left_out
+
+
 def test_divergent_calls_not_drawn_still_count_under_their_cause() -> None:
     call = _decode_call()
     actual = copy.deepcopy(call)
@@ -447,3 +476,16 @@ def test_the_unsound_calls_the_counts_sum_up_are_each_listed_and_linked() -> Non
     listed = page.split('<details class="unsound"><summary>3 unsound call(s)</summary>', 1)[1].split("</details>", 1)[0]
     assert re.findall(r'<li><a href="#(e\d)">(\w)</a>: \w: the new plan breaks coverage</li>', listed) == [("e0", "a"), ("e1", "b"), ("e2", "c")]
     assert not _dead_links(page)
+
+
+def test_the_show_page_carries_the_notes_on_how_its_golden_was_read(tmp_path: Path) -> None:
+    """A mla-golden/1 file: the text show notes its missing digest, and so does the page, beside the file it read."""
+    from mla_golden.golden.format import V1_NOTE
+
+    golden = sorted((ROOT / "tests" / "data" / "v1").glob("*.safetensors"))[0]
+    page = tmp_path / "show.html"
+    shown = run("show", golden, "--html", page)
+    assert shown.code == 0 and f"note: {V1_NOTE}" in shown.stdout
+    facts = page.read_text().split("<h3>Params, device, env, inputs and buffers</h3>", 1)[1].split("</table>", 1)[0]
+    assert f'<td class="l">note</td><td class="l">golden</td><td class="l">{html_text(V1_NOTE)}</td>' in facts
+    assert f'<td class="l">golden</td><td class="l">file</td><td class="l">{html_text(golden)}</td>' in facts

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -319,6 +320,56 @@ def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_scree
         assert _layout_problems(browser, width) == [], width
 
 
+def test_the_v0_1_20_upgrade_preview_answers_first_and_keeps_or_names_every_changed_schedule(
+    browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README's "What changes if we bump aiter?": the matrix recorded as v0.1.16.post2 plans it, previewed on v0.1.20
+    (CPU ports of both: no aiter clone needed, and the page reads the same with one set)."""
+    old = tmp_path / "goldens-0.1.16"
+    assert run("record", "--backend", "reference@v0.1.16.post2", "--out", old, "--quiet").code == 0
+    page = tmp_path / "preview.html"
+    ran = run("diff", old, "--backend", "reference@v0.1.20", "--html", page, "--format", "json")
+    summary = json.loads(ran.stdout)["summary"]
+    assert ran.code == 1 and summary == {"equal": 111, "resized": 3, "diverged": 6}, summary  # as README shows it
+    assert page.stat().st_size < 2_000_000
+    left_out: dict[str, list[str]] = {}
+    for width in WIDTHS:
+        _first_screen(browser, page, width, "upgrade-preview-v0.1.20")
+        assert browser.evaluate("document.title") == "mla-golden diff: 6 diverged, 3 resized"
+        first = _box(browser, ".summary")
+        assert first["bottom"] <= SCREEN[1] and first["bottom"] <= _box(browser, ".legend")["top"], width
+        said = browser.evaluate("document.querySelector('.summary p').innerText")
+        assert said.startswith("120 call(s): 6 diverged, 3 resized, 111 equal") and "exit 1 (divergence)" in said, said
+        # every changed call keeps its full schedule or names the command that draws it alone
+        sections = browser.evaluate("Array.from(document.querySelectorAll('section.call')).map(s => [s.getAttribute('data-status'), "
+                                    "s.querySelector('h2').innerText, !!s.querySelector('details.full'), "
+                                    "Array.from(s.querySelectorAll('.left-out code.command')).map(c => c.innerText)])")  # fmt: skip
+        assert [status for status, *_ in sections] == ["diverged"] * 6 + ["resized"] * 3  # the behaviour changes first
+        for _, name, full, commands in sections:  # (with an aiter clone set the command also names it: --aiter-repo)
+            split = [shlex.split(c) for c in commands]
+            assert full or any(w[:5] == ["mla-golden", "diff", f"{old / name}.safetensors", "--backend", "reference@v0.1.20"]
+                               and w[-2:] == ["--html", f"{name.rsplit('/', 1)[1]}.html"] for w in split), (name, commands)  # fmt: skip
+        assert sections[0][2], "the first diverged call keeps its schedule"
+        left_out.update({name: next(w for c in commands if (w := shlex.split(c))[-2] == "--html") for _, name, full, commands in sections if not full})
+        # each group counts what it links, and the equal calls are named in their fold
+        rows = browser.evaluate("Array.from(document.querySelectorAll('table.groups tr')).slice(1).map(r => "
+                                "[+r.cells[1].innerText, r.querySelectorAll('a').length])")  # fmt: skip
+        assert rows == [[6, 6], [3, 3]], rows
+        assert browser.evaluate("document.querySelectorAll('details.equal-calls li').length") == 111
+        assert _layout_problems(browser, width) == [], width
+        assert _links_that_miss(browser, SCREEN[1]) == [], width
+        browser.open(page.as_uri(), width, SCREEN[1])
+        browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        assert _layout_problems(browser, width) == [], f"{width}, every fold open"
+    # the command named where a schedule is left out draws it: that call alone, its full schedule on its page
+    assert left_out, "the budget leaves some schedule out (else this test shows nothing)"
+    name, words = next(iter(left_out.items()))
+    monkeypatch.chdir(tmp_path)
+    assert run(*words[1:]).code == 1
+    alone = (tmp_path / words[-1]).read_text()
+    assert alone.count('<section class="call"') == 1 and '<details class="full">' in alone and "left out:" not in alone, name
+
+
 def test_the_drawing_cap_is_spent_on_behaviour_changes_before_resize_only_calls() -> None:
     from types import SimpleNamespace
 
@@ -335,11 +386,23 @@ def test_the_drawing_cap_is_spent_on_behaviour_changes_before_resize_only_calls(
 
 
 WIDTHS = (1400, 800)
-#: Each cell's text laid out: lines per whitespace-free word (more than 1: broken mid-word), the cell's width.
+#: Each cell's text laid out: its lines, the cell's width, and for a whitespace-free text over several lines the
+#: character before each break (a path breaking after '/' or '-' is not broken mid-word).
 _CELLS = """Array.from(document.querySelectorAll('td,th')).filter(c => c.getClientRects().length).map(c => {
   const r = document.createRange(); r.selectNodeContents(c);
   const lines = new Set(Array.from(r.getClientRects()).filter(q => q.width > 0).map(q => Math.round(q.top))).size;
-  return [c.closest('table').className, c.innerText.trim(), lines, c.getBoundingClientRect().width]; })"""
+  const text = c.innerText.trim(), before = [];
+  if (lines > 1 && !/\\s/.test(text)) {
+    const walk = document.createTreeWalker(c, NodeFilter.SHOW_TEXT); let top = null, last = '';
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) for (let i = 0; i < n.length; i++) {
+      const q = document.createRange(); q.setStart(n, i); q.setEnd(n, i + 1); const box = q.getBoundingClientRect();
+      if (!box.width) continue;
+      if (top !== null && Math.round(box.top) > top) before.push(last);
+      top = Math.round(box.top); last = n.data[i]; }
+  }
+  return [c.closest('table').className, text, lines, c.getBoundingClientRect().width, before]; })"""
+#: Where a whitespace-free text may break: after a path's separator or a hyphen.
+_BREAKS = set("/-_.,")
 
 
 def _layout_problems(b: Browser, width: int) -> list[str]:
@@ -351,8 +414,8 @@ def _layout_problems(b: Browser, width: int) -> list[str]:
     tables = b.evaluate("Array.from(document.querySelectorAll('table')).filter(t => t.getClientRects().length)"
                         ".filter(t => t.scrollWidth > t.clientWidth + 1).map(t => t.className)")  # fmt: skip
     problems += [f"table {t} scrolls sideways" for t in tables]
-    for table, text, lines, cell in b.evaluate(_CELLS):
-        if text and not re.search(r"\s", text) and lines > 1:
+    for table, text, lines, cell, before in b.evaluate(_CELLS):
+        if text and not re.search(r"\s", text) and lines > 1 and not (before and set(before) <= _BREAKS):
             problems.append(f"table {table}: {text!r} broken over {lines} lines")
         if len(text) > 20 and cell < 120:
             problems.append(f"table {table}: {text[:30]!r} squeezed to {cell:.0f} px")
@@ -468,3 +531,77 @@ def test_status_filters_show_only_the_calls_of_one_status_without_script(browser
         browser.evaluate(f"Array.from(document.querySelectorAll('.filters a')).find(a => a.innerText === {json.dumps(link)}).click()")
         assert browser.evaluate(shown) == wanted, link
         assert _visible(_box(browser, ".filters")), link  # the bar stays in view to pick another
+
+
+def _plant_violations(root: Path, keys: list[str]) -> None:
+    """Each golden under ``keys``: the first work from its middle CU part on runs 400 kv past its batch's end."""
+
+    def longer(c: Any) -> None:
+        per_cu = works_by_cu(c)
+        part = next(p for p in per_cu[len(per_cu) // 2 :] + per_cu if p)
+        c.outputs["work_info_set"][part[0].index, KV_END] += 400
+
+    for key in keys:
+        _rewrite(root, key, longer)
+
+
+def test_a_check_page_with_many_violations_draws_them_first_and_names_the_command_for_the_rest(
+    browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    check_cli = importlib.import_module("mla_golden.cli.check")  # the module: mla_golden.cli.check is the command
+    keys = sorted(p.relative_to(ROOT / "goldens").with_suffix("").as_posix() for p in (ROOT / "goldens" / "decode" / "dsv3-tp").rglob("*.safetensors"))
+    tree = _copy_tree(tmp_path / "tree", keys)
+    violated = keys[-12:]  # last in file order: the page must still lead with them
+    _plant_violations(tree, violated)
+    torn = tree / f"{keys[0]}.safetensors"
+    torn.write_bytes(torn.read_bytes()[:1000])  # a bad golden, first in file order
+    monkeypatch.setattr(check_cli, "HTML_MAX_PICTURES", 8)  # 12 violated: 8 drawn, 4 named
+    page = tmp_path / "check.html"
+    assert run("check", tree, "--html", page, "-q").code == 2  # bad input outranks the violations
+    assert page.stat().st_size < 2_000_000
+    _open(browser, page, "check-many")
+    assert browser.evaluate("document.title") == "mla-golden check: 12 violated, 1 bad"
+    summary = _box(browser, ".summary")
+    assert summary["top"] < _box(browser, ".legend")["top"] and summary["bottom"] <= SCREEN[1]
+    # the violated goldens first, each keeping its schedule or naming the command that draws it alone
+    sections = browser.evaluate(
+        "Array.from(document.querySelectorAll('section.call')).map(s => [s.getAttribute('data-status'), s.querySelector('h2').innerText, "
+        "!!s.querySelector('details.full'), !!s.querySelector('.where svg'), Array.from(s.querySelectorAll('code.command')).map(c => c.innerText), "
+        "/left out: |Not drawn: /.test(s.innerText)])"
+    )
+    assert [status for status, *_ in sections] == ["violated"] * 12 + ["bad"]
+    assert sorted(name for _, name, *_ in sections[:12]) == violated and sections[12][1] == str(torn)
+    assert not any(s[5] for s in sections[12:])
+    drawn = [s for s in sections[:12] if s[3]]
+    assert len(drawn) == 8, sections
+    for _, name, full, pictures, commands, says_left_out in sections[:12]:
+        draws = f"mla-golden check {tree / name}.safetensors --html {name.rsplit('/', 1)[1]}.html"
+        assert draws in commands, (name, commands)
+        assert says_left_out == (not (full and pictures)), name  # whatever is left out says so
+    # every count the summary states is linked: each group row links to as many goldens as it counts
+    rows = browser.evaluate("Array.from(document.querySelectorAll('table.groups tr')).slice(1).map(r => "
+                            "[r.cells[0].innerText, +r.cells[1].innerText, r.querySelectorAll('a').length])")  # fmt: skip
+    assert rows[-1] == ["bad", 1, 1] and all(n == links for _, n, links in rows) and len(rows) > 1, rows
+    assert _links_that_miss(browser, SCREEN[1]) == []
+    for width in WIDTHS:
+        browser.open(page.as_uri(), width, SCREEN[1])
+        browser.screenshot(ARTIFACTS / f"check-many-{width}.png")
+        assert _layout_problems(browser, width) == [], width
+        browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        assert _layout_problems(browser, width) == [], f"{width}, every fold open"
+
+
+
+def test_the_layout_check_tells_a_word_broken_mid_word_from_a_path_broken_after_its_slashes(browser: Browser, tmp_path: Path) -> None:
+    page = tmp_path / "cells.html"
+    cell = "<table class='{0}' style='width:{1}px'><tr><td style='white-space:normal;{2}'>{3}</td></tr></table>"
+    path = "decode/dsv3-tp/gfx942-cu304/h128-bf16-q1-b1-jitter8192-p1.safetensors"
+    page.write_text("".join([cell.format("word", 60, "word-break:break-all", "coverage-coverage"),
+                             cell.format("path", 200, "overflow-wrap:break-word", path.replace("/", "/<wbr>"))]))  # fmt: skip
+    browser.open(page.as_uri(), *SCREEN)
+    lines = {table: n for table, _, n, *_ in browser.evaluate(_CELLS)}
+    assert lines["word"] > 1 and lines["path"] > 1  # both broken, the word mid-word, the path after a '/'
+    (problem,) = _layout_problems(browser, SCREEN[0])
+    assert problem.startswith("table word: 'coverage-coverage' broken over")

@@ -31,6 +31,10 @@ LIST_ROWS = 400
 #: Calls linked from one group of the summary before the rest are folded away.
 GROUP_LINKS = 6
 
+#: Characters a page spends at most on drawing: every section's verdict and text first, then the enlarged pictures,
+#: then the (collapsed) full schedules, each in turn to the calls that matter most; what does not fit says so.
+PAGE_BUDGET = 1_800_000
+
 
 
 
@@ -237,6 +241,27 @@ class _Drawn:
             out.append(_left_out(f"Full schedule ({self.cu_parts} CU parts)", why, self.name, command))
         out.append(self.tail)
         return "".join(out)
+
+
+def _spend(parts: dict[int, _Drawn], ranked: list[int], size: int, budget: int, later: Callable[[int], bool]) -> tuple[set[int], set[int]]:
+    """Which of ``parts`` keep their pictures and which their full schedule, spending ``budget`` characters (``size``
+    spent on the rest of the page) in ``ranked`` order: every section's words, then the enlarged pictures, then the
+    full schedules. A ``later`` part keeps its full schedule only where every part before it kept its own; a page
+    of one drawn part always keeps it."""
+    size += sum(len(p.head) + len(p.tail) for p in parts.values())
+    pictures = set()
+    for i in ranked:
+        if size + len(parts[i].where[0]) <= budget:
+            pictures.add(i)
+            size += len(parts[i].where[0])
+    full, missed = set(), False
+    for i in ranked:
+        fits = size + len(parts[i].full) <= budget and not (missed and later(i))
+        if fits or len(parts) == 1:
+            full.add(i)
+            size += len(parts[i].full)
+        missed |= not fits
+    return pictures, full
 
 
 def cause_group(diff: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from mla_golden.diff_data import Cause, Diff, FieldDiff, WorkItemDiff
 from mla_golden.geometry import moved_parts
 from mla_golden.render.html.common import (
     LIST_ROWS,
+    PAGE_BUDGET,
     Entry,
     _diff_groups,
     _draw_command,
@@ -23,6 +24,7 @@ from mla_golden.render.html.common import (
     _page_verdict,
     _pair,
     _span,
+    _spend,
     _status_class,
     _summary,
     _table,
@@ -33,10 +35,6 @@ from mla_golden.render.svg import draw
 from mla_golden.render.views import Marks, diff_marks, focus, parts_of, schedule
 from mla_golden.schema import format_cell
 from mla_golden.soundness import Soundness
-
-#: Characters a diff page spends at most on drawing: every call's verdict and text first, then the enlarged pictures,
-#: then the (collapsed) full schedules, each in turn diverged calls before resize-only ones; what does not fit says so.
-PAGE_BUDGET = 1_800_000
 
 
 def _field_rows(fields: Iterable[FieldDiff]) -> list[list[str]]:
@@ -294,20 +292,9 @@ def render_diff_page(
     drawable = [i for i in order if entries[i].diff is not None and entries[i].expected is not None and entries[i].actual is not None]
     parts = {i: _drawn_parts(entries[i], f"e{i}", shared, alone=len(drawable) == 1) for i in drawable}
     plain = _plain_sections(entries, [i for i in order if i not in parts])
-    size = sum(map(len, [*lead, *body, *plain.values()])) + sum(len(p.head) + len(p.tail) for p in parts.values())
+    size = sum(map(len, [*lead, *body, *plain.values()]))
     ranked = sorted(parts, key=lambda i: _resize_only(entries[i]))  # stable: diverged first, in page order
-    pictures = set()
-    for i in ranked:
-        if size + len(parts[i].where[0]) <= PAGE_BUDGET:
-            pictures.add(i)
-            size += len(parts[i].where[0])
-    full, missed = set(), False
-    for i in ranked:  # a resize-only call keeps its full schedule only where every diverged one kept its own
-        fits = size + len(parts[i].full) <= PAGE_BUDGET and not (missed and _resize_only(entries[i]))
-        if fits or len(parts) == 1:
-            full.add(i)
-            size += len(parts[i].full)
-        missed |= not fits
+    pictures, full = _spend(parts, ranked, size, PAGE_BUDGET, lambda i: _resize_only(entries[i]))
     why = f"the page stays within {PAGE_BUDGET / 1e6:g} MB, its pictures going to diverged calls before resize-only ones"
     for i in order:
         if i in parts:

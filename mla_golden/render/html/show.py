@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from mla_golden.call import Call
@@ -18,13 +19,15 @@ def _clipped(values: list[Any], limit: int = 16) -> str:
     return str(values) if len(values) <= limit else f"{values[:limit]} ... ({len(values)} values)"
 
 
-def _show_facts(call: Call) -> str:
-    """What the text ``show`` prints before the schedule: who recorded it, params, device, env, capture notes,
-    inputs and buffers, one table."""
+def _show_facts(call: Call, notes: Sequence[str], path: str) -> str:
+    """What the text ``show`` prints before the schedule: the file, who recorded it, params, device, env, the notes
+    on how the golden was read and how it was captured, inputs and buffers, one table."""
     prov = call.provenance
-    rows = [[_td("recorded", "l"), _td("by", "l"), _td(f"{_recorded_by(call)} at {prov.get('created')}, torch {prov.get('torch')}", "l")]]
+    rows = [[_td("golden", "l"), _td("file", "l"), _td(path, "l")]] if path else []
+    rows.append([_td("recorded", "l"), _td("by", "l"), _td(f"{_recorded_by(call)} at {prov.get('created')}, torch {prov.get('torch')}", "l")])
     rows += [[_td(kind, "l"), _td(key, "l"), _td(value, "l")]
              for kind, items in (("param", call.params), ("device", call.device), ("env", call.env)) for key, value in items.items()]  # fmt: skip
+    rows += [[_td("note", "l"), _td("golden", "l"), _td(note, "l")] for note in notes]
     rows += [[_td("note", "l"), _td("capture", "l"), _td(note, "l")] for note in prov.get("capture", {}).get("notes", [])]
     rows += [[_td("input", "l"), _td(name, "l"), _td(_clipped(t.reshape(-1).tolist()), "l")] for name, t in call.inputs.items()]
     if call.error is None:
@@ -60,9 +63,12 @@ def _show_works(call: Call, cu: int | None, work: int | None) -> str:
     return out
 
 
-def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int | None = None) -> str:
-    """One golden: what the text ``show`` prints (params, inputs, work items), the chosen CU part or work enlarged
-    and outlined, then every CU part."""
+def render_show_page(
+    name: str, call: Call, *, cu: int | None = None, work: int | None = None, notes: Sequence[str] = (), path: str = ""
+) -> str:
+    """One golden: what the text ``show`` prints (its file, the notes on how it was read, params, inputs, work
+    items), the chosen CU part or work enlarged and outlined, then every CU part. ``notes``: the loaded golden's
+    (``Golden.notes``: an old format's missing digest)."""
     geo = geometry(call)
     shown = "; ".join(_call_facts([call], [f"recorded by {_recorded_by(call)}"]))
     lead = [
@@ -73,7 +79,7 @@ def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int 
     ]
     if call.error is not None:
         lead.append(f'<p class="bad">The planner raised: {_e(call.error)}</p>')
-        return _page(f"mla-golden show {name}", lead, [_show_facts(call)], "selected work")
+        return _page(f"mla-golden show {name}", lead, [_show_facts(call, notes, path)], "selected work")
     per_cu = schedule(call)
     marks: Marks = {work: ["selected"]} if work is not None else {}
     if cu is not None and cu < len(per_cu):  # --cu N: every work of that CU part is the selection
@@ -90,7 +96,7 @@ def render_show_page(name: str, call: Call, *, cu: int | None = None, work: int 
     works = _show_works(call, cu, work)
     narrowed = cu is not None or work is not None  # the few chosen work items next to their picture
     body += [works] if narrowed else []
-    body.append(_show_facts(call))
+    body.append(_show_facts(call, notes, path))
     body.append(
         f'<details class="full" open><summary>Full schedule: {len(per_cu)} CU parts</summary>'
         f"{_pair(draw({'golden': call}, marks))}</details>"
