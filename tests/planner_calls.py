@@ -13,14 +13,15 @@ FP8 = FP8_BY_ARCH["gfx942"]
 OUTPUTS = ("work_metadata_ptrs", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
 
 
-def decode_call(kv_lens: list[int], heads: int = 16, *, flat_work_info: bool = False) -> mla_golden.Call:
+def decode_call(kv_lens: list[int], heads: int = 16, *, flat_work_info: bool = False, topk: int = -1) -> mla_golden.Call:
     """A decode call of one-token requests with ``kv_lens`` kv tokens (gfx942/304, fp8).
 
     ``flat_work_info``: work_info_set allocated 1-D (8 x #work elements), which aiter plans into alike.
+    ``topk``: a sparse call, each request attending to its ``topk`` selected kv tokens.
     """
     batch = len(kv_lens)
     with reference.device("gfx942", 304):
-        shapes = reference.get_mla_metadata_info_v1(batch, 1, heads, FP8, FP8, False)
+        shapes = reference.get_mla_metadata_info_v1(batch, 1, heads, FP8, FP8, topk >= 0)
         bufs = {n: torch.empty(shape, dtype=dt) for n, (shape, dt) in zip(OUTPUTS, shapes)}
         if flat_work_info:
             bufs["work_info_set"] = torch.empty(bufs["work_info_set"].numel(), dtype=torch.int32)
@@ -31,7 +32,7 @@ def decode_call(kv_lens: list[int], heads: int = 16, *, flat_work_info: bool = F
                 torch.arange(batch + 1, dtype=torch.int32), kv, torch.ones(batch, dtype=torch.int32), heads, 1, True,
                 bufs["work_metadata_ptrs"], bufs["work_info_set"], bufs["work_indptr"],
                 bufs["reduce_indptr"], bufs["reduce_final_map"], bufs["reduce_partial_map"],
-                max_seqlen_qo=1, uni_seqlen_qo=1, dtype_q=FP8, dtype_kv=FP8,
+                max_seqlen_qo=1, uni_seqlen_qo=1, dtype_q=FP8, dtype_kv=FP8, topk=topk,
             )  # fmt: skip
     return spy.calls.one()
 
