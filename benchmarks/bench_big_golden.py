@@ -11,8 +11,12 @@ torch left out), each including the load of its files:
 - the floor: load + one whole-tensor pass per invariant of ``check``
   (a compare and a reduction over work_info_set's columns, times the number
   of invariants); diff's floor loads both files;
-- check: ``invariants`` of the loaded call; and once walked work by work, as
-  a golden with a violation is checked (and every golden was before issue 30);
+- check: ``invariants`` of the loaded call: clean (the whole-tensor proof);
+  with one planted bad kv_offset (the walk of the region to flag only); and
+  once walked work by work, as every golden was before issue 30;
+- check of a sparse (topk 64) decode golden and of a prefill golden (256-token
+  requests, 16 head planes) of about as many works, each against its own floor
+  (still walked work by work: one round);
 - diff, re-recorded: the same call recorded again (bytes differ, content equal);
 - diff, diverged: two works of different CU parts swapped (a different plan,
   sound on both sides: compared, decoded, geometry and check of each side);
@@ -66,6 +70,24 @@ def _goldens(works: int, folder: Path) -> tuple[Path, Path, Path]:
     return paths
 
 
+def _other_goldens(works: int, folder: Path) -> tuple[Path, Path, Path]:
+    """A violated copy of the golden (one kv_offset off), and a sparse and a prefill golden of about ``works`` works."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers.calls import decode_call, prefill_call
+
+    from mla_golden.golden.store import Golden, derived_key, load, write
+    from mla_golden.schema import WorkColumn as C
+
+    paths = folder / "violated.safetensors", folder / "sparse.safetensors", folder / "prefill.safetensors"
+    violated = load(folder / "a.safetensors").call
+    violated.outputs["work_info_set"][int(violated.outputs["work_indptr"][-1]) // 2, C.KV_OFFSET] += 1
+    sparse = decode_call([100 + i % 50 for i in range(works)], topk=64)
+    prefill = prefill_call([256] * max(works // 16, 1))
+    for path, call in zip(paths, (violated, sparse, prefill)):
+        write(path, Golden(derived_key(call), call))
+    return paths
+
+
 def _floor_pass(path: Path) -> Callable[[], object]:
     """One whole-tensor pass per invariant over the golden's work rows (what a vectorised check can't beat)."""
     from mla_golden.checks import INVARIANTS
@@ -81,14 +103,15 @@ def _floor_pass(path: Path) -> Callable[[], object]:
 
 
 def _walked(path: Path) -> None:
-    """check as a golden with something to flag takes it: the walk over every work (the whole-tensor pass off)."""
+    """check as every golden took it before issue 30: the walk over every work (the whole-tensor pass and the region
+    walk off)."""
     from unittest import mock
 
     import mla_golden
     from mla_golden.checks import decode
     from mla_golden.golden.store import load
 
-    with mock.patch.object(decode, "clean_plan", lambda *args: None):
+    with mock.patch.object(decode, "clean_plan", lambda *args: None), mock.patch.object(decode, "region", lambda *args: None):
         assert mla_golden.invariants(load(path).call).ok
 
 
@@ -128,17 +151,29 @@ def bench(works: int, rounds: int) -> list[tuple[str, float, str]]:
 
             return run
 
+        violated, sparse, prefill = _other_goldens(works, Path(tmp))
+
+        def check_of(path: Path, ok: bool) -> Callable[[], None]:
+            def run() -> None:
+                assert mla_golden.invariants(load(path).call).ok == ok
+
+            return run
+
         for name, fn, base in (
             ("check", check, floor),
+            ("check, violated (one bad kv_offset)", check_of(violated, False), floor),
             ("diff, re-recorded", diff_of(again, True), floor2),
             ("diff, diverged (sound)", diff_of(moved, False), floor2),
         ):
             took = _best(fn, rounds)
             rows.append((f"{tag}: {name}", took, f"s, {took / base:.2f}x its floor (goal <= {GOAL:.0f}x)"))
         walked = _best(lambda: _walked(golden), 1)
-        rows.append(
-            (f"{tag}: check, walked work by work", walked, f"s, {walked / floor:.2f}x (a golden with a violation; before)")
-        )
+        rows.append((f"{tag}: check, walked work by work", walked, f"s, {walked / floor:.2f}x (every golden before)"))
+        for name, path in (("sparse (topk)", sparse), ("prefill", prefill)):
+            own = _best(lambda path=path: load(path), rounds) + _best(_floor_pass(path), rounds)
+            count = int(load(path).call.outputs["work_indptr"][-1])
+            took = _best(check_of(path, True), 1)
+            rows.append((f"{tag}: check, {name} golden of {count} works", took, f"s, {took / own:.2f}x its floor {own:.3f} s"))
         for command in ("show", "textconv"):
 
             def cli(command: str = command) -> None:

@@ -280,7 +280,7 @@ def _judge(result: Diff, expected: Call, actual: Call) -> None:
         return
     from mla_golden.soundness import judge_pair
 
-    result.soundness = judge_pair(expected, actual)
+    result.soundness = judge_pair(expected, actual, (result.geometry.get("expected"), result.geometry.get("actual")))
 
 
 def same_content(a: Call, b: Call) -> bool:

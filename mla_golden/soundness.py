@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
-from mla_golden.geometry import geometry, whole_works
+from mla_golden.geometry import Geometry, geometry, whole_works
 from mla_golden.schema import WorkColumn
 
 #: The check whose rule is the judging version's own: not judged on a side no ported version planned.
@@ -122,8 +122,9 @@ class Soundness:
                 "headline": self.headline()}  # fmt: skip
 
 
-def judge(call: Call) -> Side:
-    """``call`` judged by ``check`` and summarised."""
+def judge(call: Call, shape: Geometry | None = None) -> Side:
+    """``call`` judged by ``check`` and summarised; ``shape``: its :func:`geometry`, where the caller has it already
+    (a diff has: computing it again cost a pass over every work per side)."""
     from mla_golden.checks import check
     from mla_golden.planner_id import recorded_planner, reference_version
 
@@ -141,7 +142,8 @@ def judge(call: Call) -> Side:
     kernel = result.kernel
     if not own_rules and kernel is not None and "/" in kernel:
         kernel = kernel.split("/", 1)[1]  # serial or parallel is that aiter's own dispatch: only the folding is seen
-    shape = geometry(call)
+    if shape is None:
+        shape = geometry(call)
     first = violations[0] if violations else None
     return Side(
         sound=not violations,
@@ -159,8 +161,11 @@ def judge(call: Call) -> Side:
     )
 
 
-def judge_pair(expected: Call, actual: Call) -> Soundness:
-    return Soundness(judge(expected), judge(actual))
+def judge_pair(
+    expected: Call, actual: Call, shapes: tuple[Geometry | None, Geometry | None] = (None, None)
+) -> Soundness:
+    """Both sides judged; ``shapes``: their geometries where known (see :func:`judge`)."""
+    return Soundness(judge(expected, shapes[0]), judge(actual, shapes[1]))
 
 
 def _split_requests(call: Call, folding: int) -> int:

@@ -12,6 +12,7 @@ import copy
 import json
 from pathlib import Path
 
+import pytest
 from helpers.calls import incident
 from helpers.cli import cli_json, run
 
@@ -109,3 +110,24 @@ def test_the_run_leads_with_soundness_and_its_json_carries_both_sides(tmp_path: 
 def test_equal_calls_are_not_judged() -> None:
     old, _ = _pair()
     assert mla_golden.diff(old, copy.deepcopy(old)).soundness is None
+
+
+def test_a_diverged_diff_computes_each_sides_geometry_once_and_judges_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The diff's geometry is the one the soundness judge reads (issue 28: it was computed twice per side)."""
+    from mla_golden import differ, soundness
+    from mla_golden.geometry import geometry
+
+    old, new = _pair()
+    computed: list[Call] = []
+
+    def counted(call: Call) -> object:
+        computed.append(call)
+        return geometry(call)
+
+    monkeypatch.setattr(differ, "geometry", counted)
+    monkeypatch.setattr(soundness, "geometry", counted)
+    found = mla_golden.diff(old, new)
+    assert [id(c) for c in computed] == [id(old), id(new)]
+    assert found.soundness is not None
+    assert found.soundness.to_dict() == soundness.judge_pair(old, new).to_dict()
+    assert judge(new, geometry(new)) == judge(new)

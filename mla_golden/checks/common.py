@@ -230,12 +230,14 @@ def decoded_works(c: Checker, indptr: list[int], num_works: int) -> list[Work]:
     return [w for part in works_by_cu(c.call, indptr, whole_only=False) for w in part]
 
 
-def check_coverage(c: Checker, tiles: list[Tile]) -> None:
+def check_coverage(c: Checker, tiles: list[Tile], empty_elsewhere: tuple[int, Tile | None] = (0, None)) -> None:
     """The works of each tile cover its [kv_begin, kv_end) in order, with no gap and no overlap.
 
     When some works fit no tile (reported on their own), a tile with a gap or
     missing its end may be missing exactly those: it is excused, not flagged.
     A tile holding a work already reported outside its batch is not re-reported.
+    ``empty_elsewhere``: how many tiles of empty batches not in ``tiles`` got no work, and the first (a region's
+    walk: they are skipped with these).
     """
     empty = []
     for tile in tiles:
@@ -278,8 +280,12 @@ def check_coverage(c: Checker, tiles: list[Tile]) -> None:
         tile.excused = True
         if problem[0] == "overlap" or not c.unplaced:
             c.flag("coverage", tile, problem[1])
+    count, other = empty_elsewhere
+    if other is not None and (not empty or (other.unit, other.tile) < (empty[0].unit, empty[0].tile)):
+        empty.insert(0, other)
+        count -= 1
     if empty:
-        skip_empty_tiles(c, len(empty), empty[0])
+        skip_empty_tiles(c, len(empty) + count, empty[0])
 
 
 def skip_empty_tiles(c: Checker, count: int, first: Tile) -> None:
@@ -359,10 +365,9 @@ def check_reduce(c: Checker, owner: dict[int, Tile], partial_entries: int | None
             f"ends at {last} but {partial_entries} reduce_partial_map entries were written",
         )
     grouped: dict[int, int] = {}
-    for g in range(len(indptr) - 1):
+    bounds = torch.tensor(indptr, dtype=torch.int64)
+    for g in (bounds[1:] != bounds[:-1]).nonzero().reshape(-1).tolist():  # the groups that merge something
         lo, hi = indptr[g], indptr[g + 1]
-        if lo == hi:
-            continue
         where = f"reduce group {g}"
         if hi > len(pmap) or not all(pwritten[lo:hi]):
             c.flag("reduce.group", where, f"reduce_partial_map[{lo}:{hi}] lies outside its written region")

@@ -32,6 +32,7 @@ from mla_golden.checks.common import (
     written_extent,
 )
 from mla_golden.checks.decode_fast import clean_plan
+from mla_golden.checks.decode_region import Region, region
 from mla_golden.checks.results import HAZARDS
 from mla_golden.context import as_recorded
 from mla_golden.errors import AiterCheckError, UndefinedResultError
@@ -166,8 +167,11 @@ def _observed_folding(c: Checker, layout: DecodeLayout, works: list[Work], batch
     return layout.refolded(ratio, batches)
 
 
-def _decode_tiles(c: Checker, layout: DecodeLayout, units: list[DecodeBatch], works: list[Work]) -> list[Tile]:
-    """Assign each work to its (planned batch, query tile); flag works that fit none."""
+def _decode_tiles(
+    c: Checker, layout: DecodeLayout, units: list[DecodeBatch], works: list[Work], planned: int | None = None
+) -> list[Tile]:
+    """Assign each work to its (planned batch, query tile); flag works that fit none. ``planned``: how many batches
+    aiter plans, where ``units`` are only some of them (a region)."""
     tiles: dict[tuple[int, int], Tile] = {}
     for unit in units:
         if unit.qo_begin is None or unit.qo_end is None:
@@ -193,7 +197,8 @@ def _decode_tiles(c: Checker, layout: DecodeLayout, units: list[DecodeBatch], wo
             c.flag(
                 "work.batch",
                 w,
-                f"batch_idx {w[C.BATCH_IDX]} is not one of the {len(units)} batches aiter plans{folded}",
+                f"batch_idx {w[C.BATCH_IDX]} is not one of the {len(units) if planned is None else planned} batches "
+                f"aiter plans{folded}",
             )
             c.unplaced.append(w)
             if not sparse:
@@ -353,6 +358,11 @@ def check_decode(c: Checker) -> None:
                 skip_empty_tiles(c, clean.empty_tiles, clean.first_empty)
             check_sizing(c, _decode_helper(c, _longest(qo)), written_extent(call))
             return
+        part = region(c, layout, qo, kv, last, indptr, num_works)
+        if part is not None:  # the walk below, on the batches where something is to flag
+            _walk_region(c, layout, part)
+            check_sizing(c, _decode_helper(c, _longest(qo)), written_extent(call))
+            return
     works = decoded_works(c, indptr, num_works)
     if layout is None:
         c.result.skipped.append(f"per-batch invariants: aiter {rules_version(call.provenance).name} has no plan for these inputs")
@@ -387,6 +397,20 @@ def check_decode(c: Checker) -> None:
     owner = check_splits(c, tiles)
     check_reduce(c, owner, sum(call.written["reduce_partial_map"].reshape(-1).tolist()))
     check_sizing(c, _decode_helper(c, _longest(qo)), written_extent(call))
+
+
+def _walk_region(c: Checker, layout: DecodeLayout, part: Region) -> None:
+    """What the walk of check_decode does from its tiles on, on the region only (see :mod:`.decode_region`)."""
+    c.result.folding = layout.qk_batch_ratio
+    c.result.kernel = _kernel(layout)
+    try:
+        tiles = _decode_tiles(c, layout, part.units, part.works, part.planned)
+    except UndefinedResultError as error:
+        c.hazard("undefined", f"{HAZARDS['undefined']}: {error}")
+        return
+    check_coverage(c, tiles, (part.empty_elsewhere, part.first_empty))
+    owner = check_splits(c, tiles)
+    check_reduce(c, owner, int(c.call.written["reduce_partial_map"].sum()))
 
 
 def _kernel(layout: DecodeLayout) -> str:

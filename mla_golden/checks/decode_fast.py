@@ -39,7 +39,7 @@ def _ascending(values: torch.Tensor) -> bool:
     return values.numel() == 0 or (int(values[0]) == 0 and not bool((values[1:] < values[:-1]).any()))
 
 
-def _sorted_by(*keys: torch.Tensor) -> torch.Tensor:
+def sorted_by(*keys: torch.Tensor) -> torch.Tensor:
     """The permutation that sorts by ``keys[0]``, then ``keys[1]``, ... (stable, as Python's sort of tuples)."""
     order = torch.arange(keys[0].numel())
     if _in_order(keys):  # works come in tile order (one pass instead of a sort per key)
@@ -61,13 +61,14 @@ def _in_order(keys: tuple[torch.Tensor, ...]) -> bool:
 
 
 @dataclass
-class _Tiles:
+class Tiles:
     """Every (unit, k) tile of a dense decode call, as the walk's ``_decode_tiles`` makes them, one entry each."""
 
     count: int  # planned batches (units)
     num_tiles: torch.Tensor  # per unit
     tile_size: torch.Tensor  # per unit
     qo_begin: torch.Tensor  # per unit
+    qo_end: torch.Tensor  # per unit
     kv_begin: torch.Tensor  # per unit
     kv_end: torch.Tensor  # per unit
     unit: torch.Tensor  # per tile: its unit
@@ -90,11 +91,14 @@ def clean_plan(
     inputs = ("seqlens_kv_indptr", "kv_last_page_lens")
     if c.result.violations or t.is_sparse or layout.qk_batch_ratio < 1 or not all(n in call.inputs for n in inputs):
         return None
-    works = _written_works(c, layout, qo, indptr, num_works)
-    tiles = _tiles(c, layout, qo, kv, last) if works is not None else None
-    tile = _tile_of_each(c, layout, works, tiles) if works is not None and tiles is not None else None
-    if works is None or tiles is None or tile is None:
+    works = written_works(c, layout, qo, indptr, num_works)
+    tiles = all_tiles(c, layout, qo, kv, last) if works is not None else None
+    if works is None or tiles is None:
         return None
+    placed = placement(c, layout, works, tiles)
+    if not bool(placed.ok.all()):
+        return None
+    tile = placed.tile
     per_tile = torch.bincount(tile, minlength=tiles.total)
     no_kv = (tiles.kv_end == tiles.kv_begin)[tiles.unit]
     if not _covered(works, tiles, tile, per_tile, no_kv) or not _split_cleanly(c, works, tiles, tile, per_tile):
@@ -108,7 +112,7 @@ def clean_plan(
     return CleanPlan(empty.numel(), first)
 
 
-def _written_works(c: Checker, layout: DecodeLayout, qo: list[int], indptr: list[int], num_works: int) -> torch.Tensor | None:
+def written_works(c: Checker, layout: DecodeLayout, qo: list[int], indptr: list[int], num_works: int) -> torch.Tensor | None:
     """The works as int64 columns, when work_indptr is a sane CSR over exactly the works written, each written
     whole (``decoded_works``), naming the batches of the folding aiter plans (``_observed_folding``)."""
     call = c.call
@@ -133,7 +137,7 @@ def _written_works(c: Checker, layout: DecodeLayout, qo: list[int], indptr: list
     return works
 
 
-def _tiles(c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last: list[int]) -> _Tiles | None:
+def all_tiles(c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last: list[int]) -> Tiles | None:
     """Every tile of the call (``_fits_its_buffer``, ``DecodeLayout.batches`` and ``_decode_tiles``), or None."""
     call, p, t = c.call, layout.dispatch.params, layout.dispatch.traits
     rows = call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
@@ -178,43 +182,57 @@ def _tiles(c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last:
         elif not p.is_cp_round_robin:
             tail = num_tiles[tile_unit] - 1 - k
         tail = tail.clamp(min=0)
-    return _Tiles(count, num_tiles, tile_size, qo_begin, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
+    return Tiles(count, num_tiles, tile_size, qo_begin, qo_end, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
                   kv_end[tile_unit] - tail)  # fmt: skip
 
 
-def _tile_of_each(c: Checker, layout: DecodeLayout, works: torch.Tensor, tiles: _Tiles) -> torch.Tensor | None:
-    """Each work's tile (batch_idx a planned batch, [qo_start, qo_end) one of its tiles), when every work's kv range
+@dataclass
+class Placement:
+    """Where the walk's ``_decode_tiles`` puts each work, and whether ``_check_decode_work`` lets it pass."""
+
+    #: batch_idx names a planned batch.
+    known: torch.Tensor
+    #: [qo_start, qo_end) is one of that batch's tiles (the walk appends the work to it).
+    placed: torch.Tensor
+    #: Its tile (0 where not placed).
+    tile: torch.Tensor
+    #: Placed, its kv range inside its batch (or its tile's own empty range) and its kv_offset aiter's: nothing to flag.
+    ok: torch.Tensor
+
+
+def placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, tiles: Tiles) -> Placement:
+    """Each work's tile (batch_idx a planned batch, [qo_start, qo_end) one of its tiles), and whether its kv range
     is inside its batch (or is the tile's own empty range) and its kv_offset is aiter's (``_check_decode_work``)."""
     p = layout.dispatch.params
     b = works[:, C.BATCH_IDX]
-    if works.shape[0] and (int(b.min()) < 0 or int(b.max()) >= tiles.count):
-        return None
+    known = (b >= 0) & (b < tiles.count)
+    if tiles.count == 0:
+        nothing = torch.zeros(works.shape[0], dtype=torch.bool)
+        return Placement(nothing, nothing, torch.zeros(works.shape[0], dtype=I64), nothing)
+    b = torch.where(known, b, 0)
     size = tiles.tile_size[b]
     w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - tiles.qo_begin[b], size.clamp(min=1), rounding_mode="floor"), 0)
-    if bool(((w_k < 0) | (w_k >= tiles.num_tiles[b])).any()):
-        return None
-    tile = tiles.first[b] + w_k
-    if not (torch.equal(works[:, C.QO_START], tiles.start[tile]) and torch.equal(works[:, C.QO_END], tiles.stop[tile])):
-        return None
+    in_unit = known & (w_k >= 0) & (w_k < tiles.num_tiles[b])
+    tile = torch.where(in_unit, tiles.first[b] + w_k, 0)
+    placed = in_unit & (works[:, C.QO_START] == tiles.start[tile]) & (works[:, C.QO_END] == tiles.stop[tile])
     ks, ke, u_begin, u_end = works[:, C.KV_START], works[:, C.KV_END], tiles.kv_begin[b], tiles.kv_end[b]
     sees_none = tiles.kv_stop[tile] <= u_begin
     inside = ((u_begin <= ks) & (ks < ke) & (ke <= u_end)) | ((ks == ke) & (ke == u_end) & (u_end == u_begin))
-    if not bool(torch.where(sees_none, (ks == u_begin) & (ke == tiles.kv_stop[tile]), inside).all()):
-        return None
+    kv_ok = torch.where(sees_none, (ks == u_begin) & (ke == tiles.kv_stop[tile]), inside)
     if p.page_size == 1:
         wanted = u_end - ke
-    else:  # every batch has its last_page_len (checked above)
+    else:  # every batch has its last_page_len (all_tiles checked it)
         last_page = c.call.inputs["kv_last_page_lens"].reshape(-1)[: tiles.count].to(I64)[b]
         wanted = torch.where(ke == u_end, 0, (u_end - ke - 1) * p.page_size + last_page)
-    return tile if torch.equal(works[:, C.KV_OFFSET], wanted) else None
+    return Placement(known, placed, tile, placed & kv_ok & (works[:, C.KV_OFFSET] == wanted))
 
 
-def _covered(works: torch.Tensor, tiles: _Tiles, tile: torch.Tensor, per_tile: torch.Tensor, no_kv: torch.Tensor) -> bool:
+def _covered(works: torch.Tensor, tiles: Tiles, tile: torch.Tensor, per_tile: torch.Tensor, no_kv: torch.Tensor) -> bool:
     """``check_coverage``: each tile's works, sorted by (kv_start, kv_end), chain from kv_begin to its kv end."""
     if bool(((per_tile == 0) & ~no_kv).any()):
         return False
     num_works = works.shape[0]
-    order = _sorted_by(tile, works[:, C.KV_START], works[:, C.KV_END])
+    order = sorted_by(tile, works[:, C.KV_START], works[:, C.KV_END])
     s_tile, s_start, s_end = tile[order], works[:, C.KV_START][order], works[:, C.KV_END][order]
     opens = torch.ones(num_works, dtype=torch.bool)
     opens[1:] = s_tile[1:] != s_tile[:-1]
@@ -224,7 +242,7 @@ def _covered(works: torch.Tensor, tiles: _Tiles, tile: torch.Tensor, per_tile: t
     return bool((s_start == covered_to).all()) and torch.equal(s_end[closes], tiles.kv_stop[s_tile[closes]])
 
 
-def _split_cleanly(c: Checker, works: torch.Tensor, tiles: _Tiles, tile: torch.Tensor, per_tile: torch.Tensor) -> bool:
+def _split_cleanly(c: Checker, works: torch.Tensor, tiles: Tiles, tile: torch.Tensor, per_tile: torch.Tensor) -> bool:
     """``check_splits``: -1 for an unsplit tile, distinct slots for a split one, no two slots overlapping; and
     the reduce groups as the walk checks them."""
     loc = works[:, C.PARTIAL_QO_LOC]

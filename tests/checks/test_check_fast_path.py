@@ -1,8 +1,8 @@
-"""check's whole-tensor pass over a clean decode plan reports what the work-by-work walk reports, on real plans
-and on planted violations (where it must leave the walk to say it).
+"""check's whole-tensor pass over a clean decode plan, and its walk of only the region where something is to
+flag, report what the work-by-work walk of the whole plan reports, on real plans and on planted violations.
 
-The walk (``clean_plan`` answering None) is the documented behaviour: each result is compared with it, field by
-field, and the planted ones are also checked against the violation they must raise.
+The whole walk (``clean_plan`` and ``region`` answering None) is the documented behaviour: each result is compared
+with it, field by field, and the planted ones are also checked against the violation they must raise.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from helpers.conformance import record_call, record_params
 from helpers.repo import ROOT
 
 from mla_golden.call import Call
-from mla_golden.checks import CheckResult, check, decode, decode_fast
+from mla_golden.checks import CheckResult, check, decode, decode_fast, decode_region
 from mla_golden.golden.store import GoldenStore, load
 from mla_golden.schema import WorkColumn as C
 
@@ -28,21 +28,42 @@ SHIPPED = ROOT / "goldens"
 def _walked(call: Call, monkeypatch: pytest.MonkeyPatch) -> CheckResult:
     with monkeypatch.context() as patch:
         patch.setattr(decode, "clean_plan", lambda *args: None)
+        patch.setattr(decode, "region", lambda *args: None)
         return check(call)
+
+
+def _path(
+    call: Call, monkeypatch: pytest.MonkeyPatch, whole_pass: bool = True
+) -> tuple[CheckResult, str, decode_region.Region | None]:
+    """check's result, which path gave it ("pass", "region" or "walk"), and the region walked; ``whole_pass``
+    False: with the whole-tensor pass off, so a plan it would prove clean takes the region walk."""
+    answers: dict[str, Any] = {}
+
+    def spy(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def answer(*args: Any) -> Any:
+            answers[name] = real(*args)
+            return answers[name]
+
+        return answer
+
+    with monkeypatch.context() as patch:
+        patch.setattr(decode, "clean_plan", spy("pass", decode_fast.clean_plan if whole_pass else lambda *args: None))
+        patch.setattr(decode, "region", spy("region", decode_region.region))
+        result = check(call)
+    path = next((name for name in ("pass", "region") if answers.get(name) is not None), "walk")
+    return result, path, answers.get("region")
 
 
 def _taken(call: Call, monkeypatch: pytest.MonkeyPatch) -> tuple[CheckResult, bool]:
     """check's result, and whether the whole-tensor pass gave it."""
-    answers: list[Any] = []
+    result, path, _region = _path(call, monkeypatch)
+    return result, path == "pass"
 
-    def spy(*args: Any) -> Any:
-        answers.append(decode_fast.clean_plan(*args))
-        return answers[-1]
 
-    with monkeypatch.context() as patch:
-        patch.setattr(decode, "clean_plan", spy)
-        result = check(call)
-    return result, any(a is not None for a in answers)
+def _by_region(call: Call, monkeypatch: pytest.MonkeyPatch) -> tuple[CheckResult, bool]:
+    """check with the whole-tensor pass off (see :func:`_path`), and whether the region walk answered."""
+    result, path, _region = _path(call, monkeypatch, whole_pass=False)
+    return result, path == "region"
 
 
 def _same(fast: CheckResult, walked: CheckResult) -> None:
@@ -55,14 +76,19 @@ def _decode_goldens() -> list[Path]:
 
 
 def test_every_shipped_decode_golden_reads_the_same_and_most_take_the_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    taken = 0
+    taken = by_region = 0
     paths = _decode_goldens()
     for path in paths:
         call = load(path).call
         fast, used = _taken(call, monkeypatch)
-        _same(fast, _walked(call, monkeypatch))
+        walked = _walked(call, monkeypatch)
+        _same(fast, walked)
+        regional, in_region = _by_region(call, monkeypatch)
+        _same(regional, walked)
         taken += used
+        by_region += in_region
     assert taken >= len(paths) // 2, f"the pass answered {taken} of {len(paths)}"
+    assert by_region >= taken, f"the region walk answered {by_region} of {len(paths)}"
 
 
 DECODE_RECORDS = record_params("mla_v1-e4048607")[::7]
@@ -71,7 +97,9 @@ DECODE_RECORDS = record_params("mla_v1-e4048607")[::7]
 @pytest.mark.parametrize("record", DECODE_RECORDS)
 def test_conformance_records_read_the_same(record: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     call = record_call(record)
-    _same(_taken(call, monkeypatch)[0], _walked(call, monkeypatch))
+    walked = _walked(call, monkeypatch)
+    _same(_taken(call, monkeypatch)[0], walked)
+    _same(_by_region(call, monkeypatch)[0], walked)
 
 
 def test_empty_batches_are_skipped_alike(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,14 +183,18 @@ def test_the_mid_size_plan_takes_the_pass_and_reads_the_same(mid_size: Call, mon
 
 
 @pytest.mark.parametrize("name", sorted(PLANTED))
-def test_planted_violations_leave_the_pass_and_read_as_the_walk_says(
+def test_planted_violations_walk_their_region_only_and_read_as_the_whole_walk_says(
     name: str, mid_size: Call, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     call = copy.deepcopy(mid_size)
     plant, invariant = PLANTED[name]
     plant(call)
-    fast, used = _taken(call, monkeypatch)
-    assert not used, "the pass never answers for a plan with something to flag"
+    fast, path, walked = _path(call, monkeypatch)
+    if name == "a cell not written":  # a work not written whole: the plan is not one the passes read
+        assert path == "walk"
+    else:
+        assert path == "region", "the pass never answers for a plan with something to flag"
+        assert walked is not None and len(walked.works) < int(call.outputs["work_indptr"][-1]) // 10
     _same(fast, _walked(call, monkeypatch))
     assert fast.invariants == set() if invariant is None else invariant in fast.invariants, fast.to_dict()["violations"]
 

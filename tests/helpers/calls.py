@@ -20,7 +20,7 @@ from mla_golden.schema import OUTPUTS
 def decode_call(
     kv_lens: list[int], heads: int = 16, *, planner: ModuleType = reference, device: tuple[str, int] = ("gfx942", 304),
     dtype: torch.dtype | None = None, sizing_batch: int | None = None, helper_split: int = -1, call_split: int = -1,
-    extra_rows: int = 0, flat_work_info: bool = False,
+    extra_rows: int = 0, flat_work_info: bool = False, topk: int = -1,
 ) -> mla_golden.Call:
     """A decode call of one-token requests with ``kv_lens`` kv tokens on ``device``, spied on ``planner`` (the
     reference, or one version of it), q and kv of ``dtype`` (default: that arch's fp8).
@@ -28,13 +28,14 @@ def decode_call(
     Its buffers are sized by ``planner``'s helper for ``sizing_batch`` requests (default: the call's) with
     ``helper_split`` as its split cap, plus ``extra_rows`` work_info_set rows; the planner is called with
     ``call_split`` (a cap is passed only when given: some versions take none). ``flat_work_info``: work_info_set
-    allocated 1-D (8 x #work elements), which aiter plans into alike.
+    allocated 1-D (8 x #work elements), which aiter plans into alike. ``topk``: a sparse call, each request
+    attending to its ``topk`` selected kv tokens.
     """
     batch, dtype = len(kv_lens), dtype or FP8_BY_ARCH[device[0]]
     helper_cap = {} if helper_split == -1 else {"max_split_per_batch": helper_split}
     call_cap = {} if call_split == -1 else {"max_split_per_batch": call_split}
     with planner.device(*device):
-        shapes = planner.get_mla_metadata_info_v1(sizing_batch or batch, 1, heads, dtype, dtype, False, **helper_cap)
+        shapes = planner.get_mla_metadata_info_v1(sizing_batch or batch, 1, heads, dtype, dtype, topk >= 0, **helper_cap)
         bufs = {n: torch.empty(shape, dtype=dt) for n, (shape, dt) in zip(OUTPUTS, shapes)}
         rows = bufs["work_info_set"].shape[0] + extra_rows
         bufs["work_info_set"] = torch.empty((rows * 8,) if flat_work_info else (rows, 8), dtype=torch.int32)
@@ -45,7 +46,7 @@ def decode_call(
                 torch.arange(batch + 1, dtype=torch.int32), kv, torch.ones(batch, dtype=torch.int32), heads, 1, True,
                 bufs["work_metadata_ptrs"], bufs["work_info_set"], bufs["work_indptr"],
                 bufs["reduce_indptr"], bufs["reduce_final_map"], bufs["reduce_partial_map"],
-                max_seqlen_qo=1, uni_seqlen_qo=1, dtype_q=dtype, dtype_kv=dtype, **call_cap,
+                max_seqlen_qo=1, uni_seqlen_qo=1, dtype_q=dtype, dtype_kv=dtype, **call_cap, **({"topk": topk} if topk >= 0 else {}),
             )  # fmt: skip
     return spy.calls.one()
 

@@ -1,0 +1,112 @@
+"""The part of a decode plan the walk must see to report a violation: the batches where something is to flag.
+
+A golden of a million works with one bad work took the whole walk (about 35 us
+a work, in Python). :func:`region` finds, in whole-tensor passes, the planned
+batches whose works or tiles the walk of :mod:`.decode` would flag, plus every
+batch with a split tile (the split and reduce checks relate tiles through
+their slots and groups); everything outside them is proved to be what
+:mod:`.decode_fast` proves of a clean plan: each work in its tile, its kv range
+and kv_offset aiter's, each tile covered exactly, unsplit with partial_qo_loc
+-1. The walk then runs on those batches and their works only, and its report is
+the whole walk's: nothing outside them flags, is excused or goes unplaced, and
+what the walk reads across batches (how many batches are planned, the batch a
+misplaced work starts in, the empty tiles coverage skips) is handed to it.
+None where the plan is not one :mod:`.decode_fast` can read (then the whole
+walk runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mla_golden.checks.common import Checker, Tile
+from mla_golden.checks.decode_fast import I64, Tiles, all_tiles, placement, sorted_by, written_works
+from mla_golden.geometry import Work
+from mla_golden.reference.layout import DecodeBatch, DecodeLayout
+from mla_golden.schema import WORK_ROW
+from mla_golden.schema import WorkColumn as C
+
+
+@dataclass
+class Region:
+    """The batches the walk must see, their works (and those of no planned batch), in the walk's order."""
+
+    units: list[DecodeBatch]
+    works: list[Work]
+    #: Batches aiter plans in all (the walk's messages count them).
+    planned: int
+    #: Tiles of empty batches outside ``units`` that got no work (coverage skips them), and the first of them.
+    empty_elsewhere: int
+    first_empty: Tile | None
+
+
+def region(
+    c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last: list[int], indptr: list[int], num_works: int
+) -> Region | None:
+    """The region of a dense decode plan that the walk must see (see the module), or None for the whole walk."""
+    call, t = c.call, layout.dispatch.traits
+    if t.is_sparse or layout.qk_batch_ratio < 1 or not all(n in call.inputs for n in ("seqlens_kv_indptr", "kv_last_page_lens")):
+        return None
+    works = written_works(c, layout, qo, indptr, num_works)
+    tiles = all_tiles(c, layout, qo, kv, last) if works is not None else None
+    if works is None or tiles is None or tiles.count == 0 or bool((tiles.kv_begin[1:] < tiles.kv_begin[:-1]).any()):
+        return None  # (the walk bisects the batches' kv starts for a work of no planned batch: they must be sorted)
+    at = placement(c, layout, works, tiles)
+    hit = torch.zeros(tiles.count, dtype=torch.bool)
+    hit[works[:, C.BATCH_IDX][~at.ok & at.known]] = True
+    stray = works[~at.known]  # the walk looks for the batch each starts in (_check_kv_in_some_batch)
+    starts_in = torch.searchsorted(tiles.kv_begin, stray[:, C.KV_START], right=True) - 1
+    hit[starts_in[starts_in >= 0]] = True
+    per_tile = torch.bincount(at.tile[at.placed], minlength=tiles.total)
+    hit[tiles.unit[_tiles_to_walk(works, tiles, at.tile, at.placed, per_tile)]] = True
+    chosen = hit.nonzero().reshape(-1)
+    rows = (~at.known | hit[torch.where(at.known, works[:, C.BATCH_IDX], 0)]).nonzero().reshape(-1)
+    empty = ((per_tile == 0) & (tiles.kv_end == tiles.kv_begin)[tiles.unit] & ~hit[tiles.unit]).nonzero().reshape(-1)
+    first = _tile(tiles, int(empty[0])) if empty.numel() else None
+    return Region(_units(tiles, chosen, last), _works(works, rows, indptr), tiles.count, int(empty.numel()), first)
+
+
+def _tiles_to_walk(
+    works: torch.Tensor, tiles: Tiles, tile: torch.Tensor, placed: torch.Tensor, per_tile: torch.Tensor
+) -> torch.Tensor:
+    """Tiles (as a mask) the walk's coverage and split checks must see: not covered exactly by their placed works
+    (``check_coverage``), split, or unsplit with a partial slot (``check_splits``)."""
+    no_kv = (tiles.kv_end == tiles.kv_begin)[tiles.unit]
+    walk = ((per_tile == 0) & ~no_kv) | (per_tile > 1)
+    rows = placed.nonzero().reshape(-1)
+    mine, ks, ke = tile[rows], works[rows, C.KV_START], works[rows, C.KV_END]
+    order = sorted_by(mine, ks, ke)
+    s_tile, s_start, s_end = mine[order], ks[order], ke[order]
+    opens = torch.ones(rows.numel(), dtype=torch.bool)
+    opens[1:] = s_tile[1:] != s_tile[:-1]
+    covered_to = torch.where(opens, tiles.kv_begin[tiles.unit][s_tile], torch.roll(s_end, 1))
+    closes = torch.ones(rows.numel(), dtype=torch.bool)
+    closes[:-1] = opens[1:]
+    walk[s_tile[s_start != covered_to]] = True
+    walk[s_tile[closes & (s_end != tiles.kv_stop[s_tile])]] = True
+    walk[mine[works[rows, C.PARTIAL_QO_LOC] != -1]] = True  # a slot: the tile is split or flagged
+    return walk
+
+
+def _tile(tiles: Tiles, at: int) -> Tile:
+    u = int(tiles.unit[at])
+    return Tile(u, int(tiles.k[at]), (int(tiles.start[at]), int(tiles.stop[at])), int(tiles.kv_begin[u]), int(tiles.kv_stop[at]))
+
+
+def _units(tiles: Tiles, chosen: torch.Tensor, last: list[int]) -> list[DecodeBatch]:
+    """The chosen planned batches as ``DecodeLayout.batches`` gives them (dense: batch_idx is the unit)."""
+    columns = [tiles.qo_begin, tiles.qo_end, tiles.kv_begin, tiles.kv_end, tiles.num_tiles, tiles.tile_size]
+    rows = torch.stack([column[chosen] for column in columns], dim=1).tolist()
+    return [
+        DecodeBatch(u, u, qo_begin, qo_end, kv_begin, kv_end, num, size, 0, last[u] if u < len(last) else None)
+        for u, (qo_begin, qo_end, kv_begin, kv_end, num, size) in zip(chosen.tolist(), rows)
+    ]
+
+
+def _works(works: torch.Tensor, rows: torch.Tensor, indptr: list[int]) -> list[Work]:
+    """Rows ``rows`` as ``decoded_works`` gives them (written whole, each in its CU part)."""
+    parts = torch.searchsorted(torch.tensor(indptr, dtype=I64), rows, right=True) - 1
+    whole = [True] * WORK_ROW
+    return [Work(row, part, values, whole) for row, part, values in zip(rows.tolist(), parts.tolist(), works[rows].tolist())]
