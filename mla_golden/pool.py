@@ -65,7 +65,7 @@ class Pool(Generic[T]):
                 future.result()
         except BaseException:  # a setup that raised, a Ctrl-C while the workers start: none is left running
             self._kill()
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
             raise
 
     def __enter__(self) -> Pool[T]:
@@ -107,11 +107,12 @@ class Pool(Generic[T]):
 
     def close(self) -> None:
         """Shut the pool down. Workers with a task still out are killed (given up on: none writes after); idle ones
-        end on their own."""
+        end on their own. Waited for, killed or not: the executor's manager thread must be gone before the
+        interpreter's exit hook wakes it, or that hook writes to the pipe the thread closed (a traceback at exit)."""
         if self._tags:
             self._kill()
             self._tags.clear()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _kill(self) -> None:
         for process in list((getattr(self._pool, "_processes", None) or {}).values()):

@@ -193,12 +193,12 @@ def test_cause_names_a_planner_change_when_params_are_equal() -> None:
     other.outputs["work_indptr"][4] += 1
     other.provenance["planner"] = {"backend": "aiter", "version": "0.1.20", "commit": "e4048607a535ace3"}
     result = mla_golden.diff(expected, other)
-    assert result.cause is Cause.PLANNER_VALUES and result.planner == PlannerChange("standins", "aiter 0.1.20 (e4048607a535)")
+    assert result.cause is Cause.PLANNER_VALUES and result.planner == PlannerChange("helpers.standins", "aiter 0.1.20 (e4048607a535)")
     assert result.cause_detail.startswith("values only") and "work_indptr" in result.cause_detail
-    assert result.cause_label == "planner behaviour change standins -> aiter 0.1.20 (e4048607a535)"
-    assert "planner: standins -> aiter 0.1.20 (e4048607a535)" in result.notes
+    assert result.cause_label == "planner behaviour change helpers.standins -> aiter 0.1.20 (e4048607a535)"
+    assert "planner: helpers.standins -> aiter 0.1.20 (e4048607a535)" in result.notes
     data = result.to_dict()
-    assert data["cause_label"] == result.cause_label and data["planner"] == {"old": "standins", "new": "aiter 0.1.20 (e4048607a535)"}
+    assert data["cause_label"] == result.cause_label and data["planner"] == {"old": "helpers.standins", "new": "aiter 0.1.20 (e4048607a535)"}
     assert mla_golden.render_text(result).splitlines()[1] == f"  likely cause: {result.cause_label} ({result.cause_detail})"
 
 
@@ -208,7 +208,7 @@ def test_a_planner_that_rejects_what_the_other_accepted_is_a_planner_change_too(
     other.error, other.outputs, other.written = "[AITER] planner says no", {}, {}
     other.provenance["planner"] = {"backend": "reference", "version": "33d168a0", "commit": None}
     result = mla_golden.diff(expected, other)
-    assert result.cause is Cause.PLANNER_ERROR and result.cause_label == "planner behaviour change standins -> reference@33d168a0"
+    assert result.cause is Cause.PLANNER_ERROR and result.cause_label == "planner behaviour change helpers.standins -> reference@33d168a0"
     other.provenance["planner"] = expected.provenance["planner"]
     assert mla_golden.diff(expected, other).cause is Cause.ERROR
 
@@ -222,7 +222,7 @@ def test_planner_change_is_found_from_provenance_not_from_the_wording_of_a_note(
     actual.provenance = {**actual.provenance, "planner": {"backend": "aiter", "version": None, "commit": None}}
     actual.outputs["work_indptr"][1] += 1
     result = mla_golden.diff(expected, actual)
-    assert result.planner_changes == ["planner: standins -> aiter unknown version"]
+    assert result.planner_changes == ["planner: helpers.standins -> aiter unknown version"]
     assert result.cause is Cause.PLANNER_VALUES and result.to_dict()["cause"].startswith("planner behaviour changed")
     assert mla_golden.diff(expected, copy.deepcopy(expected)).cause is Cause.EQUAL
     unchanged_planner = copy.deepcopy(actual)

@@ -46,7 +46,7 @@ def _command(name: str, backend: str, tmp_path: Path) -> list[str]:
 
 @pytest.mark.parametrize("command", ["record", "diff", "sweep"])
 def test_a_plugin_without_aiters_signature_is_exit_2_everywhere(tmp_path: Path, command: str) -> None:
-    result = _invoke(*_command(command, "python:planted_planners:unsigned", tmp_path))
+    result = _invoke(*_command(command, "python:helpers.planted_planners:unsigned", tmp_path))
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     output = " ".join(result.output.split())
@@ -58,7 +58,7 @@ def test_a_plugin_without_aiters_signature_is_exit_2_everywhere(tmp_path: Path, 
 def test_a_plugin_taking_args_and_kwargs_is_taken_everywhere(tmp_path: Path, command: str) -> None:
     """``def get_mla_metadata_v1(*args, **kwargs)`` receives every argument as Python binds it: it plans as the
     reference it wraps (record writes, diff replays the shipped goldens equal, the sweep finds nothing)."""
-    result = _invoke(*_command(command, "python:planted_planners:opaque", tmp_path))
+    result = _invoke(*_command(command, "python:helpers.planted_planners:opaque", tmp_path))
     assert result.exit_code == 0, result.output
 
 
@@ -74,7 +74,7 @@ def test_a_plugin_taking_args_and_kwargs_is_taken_everywhere(tmp_path: Path, com
 def test_a_planner_that_exits_fails_its_calls_and_the_run_is_exit_2_with_its_summary(
     tmp_path: Path, command: str, plugin: str, raised: str
 ) -> None:
-    result = _invoke(*_command(command, f"python:planted_planners:{plugin}", tmp_path))
+    result = _invoke(*_command(command, f"python:helpers.planted_planners:{plugin}", tmp_path))
     assert result.exit_code == 2, result.output
     document = json.loads(result.stdout)
     if command == "sweep":
@@ -115,7 +115,7 @@ def _terminated(args: list[str], env: dict[str, str], looping: Path) -> tuple[su
 
 @pytest.mark.parametrize("command", ["record", "diff"])
 def test_sigterm_ends_a_run_whose_in_process_planner_never_returns(tmp_path: Path, command: str, looping_env: dict[str, str]) -> None:
-    args = [*_command(command, "python:planted_planners:loops", tmp_path), "--jobs", "1"]
+    args = [*_command(command, "python:helpers.planted_planners:loops", tmp_path), "--jobs", "1"]
     proc, stdout, stderr, _ = _terminated(args, looping_env, tmp_path / "looping")
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
     assert "interrupted by SIGTERM" in stderr

@@ -129,7 +129,7 @@ def test_captured_call_holds_inputs_masks_and_facts(fake_aiter: Any) -> None:
     with mla_golden.spy() as spy:
         bufs = builder(aiter.get_mla_metadata_v1)
     call = spy.calls.one()
-    assert call.provenance["backend"] == "standins" and call.error is None
+    assert call.provenance["backend"] == "helpers.standins" and call.error is None
     assert torch.equal(call.inputs["seqlens_kv_indptr"], KV)
     # fp8 chunks of 64: batch 0 one work, batch 1 three, batch 2 one -> 5 works, 8 CU parts
     assert call.written["work_info_set"].sum().item() == 5 * 8

@@ -500,10 +500,10 @@ def test_the_summary_tables_fit_100_columns_and_a_resized_buffer_reads_as_such(t
 def test_diff_replays_on_a_plug_in_planner(tree: Path) -> None:
     from helpers import planted_planners
 
-    code, report = cli_json("diff", tree, "--backend", "python:planted_planners:clean")
-    assert code == 0 and report["backend"]["spec"] == "python:planted_planners:clean"
+    code, report = cli_json("diff", tree, "--backend", "python:helpers.planted_planners:clean")
+    assert code == 0 and report["backend"]["spec"] == "python:helpers.planted_planners:clean"
     assert {r["status"] for r in report["results"]} == {"equal"} and len(report["results"]) == 3
-    code, report = cli_json("diff", tree, "--backend", "python:planted_planners:one_bug")
+    code, report = cli_json("diff", tree, "--backend", "python:helpers.planted_planners:one_bug")
     store = GoldenStore(tree)
     for result in report["results"]:
         call = store.read(result["key"]).call
@@ -520,8 +520,8 @@ def test_diff_replays_on_a_plug_in_planner(tree: Path) -> None:
     ("spec", "problem"),
     [
         ("python:no_such_module_here", "module no_such_module_here does not import"),
-        ("python:planted_planners:nothing", "has no attribute nothing"),
-        ("python:planted_planners:incomplete", "incomplete has no get_ps_metadata_v1, get_mla_metadata_info_v1"),
+        ("python:helpers.planted_planners:nothing", "has no attribute nothing"),
+        ("python:helpers.planted_planners:incomplete", "incomplete has no get_ps_metadata_v1, get_mla_metadata_info_v1"),
         ("python:", "expected python:MODULE[:ATTR]"),
     ],
 )

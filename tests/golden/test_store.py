@@ -68,7 +68,7 @@ def test_file_holds_exactly_the_documented_format(tmp_path: Path, call: mla_gold
     assert json.loads(meta["params"])["dtype_kv_nope"] == "torch.bfloat16"
     assert json.loads(meta["device"])["arch"] == "gfx942"
     assert json.loads(meta["buffers"])["work_info_set"]["shape"] == list(call.outputs["work_info_set"].shape)
-    assert json.loads(meta["provenance"])["backend"] == "standins"
+    assert json.loads(meta["provenance"])["backend"] == "helpers.standins"
     assert "error" not in meta
 
 

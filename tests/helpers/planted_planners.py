@@ -1,4 +1,4 @@
-"""Copies of the reference planners with planted bugs, for ``python:planted_planners:NAME`` sweeps.
+"""Copies of the reference planners with planted bugs, for ``python:helpers.planted_planners:NAME`` sweeps.
 
 Each object has the four functions a plug-in planner needs, in aiter's
 signatures; a bug is a small change to the reference's result under a

@@ -245,7 +245,7 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
     import mla_golden
     from mla_golden.sweeper.render import render_html
 
-    findings = mla_golden.sweep("reference", "python:planted_planners:two_bugs", cases=1000)
+    findings = mla_golden.sweep("reference", "python:helpers.planted_planners:two_bugs", cases=1000)
     assert len(findings.groups) == 2
     page = tmp_path / "sweep.html"
     page.write_text(render_html(findings), encoding="utf-8")
@@ -253,7 +253,7 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
     # the answer and the causes in the first screen, what was compared named
     for selector in (".verdict", "table.groups", ".compared"):
         assert _visible(_box(browser, selector)), selector
-    assert "python:planted_planners:two_bugs" in browser.evaluate("document.querySelector('.compared').innerText")
+    assert "python:helpers.planted_planners:two_bugs" in browser.evaluate("document.querySelector('.compared').innerText")
     tally = ", ".join(f"{n} {status}" for status, n in sorted(findings.counts.items(), key=lambda kv: -kv[1]))
     assert findings.verdict == "diverged" and browser.evaluate("document.title") == f"mla-golden sweep: diverged ({tally})"
     # nothing wider than the screen

@@ -18,7 +18,7 @@ from mla_golden.sweeper.space import DECODE, PREFILL, Point
 
 @pytest.fixture(scope="module")
 def two_bugs() -> mla_golden.sweeper.Findings:
-    findings: mla_golden.sweeper.Findings = mla_golden.sweep("reference", "python:planted_planners:two_bugs", cases=150)
+    findings: mla_golden.sweeper.Findings = mla_golden.sweep("reference", "python:helpers.planted_planners:two_bugs", cases=150)
     return findings
 
 
@@ -96,13 +96,13 @@ def test_the_cli_sweeps_a_plug_in_planner_and_says_so(tmp_path: Path) -> None:
     from mla_golden.cli import app
 
     page = tmp_path / "sweep.html"
-    args = ["sweep", "--a", "reference", "--b", "python:planted_planners:one_bug", "--cases", "40", "--format", "json",
+    args = ["sweep", "--a", "reference", "--b", "python:helpers.planted_planners:one_bug", "--cases", "40", "--format", "json",
             "--html", str(page)]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1, result.output
     document = json.loads(result.stdout)
-    assert document["b"] == "python:planted_planners:one_bug" and document["runs"][1] == "plug-in planner planted_planners:one_bug"
+    assert document["b"] == "python:helpers.planted_planners:one_bug" and document["runs"][1] == "plug-in planner helpers.planted_planners:one_bug"
     assert [g["signature"][:2] for g in document["groups"]] == [[DECODE, "values"]]
-    assert "python:planted_planners:one_bug" in page.read_text(encoding="utf-8")
-    bad = CliRunner().invoke(app, ["sweep", "--a", "reference", "--b", "python:planted_planners:incomplete"])
+    assert "python:helpers.planted_planners:one_bug" in page.read_text(encoding="utf-8")
+    bad = CliRunner().invoke(app, ["sweep", "--a", "reference", "--b", "python:helpers.planted_planners:incomplete"])
     assert bad.exit_code == 2 and "incomplete has no" in bad.output

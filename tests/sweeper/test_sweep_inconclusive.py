@@ -39,7 +39,7 @@ FOLDED = Point(DECODE, "gfx942", 304, 64, (3000, 40), qlen=2, q_dtype="bf16", kv
 def _sweep(tmp_path: Path, pages: str) -> tuple[int, dict[str, object], str]:
     space = tmp_path / "space.toml"
     space.write_text(PAGED_SPACE.format(pages=pages), encoding="utf-8")
-    args = ["sweep", "--a", "reference", "--b", "python:planted_planners:unpaged", "--space", str(space), "--cases", "60"]
+    args = ["sweep", "--a", "reference", "--b", "python:helpers.planted_planners:unpaged", "--space", str(space), "--cases", "60"]
     text = CliRunner().invoke(app, args)
     document = CliRunner().invoke(app, [*args, "--format", "json"])
     return document.exit_code, json.loads(document.stdout), text.stdout
@@ -95,7 +95,7 @@ def test_undefined_on_both_sides_is_compared_where_defined() -> None:
     # The planted bug moves a defined element of this call (a request of LONG_REQUEST tokens or more): not equal,
     # and with nothing defined to stand for the rest, not compared.
     assert max(FOLDED.seq_lens) >= planted_planners.LONG_REQUEST
-    bug = evaluate(FOLDED, reference, resolve_planner("python:planted_planners:one_bug"))
+    bug = evaluate(FOLDED, reference, resolve_planner("python:helpers.planted_planners:one_bug"))
     assert (bug.status, bug.kind) == (UNDEFINED, BOTH)
     findings = mla_golden.sweep("reference", "reference", [FOLDED] * 3)
     assert findings.not_compared.where_defined == 3 and findings.verdict == "equal"

@@ -1,6 +1,6 @@
 """Six planted bugs, across decode and prefill, each found by a default sweep as one group with a minimal reproducer.
 
-Each ``python:planted_planners:NAME`` is the reference with one small change
+Each ``python:helpers.planted_planners:NAME`` is the reference with one small change
 (tests/helpers/planted_planners.py): a long decode request, prefill buffers sized for
 big batches, a full last page in a plug-in taking ``*args, **kwargs``, a
 prefill tile too many on a tile-multiple length (an overflow at one size,
@@ -40,7 +40,7 @@ BUGS = {
 
 @pytest.fixture(scope="module", params=sorted(BUGS))
 def planted(request: pytest.FixtureRequest) -> tuple[str, mla_golden.sweeper.Findings]:
-    findings: mla_golden.sweeper.Findings = mla_golden.sweep("reference", f"python:planted_planners:{request.param}")
+    findings: mla_golden.sweeper.Findings = mla_golden.sweep("reference", f"python:helpers.planted_planners:{request.param}")
     return request.param, findings
 
 
@@ -54,7 +54,7 @@ def test_each_planted_bug_is_found_at_the_default_budget_as_one_group_with_a_min
 ) -> None:
     name, findings = planted
     op, least = BUGS[name]
-    spec = f"python:planted_planners:{name}"
+    spec = f"python:helpers.planted_planners:{name}"
     assert len(findings.results) == DEFAULT_CASES and findings.verdict == "diverged"
     [group] = findings.groups
     rep = group.reproducer
@@ -83,7 +83,7 @@ def test_each_planted_bug_is_found_at_the_default_budget_as_one_group_with_a_min
 
 def test_a_bug_that_overflows_at_one_size_and_plans_wrong_works_at_another_is_one_cause() -> None:
     points = [Point(PREFILL, "gfx950", 256, 16, (256, 256)), Point(PREFILL, "gfx950", 256, 16, (300, 256))]
-    findings = mla_golden.sweep("reference", "python:planted_planners:tile_multiple", points)
+    findings = mla_golden.sweep("reference", "python:helpers.planted_planners:tile_multiple", points)
     overflow, wrong = findings.results
     assert overflow.detail.startswith("error: none -> output buffer") and "with room for both plans" in overflow.detail
     assert wrong.detail.startswith("work_indptr"), "a plan that fits: wrong works"
@@ -92,7 +92,7 @@ def test_a_bug_that_overflows_at_one_size_and_plans_wrong_works_at_another_is_on
 
 
 def test_one_cause_moving_different_reduce_buffers_first_is_one_group() -> None:
-    findings = mla_golden.sweep("reference", "python:planted_planners:reduce_order", cases=200)
+    findings = mla_golden.sweep("reference", "python:helpers.planted_planners:reduce_order", cases=200)
     firsts = {r.detail.split("[")[0] for r in findings.results if r.status == DIVERGED}
     assert firsts == {"reduce_indptr", "reduce_final_map"}, firsts
     assert [g.signature for g in findings.groups] == [(DECODE, "values", "reduce")]

@@ -182,5 +182,5 @@ def test_a_noncausal_prefill_point_runs_noncausal() -> None:
     import mla_golden
 
     point = Point(PREFILL, "gfx950", 256, 16, (700,), causal=False)
-    findings = mla_golden.sweep("reference", "python:planted_planners:causal_prefill", [point, Point(PREFILL, "gfx950", 256, 16, (700,))])
+    findings = mla_golden.sweep("reference", "python:helpers.planted_planners:causal_prefill", [point, Point(PREFILL, "gfx950", 256, 16, (700,))])
     assert [r.status for r in findings.results] == ["diverged", "equal"], "the plug-in plans every prefill as causal"

@@ -43,7 +43,7 @@ def test_specs_parse_and_print_back(text: str, spec: PlannerSpec) -> None:
         ("reference:gfx90a", "unknown arch 'gfx90a' (known: gfx942, gfx950)"),
         ("reference:gfx999:100", "unknown arch 'gfx999' (known: gfx942, gfx950)"),
         ("reference@e4048607:gfx999:8+AITER_MLA_META_USE_PARALLEL=1", "unknown arch 'gfx999'"),
-        ("python:planted_planners:clean:gfx999:8", "unknown arch 'gfx999'"),
+        ("python:helpers.planted_planners:clean:gfx999:8", "unknown arch 'gfx999'"),
         ("reference+AITER_FOO=1", "AITER_FOO is not a planner env var"),
         ("reference:gfx942:0", "expected BACKEND"),
         ("auto", "not auto"),
@@ -88,10 +88,10 @@ def test_live_aiter_that_cannot_run_here_is_a_spec_error() -> None:
 @pytest.mark.parametrize(
     ("text", "backend", "arch", "cu"),
     [
-        ("python:planted_planners:clean", "python:planted_planners:clean", None, None),
-        ("python:planted_planners:clean:gfx950", "python:planted_planners:clean", "gfx950", None),
-        ("python:planted_planners:clean:gfx942:80", "python:planted_planners:clean", "gfx942", 80),
-        ("python:planted_planners", "python:planted_planners", None, None),
+        ("python:helpers.planted_planners:clean", "python:helpers.planted_planners:clean", None, None),
+        ("python:helpers.planted_planners:clean:gfx950", "python:helpers.planted_planners:clean", "gfx950", None),
+        ("python:helpers.planted_planners:clean:gfx942:80", "python:helpers.planted_planners:clean", "gfx942", 80),
+        ("python:helpers.planted_planners", "python:helpers.planted_planners", None, None),
     ],
 )
 def test_a_plug_in_planner_keeps_its_colons_and_takes_a_device(text: str, backend: str, arch: str | None, cu: int | None) -> None:
@@ -104,11 +104,11 @@ def test_a_plug_in_planner_plans_like_the_reference_it_copies() -> None:
     from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate
     from mla_golden.sweeper.space import DECODE, Point
 
-    reference, clean = resolve_planner("reference:gfx950"), resolve_planner("python:planted_planners:clean:gfx950")
-    assert clean.label == "plug-in planner planted_planners:clean"
+    reference, clean = resolve_planner("reference:gfx950"), resolve_planner("python:helpers.planted_planners:clean:gfx950")
+    assert clean.label == "plug-in planner helpers.planted_planners:clean"
     point = Point(DECODE, "gfx942", 304, 16, (3000, 40), q_dtype="fp8", kv_dtype="fp8")
     assert evaluate(point, reference, clean).status == EQUAL
     assert evaluate(point, resolve_planner("reference"), clean).status == DIVERGED, "the plug-in plans for gfx950, as told"
-    buggy = resolve_planner("python:planted_planners:one_bug:gfx950")
+    buggy = resolve_planner("python:helpers.planted_planners:one_bug:gfx950")
     assert evaluate(point, reference, buggy).status == DIVERGED
     assert evaluate(Point(DECODE, "gfx942", 304, 16, (1999, 40), q_dtype="fp8", kv_dtype="fp8"), reference, buggy).status == EQUAL
