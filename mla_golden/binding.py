@@ -116,14 +116,13 @@ def bind(
     """
     schema = schema_for(op)
     sig = sig or signature_of(fn, schema)
-    bound = sig.bind(*args, **kwargs)
-    bound.apply_defaults()
+    arguments = bound_arguments(sig, args, kwargs)
     inputs: dict[str, torch.Tensor] = {}
     buffers: dict[str, torch.Tensor] = {}
     named: dict[str, Any] = {}
     unknown: list[str] = []
     roles = parameter_roles(schema, sig)
-    for name, value in bound.arguments.items():
+    for name, value in arguments.items():
         if name not in roles:  # *args / **kwargs
             continue
         canonical, kind = roles[name]
@@ -145,6 +144,41 @@ def bind(
     if missing:
         raise TypeError(f"{op}: signature of {fn!r} has no output buffer(s) {missing}")
     return BoundCall(op, params, inputs, buffers, list(sig.parameters), notes)
+
+
+#: id(signature) -> (signature, its parameter names, their defaults), for signatures whose parameters are all
+#: positional-or-keyword: bounded like _ROLES.
+_PLAIN: dict[int, tuple[inspect.Signature, tuple[str, ...], tuple[Any, ...]]] = {}
+
+
+def bound_arguments(sig: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``sig.bind(*args, **kwargs)`` with its defaults applied, by name in the signature's order.
+
+    A call that fits a signature of plain parameters is bound directly: inspect's
+    general binding is a fifth of a capture's own cost on a decode call. Any
+    other call (one that does not fit included: TypeError) goes through inspect.
+    """
+    plain = _PLAIN.get(id(sig))
+    if plain is None or plain[0] is not sig:
+        kinds = {p.kind for p in sig.parameters.values()}
+        names = tuple(sig.parameters)
+        plain = (sig, names, tuple(p.default for p in sig.parameters.values()))
+        if kinds - {inspect.Parameter.POSITIONAL_OR_KEYWORD}:
+            plain = (sig, (), ())
+        if len(_PLAIN) >= 256:
+            _PLAIN.clear()
+        _PLAIN[id(sig)] = plain
+    _, names, defaults = plain
+    given = len(args)
+    if names and given <= len(names) and all(k in names[given:] for k in kwargs):
+        arguments = dict(zip(names, args))
+        for name, default in zip(names[given:], defaults[given:]):
+            arguments[name] = kwargs.get(name, default)
+        if all(v is not inspect.Parameter.empty for v in arguments.values()):
+            return arguments
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
 #: (op, id(signature)) -> (signature, its parameters' roles); bounded: a signature built per call must not grow it.

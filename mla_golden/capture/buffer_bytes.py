@@ -11,9 +11,10 @@ from typing import Any, cast
 import numpy as np
 
 
-def lean_copy(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def lean_copy(values: np.ndarray[Any, Any], end: int | None = None) -> np.ndarray[Any, Any]:
     """``values`` to keep, or when its second half is all zeros, a copy of what comes before its zero tail on
-    zeroed memory that the kernel maps only when touched.
+    zeroed memory that the kernel maps only when touched. ``end``: where that tail starts, when the caller
+    has found it already (:func:`nonzero_end`).
 
     A prefill buffer is sized for the longest batch the program allows and the
     planner zeroes what a batch leaves over, usually most of it: a spy keeping
@@ -21,16 +22,9 @@ def lean_copy(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     buffer itself stays in the scratch pool for the next capture.
     """
     flat = values.reshape(-1)
-    half = flat.size // 2
-    if not all_zero(flat[half:]):
+    end = nonzero_end(flat) if end is None else end
+    if end > flat.size // 2:
         return values
-    end = half  # walk back to just after the last nonzero element
-    while end:
-        start = max(end - ZERO_SPAN, 0)
-        if not all_zero(flat[start:end]):
-            end = start + int(np.flatnonzero(flat[start:end])[-1]) + 1
-            break
-        end = start
     lean = zeroed(values.shape, values.dtype)
     lean.reshape(-1)[:end] = flat[:end]
     return lean
@@ -57,21 +51,51 @@ def _private_anonymous(nbytes: int) -> mmap.mmap:
     return mmap.mmap(-1, nbytes)  # Windows: anonymous memory backed by the paging file
 
 
-#: Elements per step when :func:`lean_copy` walks a zero tail back, and zero bytes to compare a step with.
+#: Elements per step when :func:`nonzero_end` narrows down the last nonzero element.
 ZERO_SPAN = 1 << 14
+#: Bytes compared against zeros in one step: a private mapping never written, so every page of it reads as the
+#: kernel's one zero page (a memcmp against it reads the other side alone from memory).
+_ZERO_BYTES = 1 << 20
+_ZERO_MAP = _private_anonymous(_ZERO_BYTES)
+_ZERO_ADDR = np.frombuffer(_ZERO_MAP, dtype=np.uint8).ctypes.data
 
 
-_ZEROS = np.zeros(ZERO_SPAN * 8, dtype=np.uint8)
+def nonzero_end(flat: np.ndarray[Any, Any]) -> int:
+    """Where the zero tail of a 1-D array starts: just after its last nonzero element (0 when all are zero).
+
+    Walks back from the end a megabyte at a time, then within the first
+    block holding a nonzero byte: it reads the zero tail and little more.
+    """
+    if _MEMCMP is None or not flat.flags.c_contiguous:
+        found = np.flatnonzero(flat)
+        return int(found[-1]) + 1 if found.size else 0
+    block = _last_nonzero_block(flat, flat.size, _ZERO_BYTES // flat.itemsize)
+    if block is None:
+        return 0
+    start, stop = _last_nonzero_block(flat, block[1], ZERO_SPAN) or block
+    return start + int(np.flatnonzero(flat[start:stop])[-1]) + 1
+
+
+def _last_nonzero_block(flat: np.ndarray[Any, Any], end: int, step: int) -> tuple[int, int] | None:
+    """The last block of ``flat[:end]`` (``step`` elements each, counted back from ``end``) holding a nonzero
+    byte, as (start, stop), or None when all of ``flat[:end]`` is zero."""
+    assert _MEMCMP is not None
+    base, size = flat.ctypes.data, flat.itemsize
+    while end > 0:
+        start = max(end - step, 0)
+        if _MEMCMP(base + start * size, _ZERO_ADDR, (end - start) * size):
+            return start, end
+        end = start
+    return None
 
 
 def all_zero(flat: np.ndarray[Any, Any]) -> bool:
-    """Is every element of a 1-D array 0? memcmp against zeros in steps: no temporary, stops early."""
+    """Is every element of a 1-D array 0? memcmp against zero pages in steps: no temporary, stops early."""
     if _MEMCMP is None or not flat.flags.c_contiguous:
         return not flat.any()
-    step, zeros = _ZEROS.nbytes // flat.itemsize, _ZEROS.ctypes.data
-    for start in range(0, flat.size, step):
-        part = flat[start : start + step]
-        if _MEMCMP(part.ctypes.data, zeros, part.nbytes):
+    base, nbytes = flat.ctypes.data, flat.nbytes
+    for start in range(0, nbytes, _ZERO_BYTES):
+        if _MEMCMP(base + start, _ZERO_ADDR, min(_ZERO_BYTES, nbytes - start)):
             return False
     return True
 

@@ -22,7 +22,7 @@ import torch
 
 from mla_golden.binding import BoundCall, build_arguments, signature_of
 from mla_golden.call import Call
-from mla_golden.capture.buffer_bytes import bytes_equal, lean_copy
+from mla_golden.capture.buffer_bytes import all_zero, bytes_equal, lean_copy, nonzero_end
 from mla_golden.context import SIMULATED, backend_of, device_snapshot, env_snapshot, plan_for, planner_env, provenance
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for, to_dtype
 
@@ -136,19 +136,27 @@ def _same(x: torch.Tensor, y: torch.Tensor) -> bool:
 
 def _whole(
     a: np.ndarray[Any, Any], b: np.ndarray[Any, Any], theirs: np.ndarray[Any, Any] | None
-) -> np.ndarray[Any, Any] | None:
-    """Where ``theirs`` differs from probe ``a`` when probes ``a`` and ``b`` wrote every element alike, else None.
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
+    """When probes ``a`` and ``b`` wrote every element alike: where ``theirs`` differs from ``a``, and the
+    values to keep (those of ``theirs``, or of ``a`` without it); else None.
 
-    ``b`` then holds the kept values (those of ``theirs``, or of ``a`` without
-    it). Prefill's whole buffers are ten megabytes: the comparisons are byte
-    compares that allocate nothing, and nothing is copied here when the runs agree.
+    Prefill's whole buffers are ten megabytes, mostly a zero tail: that tail
+    is found once (in ``a``), the other runs' tails are compared against zero
+    pages and the rest byte by byte: no pass beyond the two compares the
+    design needs, and nothing allocated or copied when the runs agree. The values kept are ``b``'s
+    array or a lean copy of it (:func:`lean_copy`).
     """
-    if not bytes_equal(a, b):
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    end = nonzero_end(fa)
+    if not (all_zero(fb[end:]) and bytes_equal(fa[:end], fb[:end])):
         return None
-    if theirs is None or bytes_equal(theirs, a):
-        return np.empty(0, dtype=np.int64)
+    if theirs is None:
+        return np.empty(0, dtype=np.int64), lean_copy(b, end)
+    ft = theirs.reshape(-1)
+    if all_zero(ft[end:]) and bytes_equal(ft[:end], fa[:end]):
+        return np.empty(0, dtype=np.int64), lean_copy(b, end)
     np.copyto(b, theirs)
-    return np.flatnonzero(theirs != a)
+    return np.flatnonzero(theirs != a), lean_copy(b)
 
 
 def _compare(
@@ -156,12 +164,15 @@ def _compare(
 ) -> _Compared:
     """Compare the probe runs (and ``live``, the program's own run) buffer by buffer, and keep the values.
 
-    The kept values are ``live``'s (``run_a``'s without it), written into
-    ``run_b``'s CPU arrays, which are kept as they are (the caller takes them
-    out of the scratch pool, :func:`_restore`) unless :func:`lean_copy` keeps a
-    smaller copy: keeping a buffer the runs agree on costs at most that copy.
-    Elementwise work runs in numpy: on buffers of a few thousand elements
-    torch's per-operation dispatch costs more than the comparisons.
+    Written: moved off its canary in probe A, or, among the elements probe A
+    left at its canary, off the other canary in probe B (a planner may write a
+    canary's value: the second canary exists for those). The kept values are
+    ``live``'s (``run_a``'s without it), written into ``run_b``'s CPU arrays,
+    which are kept as they are (the caller takes them out of the scratch
+    pool, :func:`_restore`) unless :func:`lean_copy` keeps a smaller copy:
+    keeping a buffer the runs agree on costs at most that copy. Elementwise
+    work runs in numpy: on buffers of a few thousand elements torch's
+    per-operation dispatch costs more than the comparisons.
     """
     result = _Compared()
     masks, found, kept = result.masks, result.found, result.kept
@@ -175,14 +186,14 @@ def _compare(
             kept[name] = torch.from_numpy(b)
             continue
         theirs = live[name].cpu().numpy() if live is not None else None
-        differ_at = _whole(a, b, theirs) if a.size >= _WHOLE else None
-        if differ_at is not None:  # both probes wrote every element alike (prefill's whole buffers)
+        whole = _whole(a, b, theirs) if a.size >= _WHOLE else None
+        if whole is not None:  # both probes wrote every element alike (prefill's whole buffers)
             masks[name] = torch.ones(a.shape, dtype=torch.bool)
-            kept[name] = torch.from_numpy(lean_copy(b))
-            if differ_at.size:
-                found[name] = torch.from_numpy(differ_at)
+            kept[name] = torch.from_numpy(whole[1])
+            if whole[0].size:
+                found[name] = torch.from_numpy(whole[0])
             continue
-        mask = (a != first) | (b != second)
+        mask = written_mask(a, b, first, second)
         differ = a != b
         if theirs is not None:
             differ |= theirs != a
@@ -193,6 +204,17 @@ def _compare(
         if differ.any():
             found[name] = torch.from_numpy(np.flatnonzero(differ))
     return result
+
+
+def written_mask(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any], first: int, second: int) -> np.ndarray[Any, Any]:
+    """The elements probe ``a`` (filled with canary ``first``) or probe ``b`` (``second``) moved off its canary.
+
+    Probe B's elements are compared only where probe A left its canary: an
+    element A moved is written whatever B holds.
+    """
+    mask: np.ndarray[Any, Any] = a != first
+    np.not_equal(b, second, out=mask, where=~mask)
+    return mask
 
 
 def _record_disagreements(
