@@ -20,8 +20,8 @@ takes or can address:
   asks the planner to write past the buffers it was recorded with, so its cost
   stays proportional to the golden's own size;
 - the buffers it declares (which a replay allocates, twice) hold at most
-  :data:`~mla_golden.golden.rules.DECLARED_PER_STORED` times the elements the golden stores (inputs and
-  written outputs) plus :data:`~mla_golden.golden.rules.DECLARED_SLACK`, the bound loading holds them to: room for a caller's
+  :data:`DECLARED_PER_STORED` times the elements the golden stores (inputs and
+  written outputs) plus :data:`DECLARED_SLACK`, the bound loading holds them to: room for a caller's
   over-allocation (vLLM sizes for its largest batch), not for a 2^25-element
   declaration in a 49 KB file.
 """
@@ -31,8 +31,18 @@ from __future__ import annotations
 import math
 
 from mla_golden.call import Call
-from mla_golden.golden.rules import declared_bound
 from mla_golden.schema import MLA_OP, PS_OP, WORK_ROW
+
+#: Declared buffer elements a golden may have per element it stores, and on top (16 MB of int32): loading and
+#: replay build every declared buffer, so a 49 KB file cannot ask for 2^25 elements.
+DECLARED_PER_STORED = 64
+DECLARED_SLACK = 1 << 22
+
+
+def declared_bound(stored: int) -> int:
+    """The most buffer elements a golden storing ``stored`` elements may declare (loading and replay build them):
+    the golden's reader holds a file to it, and a replay or check the params it plans with."""
+    return DECLARED_PER_STORED * stored + DECLARED_SLACK
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 #: Planned units allowed per recorded work and per input batch.

@@ -115,7 +115,7 @@ def _units() -> set[str]:
 
 
 def test_grouping_packages_export_nothing() -> None:
-    """Importing ``mla_golden.capture.stand_in_hooks`` (layer 1) must not load the capture (layer 5) through the package."""
+    """Importing ``mla_golden.capture.aliases`` (layer 1) must not load the capture (layer 5) through the package."""
     for init in sorted(_grouping_inits()):
         body = ast.parse(init.read_text(encoding="utf-8")).body
         assert len(body) == 1 and isinstance(body[0], ast.Expr), f"{init.relative_to(PACKAGE.parent)} holds more than its docstring"

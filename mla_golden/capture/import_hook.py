@@ -141,7 +141,7 @@ def recording(module: ModuleType) -> Iterator[None]:
 
     ``reference.as_aiter()`` puts its stand-in there directly, so no import
     (and no finder of ours) ever sees it; :func:`install` registers this
-    block with it (:mod:`mla_golden.capture.stand_in_hooks`). The
+    block with it (:mod:`mla_golden.reference.stand_in_hooks`). The
     spy is left on exit, so the next stand-in's calls are written once.
     Outside a recorded process this does nothing.
     """
@@ -194,7 +194,7 @@ def install() -> None:
     """Record planner calls of this process to ``$MLA_GOLDEN_RECORD_OUT`` once aiter is imported."""
     if not os.environ.get(ENV_OUT) or _active or any(isinstance(f, _AiterFinder) for f in sys.meta_path):
         return
-    from mla_golden.capture.stand_in_hooks import register
+    from mla_golden.reference.stand_in_hooks import register
 
     register(recording)  # reference.as_aiter()'s stand-in: placed in sys.modules, never imported
     if TARGET in sys.modules:

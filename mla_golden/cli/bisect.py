@@ -66,7 +66,7 @@ def bisect(
         raise typer.Exit(EXIT_BAD) from error
     if html is not None:
         from mla_golden.files import atomic_write
-        from mla_golden.render.html import render_bisect_page
+        from mla_golden.triage.page import render_bisect_page
 
         with writing(html, "--html"):
             atomic_write(html, render_bisect_page(result))

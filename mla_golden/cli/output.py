@@ -193,7 +193,7 @@ def _print_not_ok(out: Any, problems: list[Result]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from mla_golden.render.ci import headline
+    from mla_golden.runs.ci import headline
 
     status_width = max(len("status"), *(len(r.status) for r in problems))
     longest = max(len(inline(r.key)) for r in problems)
@@ -212,7 +212,7 @@ def _print_group(out: Any, group: CauseGroup, headed: bool, suffix: str = "", fo
     """One group of results: its heading, then each result; ``fold`` (the command) folds it in a GitHub log."""
     heading = f"{inline(group.label)}{suffix}: {len(group.results)} call(s)"
     if fold is not None:
-        from mla_golden.render.ci import github_group
+        from mla_golden.runs.ci import github_group
 
         typer.echo(github_group(f"mla-golden {fold}: {heading}"))
     if headed:
@@ -220,7 +220,7 @@ def _print_group(out: Any, group: CauseGroup, headed: bool, suffix: str = "", fo
     for r in group.results:
         _print_result(out, r)
     if fold is not None:
-        from mla_golden.render.ci import GITHUB_END_GROUP
+        from mla_golden.runs.ci import GITHUB_END_GROUP
 
         typer.echo(GITHUB_END_GROUP)
 
@@ -242,9 +242,9 @@ def _print_result(out: Any, r: Result) -> None:
 
 
 def _github(command: str, results: list[Result], code: int) -> None:
-    """GitHub Actions: an annotation per golden not ok (:func:`mla_golden.render.ci.github_annotations`); the markdown
+    """GitHub Actions: an annotation per golden not ok (:func:`mla_golden.runs.ci.github_annotations`); the markdown
     summary into $GITHUB_STEP_SUMMARY."""
-    from mla_golden.render.ci import github_annotations, github_summary
+    from mla_golden.runs.ci import github_annotations, github_summary
 
     for line in github_annotations(command, results):
         typer.echo(line)
@@ -262,7 +262,7 @@ def write_junit(path: Path | None, command: str, results: list[Result], quiet: b
     if path is None:
         return
     from mla_golden.files import atomic_write
-    from mla_golden.render.ci import junit_xml
+    from mla_golden.runs.ci import junit_xml
 
     with writing(path, "--junit-xml"):
         atomic_write(path, junit_xml(command, results, seconds))

@@ -35,8 +35,9 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.errors import GoldenError
-from mla_golden.golden.rules import buffers_problems, check_call, check_head, declared_bound
+from mla_golden.golden.rules import buffers_problems, check_call, check_head
 from mla_golden.golden.safetensors_file import DTYPES, RawFile
+from mla_golden.limits import declared_bound
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, schema_for, to_dtype
 
 FORMAT = "mla-golden/2"

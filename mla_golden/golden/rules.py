@@ -20,10 +20,6 @@ from mla_golden.call import Call
 from mla_golden.golden.safetensors_file import MAX_ELEMENTS
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, OpSchema, schema_for, to_dtype
 
-#: Declared buffer elements a golden may have per element it stores, and on top (16 MB of int32): loading and
-#: replay build every declared buffer, so a 49 KB file cannot ask for 2^25 elements.
-DECLARED_PER_STORED = 64
-DECLARED_SLACK = 1 << 22
 #: AMD targets (gfx942, gfx950, ...) and, for captures on a CUDA device (the recorder's GPU path is tested there), sm_90 and the like.
 _ARCH = re.compile(r"gfx[1-9][0-9a-f]{2,3}|sm_[1-9][0-9]{1,2}")
 #: Plausible ranges of what aiter reads from the GPU (LDS: 64 KiB on gfx942, 160 KiB on gfx950).
@@ -32,10 +28,6 @@ _DEVICE_RANGES = {"cu_num": (1, 4096), "warp_size": (32, 64), "lds_bytes": (16 *
 
 
 
-
-def declared_bound(stored: int) -> int:
-    """The most buffer elements a golden storing ``stored`` elements may declare (loading and replay build them)."""
-    return DECLARED_PER_STORED * stored + DECLARED_SLACK
 
 
 def param_kind(schema: OpSchema, name: str) -> type | None:

@@ -102,7 +102,7 @@ def as_aiter(version: str | None = None) -> Iterator[ModuleType]:
     for name in saved:
         del sys.modules[name]
     sys.modules.update(modules)
-    from mla_golden.capture.stand_in_hooks import around
+    from mla_golden.reference.stand_in_hooks import around
 
     try:
         with around(modules["aiter"]):  # `mla-golden record -- COMMAND` records the block (it sees no import)

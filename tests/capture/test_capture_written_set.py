@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import standins
 import torch
+from helpers import standins
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

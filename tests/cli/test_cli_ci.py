@@ -162,7 +162,7 @@ def _workflow_commands(stdout: str) -> list[tuple[str, dict[str, str], str]]:
 def test_github_format_caps_annotations_a_level_says_how_many_were_left_out_and_warns_on_a_resize(
     many: tuple[Path, Path, list[str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mla_golden.render.ci import ANNOTATIONS_PER_LEVEL
+    from mla_golden.runs.ci import ANNOTATIONS_PER_LEVEL
 
     actual, expected, diverged, resized = many
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
@@ -225,8 +225,8 @@ def _documented_mapping() -> dict[str, tuple[str | None, str | None]]:
 
 
 def test_each_status_gets_the_junit_element_and_annotation_level_the_docs_name() -> None:
-    from mla_golden.render.ci import github_annotations, junit_xml
     from mla_golden.runs import Result, Status
+    from mla_golden.runs.ci import github_annotations, junit_xml
 
     documented = _documented_mapping()
     assert sorted(documented) == sorted(s.value for s in Status), "the table names every status once"

@@ -14,10 +14,9 @@ draws it, so a page over a whole tree stays small. ``show`` and
 One module per page: :mod:`.diff`, :mod:`.show`, :mod:`.check`, :mod:`.bisect`, on :mod:`.common`.
 """
 
-from mla_golden.render.html.bisect import render_bisect_page
 from mla_golden.render.html.check import check_marks, render_check_page
 from mla_golden.render.html.common import VERDICT_ROWS, CheckEntry, Entry, cause_group
 from mla_golden.render.html.diff import render_diff_page
 from mla_golden.render.html.show import render_show_page
 
-__all__ = ["VERDICT_ROWS", "CheckEntry", "Entry", "cause_group", "check_marks", "render_bisect_page", "render_check_page", "render_diff_page", "render_show_page"]
+__all__ = ["VERDICT_ROWS", "CheckEntry", "Entry", "cause_group", "check_marks", "render_check_page", "render_diff_page", "render_show_page"]
