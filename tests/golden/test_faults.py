@@ -40,10 +40,10 @@ def test_eight_processes_writing_same_and_different_keys(tmp_path: Path) -> None
     procs = [ctx.Process(target=_writer, args=(str(tmp_path), i, barrier, results)) for i in range(8)]
     for proc in procs:
         proc.start()
-    outcomes = [results.get(timeout=120) for _ in procs]
-    for proc in procs:
-        proc.join(timeout=60)
+    for proc in procs:  # waited on as events, not against a clock a loaded machine would miss
+        proc.join()
         assert proc.exitcode == 0
+    outcomes = [results.get() for _ in procs]  # each writer put its outcome before it exited
     shared = [o[0] for o in outcomes]
     assert shared.count(WriteOutcome.WRITTEN.value) == 1 and shared.count(WriteOutcome.UNCHANGED.value) == 7
     assert all(o[1] == WriteOutcome.WRITTEN.value for o in outcomes)
