@@ -412,6 +412,12 @@ def written_extent(call: Call) -> dict[str, int]:
     """Per buffer: one past the last element the planner wrote."""
     extent = {}
     for name, mask in call.written.items():
-        hits = mask.reshape(-1).nonzero()
-        extent[name] = int(hits[-1]) + 1 if hits.numel() else 0
+        flags = mask.reshape(-1).cpu().numpy()  # numpy's argmax stops at the first True; nonzero would list them all
+        extent[name] = flags.size - int(flags[::-1].argmax()) if flags.any() else 0
     return extent
+
+
+def leading_true(flags: torch.Tensor) -> int:
+    """How many of the 1-D bool ``flags`` are True before the first False (all of them when none is)."""
+    array = flags.cpu().numpy()
+    return int(array.argmin()) if not array.all() else array.size

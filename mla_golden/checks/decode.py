@@ -11,8 +11,6 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
-import torch
-
 from mla_golden import reference
 from mla_golden.checks.common import (
     Checker,
@@ -27,6 +25,7 @@ from mla_golden.checks.common import (
     flat_input,
     helper_numels,
     ints,
+    leading_true,
     numel,
     skip_empty_tiles,
     written_extent,
@@ -333,8 +332,7 @@ def check_decode(c: Checker) -> None:
         return
     check_pointers(c)
     indptr = c.prefix("work_indptr")
-    rows_written = call.written["work_info_set"].reshape(-1, WORK_ROW).any(dim=1).tolist()
-    num_works = rows_written.index(False) if False in rows_written else len(rows_written)
+    num_works = leading_true(call.written["work_info_set"].reshape(-1, WORK_ROW).any(dim=1))
     undefined = c.result.hazard_names & set(_UNDEFINED)
     if not indptr:
         if undefined:
@@ -356,12 +354,12 @@ def check_decode(c: Checker) -> None:
             c.result.kernel = _kernel(layout)
             if clean.empty_tiles and clean.first_empty is not None:
                 skip_empty_tiles(c, clean.empty_tiles, clean.first_empty)
-            check_sizing(c, _decode_helper(c, _longest(qo)), written_extent(call))
+            check_sizing(c, _decode_helper(c, _longest(c)), written_extent(call))
             return
         part = region(c, layout, qo, kv, last, indptr, num_works)
         if part is not None:  # the walk below, on the batches where something is to flag
             _walk_region(c, layout, part)
-            check_sizing(c, _decode_helper(c, _longest(qo)), written_extent(call))
+            check_sizing(c, _decode_helper(c, _longest(c)), written_extent(call))
             return
     works = decoded_works(c, indptr, num_works)
     if layout is None:
@@ -396,7 +394,7 @@ def check_decode(c: Checker) -> None:
     check_coverage(c, tiles)
     owner = check_splits(c, tiles)
     check_reduce(c, owner, sum(call.written["reduce_partial_map"].reshape(-1).tolist()))
-    check_sizing(c, _decode_helper(c, _longest(qo)), written_extent(call))
+    check_sizing(c, _decode_helper(c, _longest(c)), written_extent(call))
 
 
 def _walk_region(c: Checker, layout: DecodeLayout, part: Region) -> None:
@@ -418,9 +416,9 @@ def _kernel(layout: DecodeLayout) -> str:
     return f"{path}/" + (f"folded x{layout.qk_batch_ratio}" if layout.qk_batch_ratio > 1 else "native")
 
 
-def _longest(qo: list[int]) -> int:
+def _longest(c: Checker) -> int:
     """The longest query length seqlens_qo_indptr gives (0 for none)."""
-    lengths = torch.tensor(qo, dtype=torch.int64)
+    lengths = flat_input(c.call, "seqlens_qo_indptr")
     return max(int((lengths[1:] - lengths[:-1]).max()), 0) if lengths.numel() > 1 else 0
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from mla_golden.checks.common import Checker, Tile
@@ -39,24 +40,28 @@ def _ascending(values: torch.Tensor) -> bool:
     return values.numel() == 0 or (int(values[0]) == 0 and not bool((values[1:] < values[:-1]).any()))
 
 
-def sorted_by(*keys: torch.Tensor) -> torch.Tensor:
-    """The permutation that sorts by ``keys[0]``, then ``keys[1]``, ... (stable, as Python's sort of tuples)."""
+def sorted_by(*keys: torch.Tensor) -> torch.Tensor | None:
+    """The permutation that sorts by ``keys[0]``, then ``keys[1]``, ... (stable, as Python's sort of tuples); None
+    when the rows are in that order already (the usual case: works come in tile order), so no gather is needed."""
+    if _in_order(keys):
+        return None
     order = torch.arange(keys[0].numel())
-    if _in_order(keys):  # works come in tile order (one pass instead of a sort per key)
-        return order
     for key in reversed(keys):
         order = order[torch.sort(key[order], stable=True).indices]
     return order
 
 
 def _in_order(keys: tuple[torch.Tensor, ...]) -> bool:
-    """The rows are already sorted by ``keys`` (each row's tuple no less than the one before)."""
-    later = torch.zeros(max(keys[0].numel() - 1, 0), dtype=torch.bool)  # decided greater so far
+    """The rows are already sorted by ``keys`` (each row's tuple no less than the one before): each later key is
+    compared only where the keys before it tie, one pass over the first key when none do."""
+    tied = torch.arange(max(keys[0].numel() - 1, 0))  # rows i (against i + 1) not yet decided by an earlier key
     for key in keys:
-        step = key[1:] - key[:-1]
-        if bool((~later & (step < 0)).any()):
+        step = key[tied + 1] - key[tied] if tied.numel() < key.numel() - 1 else key[1:] - key[:-1]
+        if bool((step < 0).any()):
             return False
-        later |= step > 0
+        tied = tied[step == 0]
+        if not tied.numel():
+            return True
     return True
 
 
@@ -123,7 +128,9 @@ def written_works(c: Checker, layout: DecodeLayout, qo: list[int], indptr: list[
         return None
     if layout.num_cu + 1 > call.outputs["work_indptr"].numel() or info.dim() != 2 or info.shape[1] != WORK_ROW:
         return None
-    works = info[:num_works].to(I64).t().contiguous().t()  # column-major: each column read below is contiguous
+    # column-major int64: each column read below is contiguous (numpy's transposed copy, then widening, is 4x
+    # faster than torch's widening then transposing a million rows)
+    works = torch.from_numpy(np.ascontiguousarray(info[:num_works].cpu().numpy().T).astype(np.int64)).t()
     if not bool(mask[:num_works].all()):
         return None
     batches = len(qo) - 1
@@ -168,11 +175,15 @@ def all_tiles(c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], la
     total_tiles = int(num_tiles.sum())
     if total_tiles > 16 * (rows + len(qo)):
         return None
-    tile_unit = torch.repeat_interleave(unit, num_tiles)
-    first_tile = torch.cumsum(num_tiles, 0) - num_tiles
-    k = torch.arange(total_tiles, dtype=I64) - first_tile[tile_unit]
-    start = qo_begin[tile_unit] + k * tile_size[tile_unit]
-    stop = torch.minimum(start + tile_size[tile_unit], qo_end[tile_unit])
+    if total_tiles == count:  # one tile per unit (single-token decode): each tile is its unit, at k 0
+        tile_unit, first_tile, k, start = unit, unit, torch.zeros(count, dtype=I64), qo_begin
+        stop = torch.minimum(qo_begin + tile_size, qo_end)
+    else:
+        tile_unit = torch.repeat_interleave(unit, num_tiles)
+        first_tile = torch.cumsum(num_tiles, 0) - num_tiles
+        k = torch.arange(total_tiles, dtype=I64) - first_tile[tile_unit]
+        start = qo_begin[tile_unit] + k * tile_size[tile_unit]
+        stop = torch.minimum(start + tile_size[tile_unit], qo_end[tile_unit])
     tail = torch.zeros(total_tiles, dtype=I64)
     if p.page_size == 1 and p.is_causal:  # DecodeLayout.tile_tail
         if ratio != 1:
@@ -210,10 +221,13 @@ def placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, tiles: Tile
         nothing = torch.zeros(works.shape[0], dtype=torch.bool)
         return Placement(nothing, nothing, torch.zeros(works.shape[0], dtype=I64), nothing)
     b = torch.where(known, b, 0)
-    size = tiles.tile_size[b]
-    w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - tiles.qo_begin[b], size.clamp(min=1), rounding_mode="floor"), 0)
-    in_unit = known & (w_k >= 0) & (w_k < tiles.num_tiles[b])
-    tile = torch.where(in_unit, tiles.first[b] + w_k, 0)
+    if tiles.total == tiles.count:  # one tile per unit: a work is placed when its qo range is its unit's one tile
+        tile, in_unit = b, known
+    else:
+        size = tiles.tile_size[b]
+        w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - tiles.qo_begin[b], size.clamp(min=1), rounding_mode="floor"), 0)
+        in_unit = known & (w_k >= 0) & (w_k < tiles.num_tiles[b])
+        tile = torch.where(in_unit, tiles.first[b] + w_k, 0)
     placed = in_unit & (works[:, C.QO_START] == tiles.start[tile]) & (works[:, C.QO_END] == tiles.stop[tile])
     ks, ke, u_begin, u_end = works[:, C.KV_START], works[:, C.KV_END], tiles.kv_begin[b], tiles.kv_end[b]
     sees_none = tiles.kv_stop[tile] <= u_begin
@@ -227,19 +241,37 @@ def placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, tiles: Tile
     return Placement(known, placed, tile, placed & kv_ok & (works[:, C.KV_OFFSET] == wanted))
 
 
+@dataclass
+class Chain:
+    """Works sorted by (tile, kv_start, kv_end), and where each tile's chain must be: what check_coverage walks."""
+
+    tile: torch.Tensor
+    kv_start: torch.Tensor
+    kv_end: torch.Tensor
+    #: Where each work must start: its tile's kv_begin for the first, the previous work's kv_end for the others.
+    covered_to: torch.Tensor
+    #: The last work of its tile.
+    closes: torch.Tensor
+
+
+def chain(tiles: Tiles, tile: torch.Tensor, kv_start: torch.Tensor, kv_end: torch.Tensor) -> Chain:
+    order = sorted_by(tile, kv_start, kv_end)
+    if order is not None:
+        tile, kv_start, kv_end = tile[order], kv_start[order], kv_end[order]
+    opens = torch.ones(tile.numel(), dtype=torch.bool)
+    opens[1:] = tile[1:] != tile[:-1]
+    covered_to = torch.where(opens, tiles.kv_begin[tiles.unit[tile]], torch.roll(kv_end, 1))
+    closes = torch.ones(tile.numel(), dtype=torch.bool)
+    closes[:-1] = opens[1:]
+    return Chain(tile, kv_start, kv_end, covered_to, closes)
+
+
 def _covered(works: torch.Tensor, tiles: Tiles, tile: torch.Tensor, per_tile: torch.Tensor, no_kv: torch.Tensor) -> bool:
     """``check_coverage``: each tile's works, sorted by (kv_start, kv_end), chain from kv_begin to its kv end."""
     if bool(((per_tile == 0) & ~no_kv).any()):
         return False
-    num_works = works.shape[0]
-    order = sorted_by(tile, works[:, C.KV_START], works[:, C.KV_END])
-    s_tile, s_start, s_end = tile[order], works[:, C.KV_START][order], works[:, C.KV_END][order]
-    opens = torch.ones(num_works, dtype=torch.bool)
-    opens[1:] = s_tile[1:] != s_tile[:-1]
-    covered_to = torch.where(opens, tiles.kv_begin[tiles.unit][s_tile], torch.roll(s_end, 1))
-    closes = torch.ones(num_works, dtype=torch.bool)
-    closes[:-1] = opens[1:]
-    return bool((s_start == covered_to).all()) and torch.equal(s_end[closes], tiles.kv_stop[s_tile[closes]])
+    s = chain(tiles, tile, works[:, C.KV_START], works[:, C.KV_END])
+    return bool((s.kv_start == s.covered_to).all()) and torch.equal(s.kv_end[s.closes], tiles.kv_stop[s.tile[s.closes]])
 
 
 def _split_cleanly(c: Checker, works: torch.Tensor, tiles: Tiles, tile: torch.Tensor, per_tile: torch.Tensor) -> bool:

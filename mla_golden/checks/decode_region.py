@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from mla_golden.checks.common import Checker, Tile
-from mla_golden.checks.decode_fast import I64, Tiles, all_tiles, placement, sorted_by, written_works
+from mla_golden.checks.decode_fast import I64, Tiles, all_tiles, chain, placement, written_works
 from mla_golden.geometry import Work
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout
 from mla_golden.schema import WORK_ROW
@@ -77,15 +77,9 @@ def _tiles_to_walk(
     walk = ((per_tile == 0) & ~no_kv) | (per_tile > 1)
     rows = placed.nonzero().reshape(-1)
     mine, ks, ke = tile[rows], works[rows, C.KV_START], works[rows, C.KV_END]
-    order = sorted_by(mine, ks, ke)
-    s_tile, s_start, s_end = mine[order], ks[order], ke[order]
-    opens = torch.ones(rows.numel(), dtype=torch.bool)
-    opens[1:] = s_tile[1:] != s_tile[:-1]
-    covered_to = torch.where(opens, tiles.kv_begin[tiles.unit][s_tile], torch.roll(s_end, 1))
-    closes = torch.ones(rows.numel(), dtype=torch.bool)
-    closes[:-1] = opens[1:]
-    walk[s_tile[s_start != covered_to]] = True
-    walk[s_tile[closes & (s_end != tiles.kv_stop[s_tile])]] = True
+    s = chain(tiles, mine, ks, ke)
+    walk[s.tile[s.kv_start != s.covered_to]] = True
+    walk[s.tile[s.closes & (s.kv_end != tiles.kv_stop[s.tile])]] = True
     walk[mine[works[rows, C.PARTIAL_QO_LOC] != -1]] = True  # a slot: the tile is split or flagged
     return walk
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -63,9 +63,9 @@ def problems(
 ) -> list[tuple[str, str]]:
     """(argument, problem) for every broken precondition; output buffers absent from ``arguments`` are skipped.
 
-    ``read`` receives the values of the input tensors looked at.
+    ``read`` receives the values of the input tensors looked at. Without it no input is listed unless it
+    breaks a precondition (a golden's million-batch indptr is judged through numpy, not as a Python list).
     """
-    read = {} if read is None else read
     found: list[tuple[str, str]] = []
     if arch not in LDS_BYTES:
         found.append(("arch", f"{arch!r} is not an arch aiter's planners plan for ({', '.join(sorted(LDS_BYTES))})"))
@@ -77,17 +77,18 @@ def problems(
             found.append((name, f"must be an int, got {arguments.get(name)!r} ({type(arguments.get(name)).__name__})"))
         elif name in _POSITIVE[op] and value <= 0:
             found.append((name, f"must be positive, got {value}"))
-    indptrs = {name: _values(arguments.get(name)) for name in _INDPTRS[op]}
-    read.update(indptrs)
-    for name, values in indptrs.items():
-        found += _indptr_problems(name, arguments.get(name), values)
+    looked_at = (*_INDPTRS[op], "kv_last_page_lens") if op == _MLA else _INDPTRS[op]
+    if read is not None:
+        read.update({name: _values(arguments.get(name)) for name in looked_at})
+    for name in _INDPTRS[op]:
+        found += _indptr_problems(name, arguments.get(name))
     if op == _MLA:
-        found += _last_page_problems(arguments, indptrs["seqlens_kv_indptr"], read)
+        found += _last_page_problems(arguments)
     else:
-        lens = _values(arguments.get("context_lens")) or []
-        negative = next((i for i, n in enumerate(lens) if n < 0), None)
-        if negative is not None:
-            found.append(("context_lens", f"context_lens[{negative}] = {lens[negative]} is negative"))
+        lens = arguments.get("context_lens")
+        if _readable(lens) and not _within(lens, 0, None):
+            negative = next(i for i, n in enumerate(lens.tolist()) if n < 0)
+            found.append(("context_lens", f"context_lens[{negative}] = {int(lens[negative])} is negative"))
     for name, dtype in ({**_BUFFERS, "work_info_set": torch.int32} if op == _MLA else {}).items():
         if name in arguments:
             found += _buffer_problems(name, arguments[name], dtype)
@@ -104,67 +105,68 @@ def _integer(value: Any) -> int | None:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _readable(tensor: Any) -> TypeGuard[torch.Tensor]:
+    """An int 1-D contiguous tensor with values (anything else is left to aiter's own checks)."""
+    return (
+        isinstance(tensor, torch.Tensor)
+        and tensor.device.type != "meta"
+        and tensor.dim() == 1
+        and tensor.dtype in (torch.int32, torch.int64)
+        and tensor.is_contiguous()
+    )
+
+
 def _values(tensor: Any) -> list[int] | None:
-    """The values of an int 1-D contiguous tensor; None for anything else (aiter's own checks judge those)."""
-    if not isinstance(tensor, torch.Tensor) or tensor.device.type == "meta" or tensor.dim() != 1:
-        return None
-    if tensor.dtype not in (torch.int32, torch.int64) or not tensor.is_contiguous():
-        return None
-    return tensor.tolist()
+    """The values of a :func:`_readable` tensor; None for anything else."""
+    return tensor.tolist() if _readable(tensor) else None
 
 
-def _sane_indptr(tensor: torch.Tensor, values: list[int]) -> bool:
-    """Is the indptr ``values`` (read from ``tensor``) non-negative and non-decreasing? On a CPU tensor through
-    numpy's view of it: a few microseconds where Python's min and pairwise walk took fifty at batch 1024."""
-    if not values:
+def _array(tensor: torch.Tensor) -> Any:
+    """The tensor's values as a numpy array (a view on the CPU): checked at C speed, not as a Python list."""
+    return tensor.numpy() if tensor.device.type == "cpu" else tensor.cpu().numpy()
+
+
+def _within(tensor: torch.Tensor, low: int, high: int | None) -> bool:
+    """Is every value of ``tensor`` (readable) in ``[low, high]`` (``high`` None: no upper bound)?"""
+    if not tensor.numel():
         return True
-    if tensor.device.type == "cpu":
-        array = tensor.numpy()
-        return bool(array.min() >= 0 and (array[1:] >= array[:-1]).all())
-    return min(values) >= 0 and all(map(operator.le, values, values[1:]))
+    array = _array(tensor)
+    return bool(low <= array.min() and (high is None or array.max() <= high))
 
 
-def _within(tensor: Any, values: list[int], low: int, high: int) -> bool:
-    """Is every one of ``values`` (read from ``tensor``) in ``[low, high]``? As :func:`_sane_indptr` does it."""
-    if not values:
-        return True
-    if isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu":
-        array = tensor.numpy()
-        return bool(low <= array.min() and array.max() <= high)
-    return low <= min(values) and max(values) <= high
-
-
-def _indptr_problems(name: str, tensor: Any, values: list[int] | None) -> list[tuple[str, str]]:
+def _indptr_problems(name: str, tensor: Any) -> list[tuple[str, str]]:
     if not isinstance(tensor, torch.Tensor):
         return [(name, f"must be a tensor, got {type(tensor).__name__}")]
     if tensor.device.type == "meta":
         return [(name, "is on the meta device: it holds no values to plan with")]
     if tensor.dim() == 0:
         return [(name, "must be 1-D (an indptr of batch + 1 entries), got a 0-d tensor")]
-    if values is None or _sane_indptr(tensor, values):
+    if not _readable(tensor) or not tensor.numel():
+        return []
+    array = _array(tensor)
+    if array.min() >= 0 and (array[1:] >= array[:-1]).all():
         return []  # the usual case, checked at C speed: the planners pay it on every call
+    values = tensor.tolist()
     negative = next((i for i, v in enumerate(values) if v < 0), None)
     if negative is not None:
         return [(name, f"{name}[{negative}] = {values[negative]} is negative")]
-    falls = next((i for i in range(1, len(values)) if values[i] < values[i - 1]), None)
-    if falls is not None:
-        return [(name, f"decreases at [{falls}]: {values[falls - 1]} -> {values[falls]} (an indptr never decreases)")]
-    return []
+    falls = next(i for i in range(1, len(values)) if values[i] < values[i - 1])
+    return [(name, f"decreases at [{falls}]: {values[falls - 1]} -> {values[falls]} (an indptr never decreases)")]
 
 
-def _last_page_problems(arguments: Mapping[str, Any], kv: list[int] | None, read: dict[str, list[int] | None]) -> list[tuple[str, str]]:
+def _last_page_problems(arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
     name = "kv_last_page_lens"
-    tensor = arguments.get(name)
+    tensor, kv = arguments.get(name), arguments.get("seqlens_kv_indptr")
     if isinstance(tensor, torch.Tensor) and tensor.device.type == "meta":
         return [(name, "is on the meta device: it holds no values to plan with")]
-    last = read[name] = _values(tensor)
     page_size = _integer(arguments.get("page_size"))
-    if last is None or kv is None or page_size is None:
+    if not _readable(tensor) or not _readable(kv) or page_size is None:
         return []
-    if _within(tensor, last, 1, page_size):
+    if _within(tensor, 1, page_size):
         return []  # every page holds 1..page_size tokens: nothing to find batch by batch
-    for b, n in enumerate(last[: len(kv) - 1]):
-        if kv[b + 1] > kv[b] and not 1 <= n <= page_size:
+    last, kv_values = tensor.tolist(), kv.tolist()
+    for b, n in enumerate(last[: len(kv_values) - 1]):
+        if kv_values[b + 1] > kv_values[b] and not 1 <= n <= page_size:
             return [(name, f"{name}[{b}] = {n}: a last page holds 1..page_size={page_size} tokens")]
     return []
 
