@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -142,22 +142,52 @@ def ints(tensor: torch.Tensor | None) -> list[int]:
     return [] if tensor is None else tensor.reshape(-1).tolist()
 
 
+class Ints(Sequence[int]):
+    """An input's values as a sequence, listed (once) only when one is read: a whole-tensor pass needs the length
+    and the tensor alone, and a million-batch indptr as a Python list costs more than the pass."""
+
+    def __init__(self, tensor: torch.Tensor | None) -> None:
+        #: The values, flat int64 (empty when the input is absent).
+        self.tensor = torch.zeros(0, dtype=torch.int64) if tensor is None else tensor.reshape(-1).to(torch.int64)
+        self._listed: list[int] | None = None
+
+    @property
+    def values(self) -> list[int]:
+        if self._listed is None:
+            self._listed = self.tensor.tolist()
+        return self._listed
+
+    def __len__(self) -> int:
+        return self.tensor.numel()
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        return self.values[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.values)
+
+
 def monotone(c: Checker, invariant: str, name: str, values: Sequence[int], as_tensor: torch.Tensor | None = None) -> bool:
-    """values[0] == 0 and never decreasing; flags the first break. ``as_tensor``: the same values, as a tensor."""
-    if values and values[0] != 0:
-        c.flag(invariant, f"{name}[0]", f"starts at {values[0]}, not 0")
-        return False
+    """values[0] == 0 and never decreasing; flags the first break. ``as_tensor``: the same values, as a tensor
+    (then ``values`` is never read: an :class:`Ints` stays unlisted)."""
     if as_tensor is None:
         as_tensor = torch.tensor(values, dtype=torch.int64)  # one pass, not a Python step per entry
+    if as_tensor.numel() and int(as_tensor[0]) != 0:
+        c.flag(invariant, f"{name}[0]", f"starts at {int(as_tensor[0])}, not 0")
+        return False
     falls = (as_tensor[1:] < as_tensor[:-1]).nonzero()
     if falls.numel():
         i = int(falls[0]) + 1
-        c.flag(invariant, f"{name}[{i}]", f"decreases from {values[i - 1]} to {values[i]}")
+        c.flag(invariant, f"{name}[{i}]", f"decreases from {int(as_tensor[i - 1])} to {int(as_tensor[i])}")
         return False
     return True
 
 
-def check_indptrs(c: Checker, qo: list[int], kv: list[int], kv_name: str) -> int:
+def check_indptrs(c: Checker, qo: Sequence[int], kv: Sequence[int], kv_name: str) -> int:
     """Both input indptrs start at 0, never decrease, describe the same batches; returns the batch count."""
     batches = len(qo) - 1
     if len(kv) != len(qo):

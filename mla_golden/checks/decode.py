@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from collections.abc import Sequence
 
 from mla_golden import reference
 from mla_golden.checks.common import (
     Checker,
+    Ints,
     Tile,
     check_coverage,
     check_indptrs,
@@ -24,7 +26,6 @@ from mla_golden.checks.common import (
     decoded_works,
     flat_input,
     helper_numels,
-    ints,
     leading_true,
     numel,
     skip_empty_tiles,
@@ -45,7 +46,7 @@ from mla_golden.schema import WorkColumn as C
 _UNDEFINED = ("lds_read_before_write", "aborts", "undefined")
 
 
-def _check_call(c: Checker, qo: list[int], kv: list[int], last: list[int]) -> None:
+def _check_call(c: Checker, qo: Sequence[int], kv: Sequence[int], last: Sequence[int]) -> None:
     p = c.call.params
     batches = check_indptrs(c, qo, kv, "seqlens_kv_indptr")
     page_size = p.get("page_size", 1)
@@ -62,7 +63,7 @@ def _check_call(c: Checker, qo: list[int], kv: list[int], last: list[int]) -> No
     _check_seqlen_qo(c, qo, p.get("max_seqlen_qo", -1), p.get("uni_seqlen_qo", -1))
 
 
-def _check_seqlen_qo(c: Checker, qo: list[int], max_seqlen_qo: int, uni_seqlen_qo: int) -> None:
+def _check_seqlen_qo(c: Checker, qo: Sequence[int], max_seqlen_qo: int, uni_seqlen_qo: int) -> None:
     """aiter picks kernels, tiles and buffer sizes from the declared lengths, not from the indptr."""
     indptr = flat_input(c.call, "seqlens_qo_indptr")
     lens = indptr[1:] - indptr[:-1]
@@ -297,7 +298,7 @@ def _check_decode_work(c: Checker, layout: DecodeLayout, unit: DecodeBatch, w: W
         )
 
 
-def _fits_its_buffer(c: Checker, layout: DecodeLayout, qo: list[int], tiles: int | None = None) -> bool:
+def _fits_its_buffer(c: Checker, layout: DecodeLayout, qo: Sequence[int], tiles: int | None = None) -> bool:
     """Batches (or query tiles) aiter would plan, against what work_info_set could hold; a wild count is one violation.
 
     The walks below cost one step per planned batch and per query tile: a wild
@@ -321,8 +322,8 @@ def _fits_its_buffer(c: Checker, layout: DecodeLayout, qo: list[int], tiles: int
 
 def check_decode(c: Checker) -> None:
     call = c.call
-    qo, kv = ints(call.inputs.get("seqlens_qo_indptr")), ints(call.inputs.get("seqlens_kv_indptr"))
-    last = ints(call.inputs.get("kv_last_page_lens"))
+    # listed only if the walk runs (or a message names a value): the whole-tensor pass reads the tensors
+    qo, kv, last = (Ints(call.inputs.get(n)) for n in ("seqlens_qo_indptr", "seqlens_kv_indptr", "kv_last_page_lens"))
     _check_call(c, qo, kv, last)
     layout = _decode_layout(c)
     if layout is not None:
@@ -380,7 +381,7 @@ def check_decode(c: Checker) -> None:
     if not _fits_its_buffer(c, layout, qo):
         return
     try:
-        units = layout.batches(qo, kv, last)
+        units = layout.batches(qo.values, kv.values, last.values)
     except (UndefinedResultError, IndexError) as error:
         c.hazard("undefined", f"{HAZARDS['undefined']}: {error}")
         return

@@ -12,12 +12,13 @@ of :mod:`.decode` / :mod:`.common` it stands for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from mla_golden.checks.common import Checker, Tile
+from mla_golden.checks.common import Checker, Tile, flat_input
 from mla_golden.geometry import written_run
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
@@ -89,7 +90,7 @@ class Tiles:
 
 
 def clean_plan(
-    c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last: list[int], indptr: list[int], num_works: int
+    c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int], last: Sequence[int], indptr: list[int], num_works: int
 ) -> CleanPlan | None:
     """The report of a dense decode plan with nothing to flag, or None where :mod:`.decode` must walk it."""
     call, t = c.call, layout.dispatch.traits
@@ -117,7 +118,7 @@ def clean_plan(
     return CleanPlan(empty.numel(), first)
 
 
-def written_works(c: Checker, layout: DecodeLayout, qo: list[int], indptr: list[int], num_works: int) -> torch.Tensor | None:
+def written_works(c: Checker, layout: DecodeLayout, qo: Sequence[int], indptr: list[int], num_works: int) -> torch.Tensor | None:
     """The works as int64 columns, when work_indptr is a sane CSR over exactly the works written, each written
     whole (``decoded_works``), naming the batches of the folding aiter plans (``_observed_folding``)."""
     call = c.call
@@ -144,7 +145,7 @@ def written_works(c: Checker, layout: DecodeLayout, qo: list[int], indptr: list[
     return works
 
 
-def all_tiles(c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last: list[int]) -> Tiles | None:
+def all_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int], last: Sequence[int]) -> Tiles | None:
     """Every tile of the call (``_fits_its_buffer``, ``DecodeLayout.batches`` and ``_decode_tiles``), or None."""
     call, p, t = c.call, layout.dispatch.params, layout.dispatch.traits
     rows = call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
@@ -157,7 +158,7 @@ def all_tiles(c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], la
         return None  # the walk raises IndexError there (an 'undefined' hazard)
     kv_t = call.inputs["seqlens_kv_indptr"].reshape(-1).to(I64)
     kv_begin, kv_end = kv_t[batch], kv_t[batch + 1]  # kv[0] is 0: the walk's running sum of kv lengths
-    ranges = layout.dense_qo(qo)
+    ranges = layout.dense_qo(flat_input(call, "seqlens_qo_indptr"))
     if ranges is None:
         return None
     seqlen, qo_begin, qo_end = ranges

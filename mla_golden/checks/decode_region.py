@@ -17,6 +17,7 @@ walk runs).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -43,7 +44,7 @@ class Region:
 
 
 def region(
-    c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last: list[int], indptr: list[int], num_works: int
+    c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int], last: Sequence[int], indptr: list[int], num_works: int
 ) -> Region | None:
     """The region of a dense decode plan that the walk must see (see the module), or None for the whole walk."""
     call, t = c.call, layout.dispatch.traits
@@ -89,7 +90,7 @@ def _tile(tiles: Tiles, at: int) -> Tile:
     return Tile(u, int(tiles.k[at]), (int(tiles.start[at]), int(tiles.stop[at])), int(tiles.kv_begin[u]), int(tiles.kv_stop[at]))
 
 
-def _units(tiles: Tiles, chosen: torch.Tensor, last: list[int]) -> list[DecodeBatch]:
+def _units(tiles: Tiles, chosen: torch.Tensor, last: Sequence[int]) -> list[DecodeBatch]:
     """The chosen planned batches as ``DecodeLayout.batches`` gives them (dense: batch_idx is the unit)."""
     columns = [tiles.qo_begin, tiles.qo_end, tiles.kv_begin, tiles.kv_end, tiles.num_tiles, tiles.tile_size]
     rows = torch.stack([column[chosen] for column in columns], dim=1).tolist()
