@@ -54,6 +54,15 @@ class Checker:
         self.unplaced: list[Work] = []
         #: Rows already reported for a kv range outside their batch (coverage would repeat it).
         self.bad_kv: set[int] = set()
+        self._inputs: dict[str, torch.Tensor] = {}
+
+    def input(self, name: str) -> torch.Tensor:
+        """Input ``name`` flat as int64 (empty when absent), converted once per check: a million-batch indptr
+        is read by a dozen passes."""
+        if name not in self._inputs:
+            tensor = self.call.inputs.get(name)
+            self._inputs[name] = torch.zeros(0, dtype=torch.int64) if tensor is None else tensor.reshape(-1).to(torch.int64)
+        return self._inputs[name]
 
     def flag(self, invariant: str, where: str | Work | Tile, message: str, works: Sequence[Work] = ()) -> None:
         """Record a violation at ``where``; one about a work or a tile carries its work rows (what pictures mark)."""
@@ -146,9 +155,9 @@ class Ints(Sequence[int]):
     """An input's values as a sequence, listed (once) only when one is read: a whole-tensor pass needs the length
     and the tensor alone, and a million-batch indptr as a Python list costs more than the pass."""
 
-    def __init__(self, tensor: torch.Tensor | None) -> None:
-        #: The values, flat int64 (empty when the input is absent).
-        self.tensor = torch.zeros(0, dtype=torch.int64) if tensor is None else tensor.reshape(-1).to(torch.int64)
+    def __init__(self, tensor: torch.Tensor) -> None:
+        #: The values, flat (:meth:`Checker.input`).
+        self.tensor = tensor
         self._listed: list[int] | None = None
 
     @property
@@ -192,15 +201,9 @@ def check_indptrs(c: Checker, qo: Sequence[int], kv: Sequence[int], kv_name: str
     batches = len(qo) - 1
     if len(kv) != len(qo):
         c.flag("call.indptr", kv_name, f"has {len(kv)} entries, seqlens_qo_indptr {len(qo)}")
-    monotone(c, "call.indptr", "seqlens_qo_indptr", qo, flat_input(c.call, "seqlens_qo_indptr"))
-    monotone(c, "call.indptr", kv_name, kv, flat_input(c.call, kv_name))
+    monotone(c, "call.indptr", "seqlens_qo_indptr", qo, c.input("seqlens_qo_indptr"))
+    monotone(c, "call.indptr", kv_name, kv, c.input(kv_name))
     return batches
-
-
-def flat_input(call: Call, name: str) -> torch.Tensor:
-    """Input ``name`` flat as int64 (empty when absent): what :func:`ints` lists, without the list."""
-    tensor = call.inputs.get(name)
-    return torch.zeros(0, dtype=torch.int64) if tensor is None else tensor.reshape(-1).to(torch.int64)
 
 
 def check_pointers(c: Checker) -> None:

@@ -24,7 +24,6 @@ from mla_golden.checks.common import (
     check_sizing,
     check_splits,
     decoded_works,
-    flat_input,
     helper_numels,
     leading_true,
     numel,
@@ -52,11 +51,11 @@ def _check_call(c: Checker, qo: Sequence[int], kv: Sequence[int], last: Sequence
     page_size = p.get("page_size", 1)
     if len(last) != batches:
         c.flag("call.kv_pages", "kv_last_page_lens", f"has {len(last)} entries for {batches} batches")
-    lens = flat_input(c.call, "kv_last_page_lens")[:batches]
+    lens = c.input("kv_last_page_lens")[:batches]
     bad = (lens < 1) | (lens > page_size)
     with_pages = min(len(lens), len(kv) - 1)
     if with_pages > 0:  # an empty batch has no last page
-        kv_t = flat_input(c.call, "seqlens_kv_indptr")[: with_pages + 1]
+        kv_t = c.input("seqlens_kv_indptr")[: with_pages + 1]
         bad[:with_pages] &= kv_t[1:] != kv_t[:-1]
     for b in bad.nonzero().reshape(-1).tolist():
         c.flag("call.kv_pages", f"kv_last_page_lens[{b}]", f"is {last[b]}; a last page holds 1..page_size={page_size} tokens")
@@ -65,7 +64,7 @@ def _check_call(c: Checker, qo: Sequence[int], kv: Sequence[int], last: Sequence
 
 def _check_seqlen_qo(c: Checker, qo: Sequence[int], max_seqlen_qo: int, uni_seqlen_qo: int) -> None:
     """aiter picks kernels, tiles and buffer sizes from the declared lengths, not from the indptr."""
-    indptr = flat_input(c.call, "seqlens_qo_indptr")
+    indptr = c.input("seqlens_qo_indptr")
     lens = indptr[1:] - indptr[:-1]
     if not lens.numel():
         return
@@ -323,7 +322,7 @@ def _fits_its_buffer(c: Checker, layout: DecodeLayout, qo: Sequence[int], tiles:
 def check_decode(c: Checker) -> None:
     call = c.call
     # listed only if the walk runs (or a message names a value): the whole-tensor pass reads the tensors
-    qo, kv, last = (Ints(call.inputs.get(n)) for n in ("seqlens_qo_indptr", "seqlens_kv_indptr", "kv_last_page_lens"))
+    qo, kv, last = (Ints(c.input(n)) for n in ("seqlens_qo_indptr", "seqlens_kv_indptr", "kv_last_page_lens"))
     _check_call(c, qo, kv, last)
     layout = _decode_layout(c)
     if layout is not None:
@@ -419,7 +418,7 @@ def _kernel(layout: DecodeLayout) -> str:
 
 def _longest(c: Checker) -> int:
     """The longest query length seqlens_qo_indptr gives (0 for none)."""
-    lengths = flat_input(c.call, "seqlens_qo_indptr")
+    lengths = c.input("seqlens_qo_indptr")
     return max(int((lengths[1:] - lengths[:-1]).max()), 0) if lengths.numel() > 1 else 0
 
 

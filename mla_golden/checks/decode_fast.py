@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mla_golden.checks.common import Checker, Tile, flat_input
+from mla_golden.checks.common import Checker, Tile
 from mla_golden.geometry import written_run
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
@@ -156,9 +156,9 @@ def all_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[
     batch = unit // ratio
     if count and int(batch[-1]) + 1 >= len(kv):
         return None  # the walk raises IndexError there (an 'undefined' hazard)
-    kv_t = call.inputs["seqlens_kv_indptr"].reshape(-1).to(I64)
+    kv_t = c.input("seqlens_kv_indptr")
     kv_begin, kv_end = kv_t[batch], kv_t[batch + 1]  # kv[0] is 0: the walk's running sum of kv lengths
-    ranges = layout.dense_qo(flat_input(call, "seqlens_qo_indptr"))
+    ranges = layout.dense_qo(c.input("seqlens_qo_indptr"))
     if ranges is None:
         return None
     seqlen, qo_begin, qo_end = ranges
@@ -237,7 +237,7 @@ def placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, tiles: Tile
     if p.page_size == 1:
         wanted = u_end - ke
     else:  # every batch has its last_page_len (all_tiles checked it)
-        last_page = c.call.inputs["kv_last_page_lens"].reshape(-1)[: tiles.count].to(I64)[b]
+        last_page = c.input("kv_last_page_lens")[: tiles.count][b]
         wanted = torch.where(ke == u_end, 0, (u_end - ke - 1) * p.page_size + last_page)
     return Placement(known, placed, tile, placed & kv_ok & (works[:, C.KV_OFFSET] == wanted))
 
