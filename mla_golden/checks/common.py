@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
+import numpy as np
 import torch
 
 from mla_golden.call import Call
@@ -61,7 +62,7 @@ class Checker:
         is read by a dozen passes."""
         if name not in self._inputs:
             tensor = self.call.inputs.get(name)
-            self._inputs[name] = torch.zeros(0, dtype=torch.int64) if tensor is None else tensor.reshape(-1).to(torch.int64)
+            self._inputs[name] = torch.zeros(0, dtype=torch.int64) if tensor is None else widened(tensor.reshape(-1))
         return self._inputs[name]
 
     def flag(self, invariant: str, where: str | Work | Tile, message: str, works: Sequence[Work] = ()) -> None:
@@ -91,6 +92,15 @@ class Checker:
             self.call.outputs[name].reshape(-1).tolist(),
             self.call.written[name].reshape(-1).tolist(),
         )
+
+
+def widened(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` as int64: numpy's widening of a CPU tensor is about 4x torch's on a million int32s."""
+    if tensor.dtype == torch.int64:
+        return tensor
+    if tensor.device.type != "cpu" or tensor.dtype not in (torch.int32, torch.int16, torch.int8, torch.uint8):
+        return tensor.to(torch.int64)
+    return torch.from_numpy(tensor.numpy().astype(np.int64))
 
 
 def _rows_of_eight(call: Call) -> Call:

@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from mla_golden.checks.common import Checker, Tile
+from mla_golden.checks.common import Checker, Tile, widened
 from mla_golden.geometry import written_run
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
@@ -129,9 +128,9 @@ def written_works(c: Checker, layout: DecodeLayout, qo: Sequence[int], indptr: l
         return None
     if layout.num_cu + 1 > call.outputs["work_indptr"].numel() or info.dim() != 2 or info.shape[1] != WORK_ROW:
         return None
-    # column-major int64: each column read below is contiguous (numpy's transposed copy, then widening, is 4x
-    # faster than torch's widening then transposing a million rows)
-    works = torch.from_numpy(np.ascontiguousarray(info[:num_works].cpu().numpy().T).astype(np.int64)).t()
+    # column-major int64: each column read below is contiguous (torch's transposed copy, then numpy's widening,
+    # is 3x faster than torch's widening then transposing a million rows)
+    works = widened(info[:num_works].cpu().t().contiguous()).t()
     if not bool(mask[:num_works].all()):
         return None
     batches = len(qo) - 1
