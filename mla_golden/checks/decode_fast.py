@@ -45,6 +45,9 @@ def sorted_by(*keys: torch.Tensor) -> torch.Tensor | None:
     when the rows are in that order already (the usual case: works come in tile order), so no gather is needed."""
     if _in_order(keys):
         return None
+    order = torch.sort(keys[0], stable=True).indices
+    if _in_order(tuple(key[order] for key in keys)):
+        return order  # a few works out of tile order (a diverged plan): one sort, the same permutation as all keys'
     order = torch.arange(keys[0].numel())
     for key in reversed(keys):
         order = order[torch.sort(key[order], stable=True).indices]
