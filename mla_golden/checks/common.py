@@ -56,6 +56,9 @@ class Checker:
         #: Rows already reported for a kv range outside their batch (coverage would repeat it).
         self.bad_kv: set[int] = set()
         self._inputs: dict[str, torch.Tensor] = {}
+        #: What one pass over the plan computed for the next (by name): the whole-tensor pass and the region walk
+        #: start from the same works, tiles and placement.
+        self.memo: dict[str, object] = {}
 
     def input(self, name: str) -> torch.Tensor:
         """Input ``name`` flat as int64 (empty when absent), converted once per check: a million-batch indptr

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
@@ -99,13 +100,10 @@ def clean_plan(
     inputs = ("seqlens_kv_indptr", "kv_last_page_lens")
     if c.result.violations or t.is_sparse or layout.qk_batch_ratio < 1 or not all(n in call.inputs for n in inputs):
         return None
-    works = written_works(c, layout, qo, indptr, num_works)
-    tiles = all_tiles(c, layout, qo, kv, last) if works is not None else None
-    if works is None or tiles is None:
+    start = basis(c, layout, qo, kv, last, indptr, num_works)
+    if start is None or not bool(start.placed.ok.all()):
         return None
-    placed = placement(c, layout, works, tiles)
-    if not bool(placed.ok.all()):
-        return None
+    works, tiles, placed = start.works, start.tiles, start.placed
     tile = placed.tile
     per_tile = torch.bincount(tile, minlength=tiles.total)
     no_kv = (tiles.kv_end == tiles.kv_begin)[tiles.unit]
@@ -118,6 +116,28 @@ def clean_plan(
         u = int(tiles.unit[at])
         first = Tile(u, int(tiles.k[at]), (int(tiles.start[at]), int(tiles.stop[at])), int(tiles.kv_begin[u]), int(tiles.kv_stop[at]))
     return CleanPlan(empty.numel(), first)
+
+
+@dataclass
+class Basis:
+    """What the passes over a dense plan start from: its works, every tile, and where each work sits."""
+
+    works: torch.Tensor
+    tiles: Tiles
+    placed: Placement
+
+
+def basis(
+    c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int], last: Sequence[int], indptr: list[int], num_works: int
+) -> Basis | None:
+    """The plan's works, tiles and placement, or None where :func:`written_works` or :func:`all_tiles` refuse; made
+    once per check (a plan the pass does not prove clean is walked in its region, from the same start)."""
+    if "decode_basis" not in c.memo:
+        works = written_works(c, layout, qo, indptr, num_works)
+        tiles = all_tiles(c, layout, qo, kv, last) if works is not None else None
+        made = None if works is None or tiles is None else Basis(works, tiles, placement(c, layout, works, tiles))
+        c.memo["decode_basis"] = made
+    return cast(Basis | None, c.memo["decode_basis"])
 
 
 def written_works(c: Checker, layout: DecodeLayout, qo: Sequence[int], indptr: list[int], num_works: int) -> torch.Tensor | None:

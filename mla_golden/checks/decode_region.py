@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from mla_golden.checks.common import Checker, Tile
-from mla_golden.checks.decode_fast import I64, Tiles, all_tiles, chain, placement, written_works
+from mla_golden.checks.decode_fast import I64, Tiles, basis, chain
 from mla_golden.geometry import Work
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout
 from mla_golden.schema import WORK_ROW
@@ -50,11 +50,10 @@ def region(
     call, t = c.call, layout.dispatch.traits
     if t.is_sparse or layout.qk_batch_ratio < 1 or not all(n in call.inputs for n in ("seqlens_kv_indptr", "kv_last_page_lens")):
         return None
-    works = written_works(c, layout, qo, indptr, num_works)
-    tiles = all_tiles(c, layout, qo, kv, last) if works is not None else None
-    if works is None or tiles is None or tiles.count == 0 or bool((tiles.kv_begin[1:] < tiles.kv_begin[:-1]).any()):
+    start = basis(c, layout, qo, kv, last, indptr, num_works)
+    if start is None or start.tiles.count == 0 or bool((start.tiles.kv_begin[1:] < start.tiles.kv_begin[:-1]).any()):
         return None  # (the walk bisects the batches' kv starts for a work of no planned batch: they must be sorted)
-    at = placement(c, layout, works, tiles)
+    works, tiles, at = start.works, start.tiles, start.placed
     hit = torch.zeros(tiles.count, dtype=torch.bool)
     hit[works[:, C.BATCH_IDX][~at.ok & at.known]] = True
     stray = works[~at.known]  # the walk looks for the batch each starts in (_check_kv_in_some_batch)
