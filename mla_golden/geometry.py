@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from mla_golden.call import Call
@@ -290,10 +291,21 @@ def whole_works(call: Call) -> tuple[torch.Tensor, torch.Tensor, int]:
     parts = max(bounds.numel() - 1, 0)
     if parts == 0 or rows == 0:
         return torch.zeros((0, WORK_ROW), dtype=torch.int64), torch.zeros(0, dtype=torch.int64), parts
-    walked = torch.arange(int(bounds[0]), int(bounds[-1]))
+    lo, hi = int(bounds[0]), max(int(bounds[-1]), int(bounds[0]))
     cu = torch.repeat_interleave(torch.arange(parts), bounds[1:] - bounds[:-1])
-    whole = mask[walked].all(dim=1)
-    return info[walked[whole]].to(torch.int64), cu[whole], parts
+    whole = mask[lo:hi].all(dim=1)
+    if bool(whole.all()):  # every row written in full (the usual case): a slice, no gather
+        return widened(info[lo:hi]), cu, parts
+    return widened(info[lo:hi][whole]), cu[whole], parts
+
+
+def widened(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` as int64: numpy's widening of a CPU tensor is about 4x torch's on a million int32s."""
+    if tensor.dtype == torch.int64:
+        return tensor
+    if tensor.device.type != "cpu" or tensor.dtype not in (torch.int32, torch.int16, torch.int8, torch.uint8):
+        return tensor.to(torch.int64)
+    return torch.from_numpy(np.ascontiguousarray(tensor.numpy()).astype(np.int64))
 
 
 def describe_schedule(call: Call, cu: int | None = None, work: int | None = None, *, limit: int | None = None) -> dict[str, Any]:

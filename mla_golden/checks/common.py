@@ -12,12 +12,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-import numpy as np
 import torch
 
 from mla_golden.call import Call
 from mla_golden.checks.results import HAZARDS, CheckResult, Hazard, Violation
-from mla_golden.geometry import Work, works_by_cu, written_prefix
+from mla_golden.geometry import Work, widened, works_by_cu, written_prefix
 from mla_golden.schema import MLA_OP, OUTPUTS, POINTER_OUTPUT, PS_OP, WORK_ROW
 from mla_golden.schema import WorkColumn as C
 
@@ -96,14 +95,6 @@ class Checker:
             self.call.written[name].reshape(-1).tolist(),
         )
 
-
-def widened(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` as int64: numpy's widening of a CPU tensor is about 4x torch's on a million int32s."""
-    if tensor.dtype == torch.int64:
-        return tensor
-    if tensor.device.type != "cpu" or tensor.dtype not in (torch.int32, torch.int16, torch.int8, torch.uint8):
-        return tensor.to(torch.int64)
-    return torch.from_numpy(tensor.numpy().astype(np.int64))
 
 
 def _rows_of_eight(call: Call) -> Call:

@@ -18,8 +18,8 @@ from typing import cast
 
 import torch
 
-from mla_golden.checks.common import Checker, Tile, widened
-from mla_golden.geometry import written_run
+from mla_golden.checks.common import Checker, Tile
+from mla_golden.geometry import widened, written_run
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
