@@ -86,7 +86,9 @@ def _units(c: Checker, layout: DecodeLayout, qo: list[int], kv: list[int], last:
     return ori, count
 
 
-def _sparse_qo(layout: DecodeLayout, qo: list[int], unit: torch.Tensor, ori: int) -> tuple[torch.Tensor, ...] | None:
+def _sparse_qo(
+    layout: DecodeLayout, qo: list[int], unit: torch.Tensor, ori: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """Per unit, aiter's ``QoState`` query length, begin and end (``DecodeLayout.batches``), or None where it
     reads seqlens_qo_indptr past its end."""
     p, t = layout.dispatch.params, layout.dispatch.traits

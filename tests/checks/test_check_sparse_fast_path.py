@@ -115,30 +115,31 @@ def test_sparse_decode_calls_read_the_same_and_take_the_pass(heads: int, dtype: 
     assert bool((works[:, C.KV_START] == works[:, C.KV_END]).any()), "an empty request gets a work of no kv"
 
 
-#: (heads, query lengths, page size, causal, bf16, device, uniform query lengths, topk): folded (gfx942, 32 / 64
-#: heads), MTP, paged, not causal, variable query lengths, split query tiles (128 heads x 2 tokens).
+#: (heads, query lengths, page size, causal, bf16, device, uniform query lengths, topk, folding): folded (gfx942, 32
+#: heads x2, 128 bf16 heads x8), MTP, paged, not causal, variable query lengths, split query tiles (128 heads x 4 tokens).
 SHAPES = [
-    (16, [1] * 5, 1, True, False, ("gfx942", 304), True, 64),
-    (32, [3] * 5, 1, False, True, ("gfx942", 304), True, 2048),
-    (32, [4] * 5, 64, True, False, ("gfx942", 304), True, 100),
-    (64, [2] * 7, 64, False, False, ("gfx950", 256), True, 64),
-    (64, [2, 1, 2, 2, 1, 2], 64, False, False, ("gfx950", 256), False, 2048),
-    (16, [1, 3, 2, 4, 1], 1, False, False, ("gfx942", 304), False, 100),
-    (128, [1] * 7, 64, False, False, ("gfx942", 304), True, 64),
-    (128, [2] * 4, 64, False, True, ("gfx942", 304), True, 2048),
-    (128, [4] * 3, 1, False, False, ("gfx942", 304), True, 2048),
-    (16, [4] * 6, 16, True, True, ("gfx950", 256), True, 2048),
+    (16, [1] * 5, 1, True, False, ("gfx942", 304), True, 64, 1),
+    (32, [3] * 5, 1, False, True, ("gfx942", 304), True, 2048, 2),
+    (32, [4] * 5, 64, True, False, ("gfx942", 304), True, 100, 2),
+    (64, [2] * 7, 64, False, False, ("gfx950", 256), True, 64, 1),
+    (64, [2, 1, 2, 2, 1, 2], 64, False, False, ("gfx950", 256), False, 2048, 1),
+    (16, [1, 3, 2, 4, 1], 1, False, False, ("gfx942", 304), False, 100, 1),
+    (128, [1] * 7, 64, False, False, ("gfx942", 304), True, 64, 1),
+    (128, [2] * 4, 64, False, True, ("gfx942", 304), True, 2048, 8),
+    (128, [4] * 3, 1, False, False, ("gfx942", 304), True, 2048, 1),
+    (16, [4] * 6, 16, True, True, ("gfx950", 256), True, 2048, 1),
 ]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"h{s[0]}-q{max(s[1])}-p{s[2]}-{'c' if s[3] else 'nc'}-{s[5][0]}")
 def test_sparse_calls_of_many_shapes_read_the_same_and_take_the_pass(shape: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    heads, qo_lens, page_size, causal, bf16, device, uniform, topk = shape
+    heads, qo_lens, page_size, causal, bf16, device, uniform, topk, folding = shape
     kv_lens = [[3000, 0, 100, 5, 2048, 0, 4097][i % 7] for i in range(len(qo_lens))]
     call = sparse_call(kv_lens, heads, qo_lens=qo_lens, page_size=page_size, causal=causal, bf16=bf16, topk=topk,
                        device=device, uniform=uniform)  # fmt: skip
     result, used = _same(call, monkeypatch)
     assert used and result.ok, result.to_dict()
+    assert (result.kernel or "").endswith(f"folded x{folding}" if folding > 1 else "native")
 
 
 def _rows(call: Call, split: bool) -> list[int]:
