@@ -16,7 +16,7 @@ torch left out), each including the load of its files:
   once walked work by work, as every golden was before issue 30;
 - check of a sparse (topk 64) decode golden and of a prefill golden (256-token
   requests, 16 head planes) of about as many works, each against its own floor
-  (still walked work by work: one round);
+  (one round; the prefill one still walked work by work);
 - diff, re-recorded: the same call recorded again (bytes differ, content equal);
 - diff, diverged: two works of different CU parts swapped (a different plan,
   sound on both sides: compared, decoded, geometry and check of each side);

@@ -32,6 +32,7 @@ from mla_golden.checks.common import (
 )
 from mla_golden.checks.decode_fast import clean_plan
 from mla_golden.checks.decode_region import Region, region
+from mla_golden.checks.decode_sparse_fast import clean_sparse_plan
 from mla_golden.checks.results import HAZARDS
 from mla_golden.context import as_recorded
 from mla_golden.errors import AiterCheckError, UndefinedResultError
@@ -348,9 +349,9 @@ def check_decode(c: Checker) -> None:
             f"(needs {layout.num_cu + 1})",
         )
     if layout is not None and call.params.get("fast_mode", True) and not call.params.get("intra_batch_mode", False):
-        clean = clean_plan(c, layout, qo, kv, last, indptr, num_works)
+        clean = (clean_sparse_plan if layout.is_sparse else clean_plan)(c, layout, qo, kv, last, indptr, num_works)
         if clean is not None:  # the walk below would flag nothing: its report, from whole-tensor passes
-            c.result.folding = layout.qk_batch_ratio
+            c.result.folding = 1 if layout.is_sparse else layout.qk_batch_ratio
             c.result.kernel = _kernel(layout)
             if clean.empty_tiles and clean.first_empty is not None:
                 skip_empty_tiles(c, clean.empty_tiles, clean.first_empty)

@@ -103,7 +103,12 @@ def clean_plan(
     start = basis(c, layout, qo, kv, last, indptr, num_works)
     if start is None or not bool(start.placed.ok.all()):
         return None
-    works, tiles, placed = start.works, start.tiles, start.placed
+    return proved_clean(c, start.works, start.tiles, start.placed)
+
+
+def proved_clean(c: Checker, works: torch.Tensor, tiles: Tiles, placed: Placement) -> CleanPlan | None:
+    """The report of a plan whose works all sit in their tiles with nothing to flag (``placed.ok``), when coverage,
+    splits and reduce find nothing either; else None."""
     tile = placed.tile
     per_tile = torch.bincount(tile, minlength=tiles.total)
     no_kv = (tiles.kv_end == tiles.kv_begin)[tiles.unit]
@@ -159,7 +164,7 @@ def written_works(c: Checker, layout: DecodeLayout, qo: Sequence[int], indptr: l
     batches = len(qo) - 1
     ratio, heads = layout.qk_batch_ratio, layout.num_heads * layout.qk_batch_ratio
     seen = int(works[:, C.BATCH_IDX].max()) if num_works else -1
-    if batches > 0 and seen >= 0:
+    if batches > 0 and seen >= 0 and not layout.is_sparse:  # sparse works name the request: no folding to tell
         if ratio == 1 and heads > 16 and heads % 16 == 0 and batches <= seen < batches * (heads // 16):
             return None
         if ratio > 1 and seen < batches:

@@ -28,6 +28,7 @@ SHIPPED = ROOT / "goldens"
 def _walked(call: Call, monkeypatch: pytest.MonkeyPatch) -> CheckResult:
     with monkeypatch.context() as patch:
         patch.setattr(decode, "clean_plan", lambda *args: None)
+        patch.setattr(decode, "clean_sparse_plan", lambda *args: None)
         patch.setattr(decode, "region", lambda *args: None)
         return check(call)
 
