@@ -104,7 +104,7 @@ def clean_plan(c: Checker, indptr: list[int], num_works: int) -> bool:
     if split is None:
         return False
     slot_loc, slot_tile = split
-    return _reduce_is_clean(c, slot_loc, slot_tile, per_group[: tiles.total], tiles)
+    return _reduce_is_clean(c, slot_loc, slot_tile, tiles)
 
 
 def _written_works(c: Checker, indptr: list[int], num_works: int) -> Columns | None:
@@ -223,7 +223,7 @@ def _slots(
     return locs[0], owners[0]
 
 
-def _reduce_is_clean(c: Checker, slot_loc: torch.Tensor, slot_tile: torch.Tensor, per_tile: torch.Tensor, tiles: Tiles) -> bool:
+def _reduce_is_clean(c: Checker, slot_loc: torch.Tensor, slot_tile: torch.Tensor, tiles: Tiles) -> bool:
     """``check_reduce`` on the first plane's slots finds nothing: reduce_indptr a CSR over its split works'
     partials, one group per split tile listing exactly its slots, its final map (where written) its query range."""
     call = c.call
@@ -249,14 +249,14 @@ def _reduce_is_clean(c: Checker, slot_loc: torch.Tensor, slot_tile: torch.Tensor
     at = torch.searchsorted(slot_loc, locs).clamp(max=slot_loc.numel() - 1)
     if not torch.equal(slot_loc[at], locs):
         return False  # a partial of no split work
+    if torch.unique(locs).numel() != locs.numel():
+        return False  # a partial listed twice (so, as many as the slots: each slot listed once)
     owner = slot_tile[at]
     first_owner = owner[offsets]
-    if not torch.equal(owner, torch.repeat_interleave(first_owner, sizes)) or not torch.equal(sizes, per_tile[first_owner]):
-        return False  # a group listing partials of other tiles, or not all of its tile's
-    if torch.unique(locs).numel() != locs.numel():
-        return False  # a partial listed twice
-    if torch.unique(first_owner).numel() != first_owner.numel() or first_owner.numel() != torch.unique(slot_tile).numel():
-        return False  # a tile with two groups, or a split tile with none
+    if not torch.equal(owner, torch.repeat_interleave(first_owner, sizes)):
+        return False  # a group listing partials of other tiles
+    if torch.unique(first_owner).numel() != first_owner.numel():
+        return False  # a tile with two groups (so each split tile has one, listing all its slots)
     fmap, fwritten = call.outputs["reduce_final_map"].reshape(-1).to(I64), call.written["reduce_final_map"].reshape(-1)
     has_final = 2 * groups + 1 < fmap.numel()
     g, owners = groups[has_final], first_owner[has_final]
