@@ -27,7 +27,8 @@ from mla_golden.schema import WorkColumn as C
 I64 = torch.int64
 #: int32 values shifted by this are non-negative and below 2**32: a sort key of (group, value) in one int64.
 _SHIFT = 2**31
-_INTEGER = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+#: Input dtypes whose values int64 arithmetic holds without overflow (aiter's are int32).
+_INTEGER = (torch.int8, torch.int16, torch.int32, torch.uint8)
 #: A plan's works, one int64 tensor per work_info_set column (index by :class:`WorkColumn`).
 Columns = list[torch.Tensor]
 
