@@ -1,6 +1,6 @@
 """What check, diff, show and textconv cost on big legitimate goldens, as ratios to a floor measured in the same run.
 
-    python benchmarks/bench_big_golden.py [--works 100000 1000000]     (make bench runs it at 10^5 and 10^6)
+    python benchmarks/bench_big_golden.py [--works 100000 1000000] [--only prefill]     (make bench: 10^5 and 10^6)
 
 Each golden is a real reference plan: a gfx942/304 fp8 decode of N one-token
 requests (about N work items; N = 10^6 is a 48 MB file). Measured, best of
@@ -16,11 +16,14 @@ torch left out), each including the load of its files:
   once walked work by work, as every golden was before issue 30;
 - check of a sparse (topk 64) decode golden and of a prefill golden (256-token
   requests, 16 head planes) of about as many works, each against its own floor
-  (one round; the prefill one still walked work by work);
+  (the whole-tensor proofs; the prefill one also once walked work by work, as
+  every prefill golden was before);
 - diff, re-recorded: the same call recorded again (bytes differ, content equal);
 - diff, diverged: two works of different CU parts swapped (a different plan,
   sound on both sides: compared, decoded, geometry and check of each side);
 - show / textconv: the commands' default output (summarised), in process.
+
+``--only prefill`` builds and measures the prefill golden alone (its rows above).
 
 Goal (issue 30): show and textconv in seconds; check and diff within 2x of
 their floor.
@@ -117,6 +120,51 @@ def _walked(path: Path) -> None:
         assert mla_golden.invariants(load(path).call).ok
 
 
+def _prefill_walked(path: Path) -> None:
+    """check of a prefill golden as every one took it before: the walk over every work (the whole-tensor pass off)."""
+    from unittest import mock
+
+    import mla_golden
+    from mla_golden.checks import prefill
+    from mla_golden.golden.store import load
+
+    with mock.patch.object(prefill, "clean_plan", lambda *args: False):
+        assert mla_golden.invariants(load(path).call).ok
+
+
+def _prefill_rows(tag: str, path: Path, rounds: int) -> list[tuple[str, float, str]]:
+    """check of the prefill golden at ``path``, by the whole-tensor proof and walked, against its own floor."""
+    import mla_golden
+    from mla_golden.golden.store import load
+
+    own = _best(lambda: load(path), rounds) + _best(_floor_pass(path), rounds)
+    count = int(load(path).call.outputs["work_indptr"][-1])
+
+    def checked() -> None:
+        assert mla_golden.invariants(load(path).call).ok
+
+    took = _best(checked, rounds)
+    walked = _best(lambda: _prefill_walked(path), 1)
+    return [
+        (f"{tag}: check, prefill golden of {count} works", took, f"s, {took / own:.2f}x its floor {own:.3f} s"),
+        (f"{tag}: check, prefill golden walked work by work", walked, f"s, {walked / own:.2f}x (every prefill golden before)"),
+    ]
+
+
+def bench_prefill(works: int, rounds: int) -> list[tuple[str, float, str]]:
+    """The prefill rows of :func:`bench` alone (``--only prefill``): its golden built, nothing else."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers.calls import prefill_call
+
+    from mla_golden.golden.store import Golden, derived_key, write
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "prefill.safetensors"
+        call = prefill_call([256] * max(works // 16, 1))
+        write(path, Golden(derived_key(call), call))
+        return _prefill_rows(f"{int(call.outputs['work_indptr'][-1])} works", path, rounds)
+
+
 def bench(works: int, rounds: int) -> list[tuple[str, float, str]]:
     from typer.testing import CliRunner
 
@@ -171,11 +219,11 @@ def bench(works: int, rounds: int) -> list[tuple[str, float, str]]:
             rows.append((f"{tag}: {name}", took, f"s, {took / base:.2f}x its floor (goal <= {GOAL:.0f}x)"))
         walked = _best(lambda: _walked(golden), 1)
         rows.append((f"{tag}: check, walked work by work", walked, f"s, {walked / floor:.2f}x (every golden before)"))
-        for name, path in (("sparse (topk)", sparse), ("prefill", prefill)):
-            own = _best(lambda path=path: load(path), rounds) + _best(_floor_pass(path), rounds)
-            count = int(load(path).call.outputs["work_indptr"][-1])
-            took = _best(check_of(path, True), 1)
-            rows.append((f"{tag}: check, {name} golden of {count} works", took, f"s, {took / own:.2f}x its floor {own:.3f} s"))
+        own = _best(lambda: load(sparse), rounds) + _best(_floor_pass(sparse), rounds)
+        count = int(load(sparse).call.outputs["work_indptr"][-1])
+        took = _best(check_of(sparse, True), 1)
+        rows.append((f"{tag}: check, sparse (topk) golden of {count} works", took, f"s, {took / own:.2f}x its floor {own:.3f} s"))
+        rows += _prefill_rows(tag, prefill, rounds)
         for command in ("show", "textconv"):
 
             def cli(command: str = command) -> None:
@@ -191,8 +239,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--works", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", choices=["prefill"], help="measure only these rows (and build only their golden)")
     args = parser.parse_args()
-    rows = [row for works in args.works for row in bench(works, args.rounds)]
+    measure = bench_prefill if args.only == "prefill" else bench
+    rows = [row for works in args.works for row in measure(works, args.rounds)]
     width = max(len(r[0]) for r in rows)
     for name, value, note in rows:
         print(f"{name:<{width}}  {value:8.3f}  {note}")

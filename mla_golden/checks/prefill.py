@@ -8,6 +8,10 @@ causally trimmed to the kv pages it may see, one copy of the plan per KV head.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import torch
 
 from mla_golden.checks.common import (
     Checker,
@@ -22,6 +26,7 @@ from mla_golden.checks.common import (
     helper_numels,
     ints,
 )
+from mla_golden.checks.prefill_fast import clean_plan, integer_inputs
 from mla_golden.context import plan_for
 from mla_golden.geometry import Work
 from mla_golden.reference import get_ps_metadata_info_v1
@@ -35,7 +40,7 @@ def _check_call(c: Checker, qo: list[int], kv: list[int], ctx: list[int]) -> Non
     block = p.get("block_size", 16)
     if len(ctx) != batches:
         c.flag("call.kv_pages", "context_lens", f"has {len(ctx)} entries for {batches} batches")
-    for b in range(min(batches, len(ctx), len(kv) - 1)):
+    for b in _suspect_batches(c, min(batches, len(ctx), len(kv) - 1)):
         pages = kv[b + 1] - kv[b]
         if block > 0 and pages != -(-ctx[b] // block):
             c.flag(
@@ -49,6 +54,22 @@ def _check_call(c: Checker, qo: list[int], kv: list[int], ctx: list[int]) -> Non
                 f"context_lens[{b}]",
                 f"{ctx[b]} kv tokens for {qo[b + 1] - qo[b]} queries: a causal query cannot see fewer keys than queries",
             )
+
+
+def _suspect_batches(c: Checker, count: int) -> Iterable[int]:
+    """The first ``count`` batches that :func:`_check_call` may flag, found in whole-tensor passes (all of them
+    where the inputs or block_size are not integers those passes hold): its loop then costs a step per flag."""
+    p, names = c.call.params, ("seqlens_qo_indptr", "pages_kv_indptr", "context_lens")
+    block = p.get("block_size", 16)
+    if count <= 0 or not integer_inputs(c, names) or type(block) is not int or abs(block) >= 2**31:
+        return range(max(count, 0))
+    qo, kv, ctx = (c.input(name) for name in names)
+    suspect = torch.zeros(count, dtype=torch.bool)
+    if block > 0:
+        suspect |= kv[1 : count + 1] - kv[:count] != -torch.div(-ctx[:count], block, rounding_mode="floor")
+    if p.get("is_causal", True):
+        suspect |= ctx[:count] < qo[1 : count + 1] - qo[:count]
+    return suspect.nonzero().reshape(-1).tolist()
 
 
 def _ps_tiles(c: Checker, qo: list[int], kv: list[int], ctx: list[int], plane: str) -> list[Tile]:
@@ -86,7 +107,8 @@ def _fits_its_buffer(c: Checker, qo: list[int]) -> bool:
     if kv_gran & (kv_gran - 1):  # metadata.cu's AITER_CHECK (aiter e4048607): the planner aborts, no plan returns
         c.flag("call.precondition", "kvlen_granularity", f"is {kv_gran}; aiter's planner refuses one that is no power of 2")
         return False
-    if any(b > a for a, b in zip(qo, qo[1:])) and not (isinstance(q_gran, int) and q_gran > 0):
+    has_queries, tiles = _query_tiles(c, qo, q_gran)
+    if has_queries and not (isinstance(q_gran, int) and q_gran > 0):
         c.flag(
             "call.precondition",
             "qlen_granularity",
@@ -95,7 +117,6 @@ def _fits_its_buffer(c: Checker, qo: list[int]) -> bool:
         return False
     if not (isinstance(q_gran, int) and isinstance(heads, int) and q_gran > 0 and heads > 0):
         return True  # no tiles, or no head planes: nothing to walk
-    tiles = sum(-(-(b - a) // q_gran) for a, b in zip(qo, qo[1:]) if b > a)
     rows = c.call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
     if tiles * heads <= rows:
         return True
@@ -106,6 +127,19 @@ def _fits_its_buffer(c: Checker, qo: list[int]) -> bool:
         f"holds {rows} rows: they cannot all be covered",
     )
     return False
+
+
+def _query_tiles(c: Checker, qo: list[int], q_gran: Any) -> tuple[bool, int]:
+    """Whether a batch has queries, and (``q_gran`` a positive int) the query tiles of ``q_gran`` rows they make;
+    in tensor passes where seqlens_qo_indptr is an integer tensor, not a Python step per batch."""
+    positive = isinstance(q_gran, int) and q_gran > 0
+    if integer_inputs(c, ("seqlens_qo_indptr",)) and type(q_gran) is int:
+        steps = torch.diff(c.input("seqlens_qo_indptr"))
+        lengths = steps[steps > 0]
+        tiles = int(torch.div(lengths + q_gran - 1, q_gran, rounding_mode="floor").sum()) if positive else 0
+        return bool(lengths.numel()), tiles
+    queries = [b - a for a, b in zip(qo, qo[1:]) if b > a]
+    return bool(queries), sum(-(-n // q_gran) for n in queries) if positive else 0
 
 
 def check_prefill(c: Checker) -> None:
@@ -124,8 +158,10 @@ def check_prefill(c: Checker) -> None:
     indptr = _cu_indptr(c, cu_num)
     # a work always has a non-empty head range, so its q_head_range is never 0 (the fill is)
     info = call.outputs["work_info_set"].reshape(-1, WORK_ROW)
-    used = (info[:, C.EXTRA] != 0).tolist()
-    num_works = used.index(False) if False in used else len(used)
+    fill = (info[:, C.EXTRA] == 0).nonzero()
+    num_works = int(fill[0]) if fill.numel() else info.shape[0]
+    if clean_plan(c, indptr, num_works):  # the walk below would flag nothing: its report, from whole-tensor passes
+        return
     works = decoded_works(c, indptr, num_works)
     heads = p.get("num_heads_k", 0)
     q_head_gran = p.get("qhead_granularity", 1)

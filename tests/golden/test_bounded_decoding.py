@@ -59,9 +59,9 @@ def _sane_lines(source: Path, what: str) -> int:
     if what == "check":
         from unittest import mock
 
-        from mla_golden.checks import decode
+        from mla_golden.checks import decode, prefill
 
-        with mock.patch.object(decode, "clean_plan", lambda *args: None):
+        with mock.patch.object(decode, "clean_plan", lambda *args: None), mock.patch.object(prefill, "clean_plan", lambda *args: False):
             return lines_run(lambda: mla_golden.invariants(load(source).call))
     return lines_run(lambda: _check_show_diff_draw(source, load(source).call))
 

@@ -62,19 +62,30 @@ def incident(planner: ModuleType, batch: int = 4) -> mla_golden.Call:
     return decode_call([700] * batch, 32, planner=planner, device=("gfx950", 256))
 
 
-def prefill_call(seq_lens: list[int], *, exact: bool = False) -> mla_golden.Call:
-    """A vLLM-style prefill call (gfx950/256, 16 heads); ``exact``: buffers sized to the plan, not by the helper."""
+def prefill_call(
+    seq_lens: list[int], *, exact: bool = False, heads: int = 16, context: list[int] | None = None,
+    causal: bool = True, qlen_granularity: int = 256, kvlen_granularity: int = 128, block_size: int = 1,
+    qhead_granularity: int = 1, device: tuple[str, int] = ("gfx950", 256),
+) -> mla_golden.Call:
+    """A vLLM-style prefill call (default: gfx950/256, 16 KV heads, causal, each query seeing only its own tokens);
+    ``exact``: buffers sized to the plan, not by the helper. ``context``: kv tokens per request (a chunked prefill:
+    more than its queries), in pages of ``block_size``; the other keywords are the planner's own arguments.
+    """
     outputs = OUTPUTS
-    with reference.device("gfx950", 256):
+    context = seq_lens if context is None else context
+    with reference.device(*device):
         qo = torch.zeros(len(seq_lens) + 1, dtype=torch.int32)
         qo[1:] = torch.cumsum(torch.tensor(seq_lens), 0)
-        shapes = reference.get_ps_metadata_info_v1(len(seq_lens), 16, max(seq_lens), 256)
+        kv = torch.zeros(len(seq_lens) + 1, dtype=torch.int32)
+        kv[1:] = torch.cumsum(torch.tensor([-(-n // block_size) for n in context]), 0)
+        shapes = reference.get_ps_metadata_info_v1(len(seq_lens), heads, max(seq_lens), qlen_granularity)
         bufs = {n: torch.empty(shape, dtype=dt) for n, (shape, dt) in zip(outputs, shapes)}
 
         def plan(b: dict[str, torch.Tensor]) -> None:
             reference.get_ps_metadata_v1(
-                qo, qo, torch.tensor(seq_lens, dtype=torch.int32), 1, 16, *ps_outputs(b[n] for n in outputs),
-                qlen_granularity=256, kvlen_granularity=128, block_size=1,
+                qo, kv, torch.tensor(context, dtype=torch.int32), 1, heads, *ps_outputs(b[n] for n in outputs),
+                qhead_granularity=qhead_granularity, qlen_granularity=qlen_granularity,
+                kvlen_granularity=kvlen_granularity, block_size=block_size, is_causal=causal,
             )  # fmt: skip
 
         if exact:

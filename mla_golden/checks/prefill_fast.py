@@ -1,0 +1,266 @@
+"""A prefill plan proved clean in whole-tensor passes, so a golden of a million works is checked in about a second.
+
+:func:`clean_plan` answers the question :mod:`.prefill` answers work by work
+(one copy of the query tiles per KV head plane, coverage, kv offsets, splits,
+the slots the planes share, reduce groups) for the common case: a plan whose
+works were all written in full. It only ever says "nothing to report" (a clean
+prefill report holds nothing more: no prefill tile is skipped); wherever the
+walk would flag, raise or take a branch not ported here it answers False, and
+:mod:`.prefill` walks the plan as before, so every message is the walk's own.
+Each tensor expression below names the function of :mod:`.prefill` /
+:mod:`.common` it stands for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy
+import torch
+
+from mla_golden.checks.common import Checker
+from mla_golden.geometry import widened, written_run
+from mla_golden.schema import WORK_ROW, pack_head_range
+from mla_golden.schema import WorkColumn as C
+
+I64 = torch.int64
+#: int32 values shifted by this are non-negative and below 2**32: a sort key of (group, value) in one int64.
+_SHIFT = 2**31
+#: Input dtypes whose values int64 arithmetic holds without overflow (aiter's are int32).
+_INTEGER = (torch.int8, torch.int16, torch.int32, torch.uint8)
+#: A plan's works, one int64 tensor per work_info_set column (index by :class:`WorkColumn`).
+Columns = list[torch.Tensor]
+
+
+def sorting(key: torch.Tensor) -> torch.Tensor:
+    """The stable permutation sorting ``key``: numpy's, which runs in linear time on the ordered runs a plan's rows
+    come in (each plane's works in tile and kv order), where torch.sort sorts from scratch."""
+    return torch.from_numpy(numpy.argsort(key.contiguous().numpy(), kind="stable"))
+
+
+@dataclass
+class Tiles:
+    """Every query tile of the call, as the walk's ``_ps_tiles`` makes them (one plane's worth; all planes share it)."""
+
+    batches: int
+    num_tiles: torch.Tensor  # per batch
+    first: torch.Tensor  # per batch: its first tile
+    qo_begin: torch.Tensor  # per batch
+    unit: torch.Tensor  # per tile: its batch
+    start: torch.Tensor  # per tile: qo start
+    stop: torch.Tensor  # per tile: qo end
+    kv_begin: torch.Tensor  # per tile
+    kv_end: torch.Tensor  # per tile: the causally trimmed end its works must reach
+
+    @property
+    def total(self) -> int:
+        return int(self.unit.numel())
+
+
+def _small_int(value: Any) -> bool:
+    """A positive int the tensor arithmetic below holds without overflow."""
+    return type(value) is int and 0 < value < _SHIFT
+
+
+def _ascending(values: torch.Tensor) -> bool:
+    """Starts at 0 and never decreases (:func:`.common.monotone` finds nothing)."""
+    return values.numel() == 0 or (int(values[0]) == 0 and not bool((values[1:] < values[:-1]).any()))
+
+
+def integer_inputs(c: Checker, names: tuple[str, ...]) -> bool:
+    """Each input is present, 1-D and integer-valued: its int64 tensor lists what :func:`.common.ints` lists, and
+    indexing it gives what the walk's indexing gives."""
+    inputs = c.call.inputs
+    return all(name in inputs and inputs[name].dim() == 1 and inputs[name].dtype in _INTEGER for name in names)
+
+
+def clean_plan(c: Checker, indptr: list[int], num_works: int) -> bool:
+    """True when the walk of :func:`.prefill.check_prefill` from its works on would flag nothing; False where it
+    must walk the plan (it may flag, raise, or go where this pass does not follow)."""
+    p = c.call.params
+    q_gran, kv_gran = p.get("qlen_granularity", 256), p.get("kvlen_granularity", 16)
+    block, heads = p.get("block_size", 16), p.get("num_heads_k", 0)
+    if c.result.violations or not all(_small_int(v) for v in (q_gran, kv_gran, block, heads)):
+        return False
+    if type(p.get("qhead_granularity", 1)) is not int or not 0 < num_works < _SHIFT or heads > num_works:
+        return False
+    if not integer_inputs(c, ("seqlens_qo_indptr", "pages_kv_indptr", "context_lens")):
+        return False
+    works = _written_works(c, indptr, num_works)
+    tiles = _all_tiles(c, q_gran, kv_gran, block) if works is not None else None
+    if works is None or tiles is None or tiles.total == 0:
+        return False
+    plane, planes = _planes(c, works, heads)
+    tile = _placed(c, works, tiles, q_gran)
+    if plane is None or tile is None or planes * tiles.total > num_works:
+        return False
+    group = plane * tiles.total + tile  # (head plane, query tile): the walk's tile of that plane
+    per_group = torch.bincount(group, minlength=planes * tiles.total)
+    if bool((per_group == 0).any()):
+        return False  # check_coverage: "no work covers this query tile"
+    if not _chained(c, works, tiles, tile, group, block):
+        return False
+    split = _slots(works, tiles, tile, plane, per_group[group] > 1, planes)
+    if split is None:
+        return False
+    slot_loc, slot_tile = split
+    return _reduce_is_clean(c, slot_loc, slot_tile, tiles)
+
+
+def _written_works(c: Checker, indptr: list[int], num_works: int) -> Columns | None:
+    """The works as int64 columns when work_indptr is a sane CSR ending at the works written (``decoded_works``
+    flags nothing and hands them over in row order), each row written in full (every column the walk reads)."""
+    call = c.call
+    info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
+    if not indptr or indptr[-1] != num_works or num_works > info.shape[0] or info.dtype != torch.int32:
+        return None
+    if not _ascending(torch.tensor(indptr, dtype=I64)):
+        return None
+    if not bool(mask[:num_works].all()):
+        return None
+    return [widened(info[:num_works, column]) for column in range(WORK_ROW)]  # each column contiguous, and no more
+
+
+def _all_tiles(c: Checker, q_gran: int, kv_gran: int, block: int) -> Tiles | None:
+    """``_ps_tiles``: query tiles of ``q_gran`` rows per batch, each seeing the kv pages its causal end allows."""
+    call = c.call
+    qo, kv, ctx = (c.input(n) for n in ("seqlens_qo_indptr", "pages_kv_indptr", "context_lens"))
+    batches = qo.numel() - 1
+    if batches < 0 or kv.numel() != batches + 1 or ctx.numel() != batches:
+        return None
+    qo_len = qo[1:] - qo[:-1]
+    num_tiles = torch.where(qo_len > 0, torch.div(qo_len + q_gran - 1, q_gran, rounding_mode="floor"), 0)
+    unit = torch.repeat_interleave(torch.arange(batches, dtype=I64), num_tiles)
+    first = torch.cumsum(num_tiles, 0) - num_tiles
+    k = torch.arange(unit.numel(), dtype=I64) - first[unit]
+    length, kv_len = qo_len[unit], ctx[unit]
+    local_end = torch.minimum((k + 1) * q_gran, length)
+    if call.params.get("is_causal", True):
+        effective = torch.minimum(kv_len - length + local_end, kv_len)
+    else:
+        effective = kv_len
+    blocks = -torch.div(-effective, kv_gran, rounding_mode="floor") * (kv_gran // block)
+    base = qo[unit]
+    kv_end = torch.minimum(kv[unit] + blocks, kv[unit + 1])
+    return Tiles(batches, num_tiles, first, qo[:-1], unit, base + k * q_gran, base + local_end, kv[unit], kv_end)
+
+
+def _planes(c: Checker, works: Columns, heads: int) -> tuple[torch.Tensor | None, int]:
+    """Each work's head plane (its rank among the q_head_range values, as the walk's ``sorted(planes)``) and how
+    many there are, when they are exactly one per KV head (else the walk flags work.head_range)."""
+    qhg = c.call.params.get("qhead_granularity", 1)
+    wanted = sorted({pack_head_range(k * qhg, (k + 1) * qhg) for k in range(heads)})
+    if wanted[0] < -_SHIFT or wanted[-1] >= _SHIFT:
+        return None, 0  # no int32 q_head_range holds it
+    values, extra = torch.tensor(wanted, dtype=I64), works[C.EXTRA]
+    plane = torch.searchsorted(values, extra).clamp(max=len(wanted) - 1)
+    if not torch.equal(values[plane], extra) or bool((torch.bincount(plane, minlength=len(wanted)) == 0).any()):
+        return None, 0
+    return plane, len(wanted)
+
+
+def _placed(c: Checker, works: Columns, tiles: Tiles, q_gran: int) -> torch.Tensor | None:
+    """Each work's tile, when every work names a query tile of its batch and kv pages inside that batch
+    (``_assign_ps`` flags nothing)."""
+    b = works[C.BATCH_IDX]
+    known = (b >= 0) & (b < tiles.batches)
+    b = torch.where(known, b, 0)
+    k = torch.div(works[C.QO_START] - tiles.qo_begin[b], q_gran, rounding_mode="floor")
+    in_batch = known & (k >= 0) & (k < tiles.num_tiles[b])
+    tile = torch.where(in_batch, tiles.first[b] + k, 0)
+    placed = in_batch & (works[C.QO_START] == tiles.start[tile]) & (works[C.QO_END] == tiles.stop[tile])
+    kv = c.input("pages_kv_indptr")
+    ks, ke = works[C.KV_START], works[C.KV_END]
+    inside = (tiles.kv_begin[tile] <= ks) & (ks < ke) & (ke <= kv[b + 1])
+    return tile if bool((placed & inside).all()) else None
+
+
+def _chained(c: Checker, works: Columns, tiles: Tiles, tile: torch.Tensor, group: torch.Tensor, block: int) -> bool:
+    """``check_coverage``: each group's works, by kv_start, chain from its tile's kv_begin to its kv_end; and
+    ``_check_ps_offsets``: the last piece has kv_offset 0, each earlier one the kv tokens after its end."""
+    num_works = group.numel()
+    # kv_start ties in a group always break the chain (pieces are non-empty): kv_end need not break them
+    order = sorting(group * 2 * _SHIFT + (works[C.KV_START] + _SHIFT))
+    s_group, s_tile = group[order], tile[order]
+    s_start, s_end, s_offset = works[C.KV_START][order], works[C.KV_END][order], works[C.KV_OFFSET][order]
+    opens = torch.ones(num_works, dtype=torch.bool)
+    opens[1:] = s_group[1:] != s_group[:-1]
+    covered_to = torch.where(opens, tiles.kv_begin[s_tile], torch.roll(s_end, 1))
+    closes = torch.ones(num_works, dtype=torch.bool)
+    closes[:-1] = opens[1:]
+    if not bool((s_start == covered_to).all()) or not torch.equal(s_end[closes], tiles.kv_end[s_tile[closes]]):
+        return False
+    ctx = c.input("context_lens")[tiles.unit[s_tile]]
+    wanted = torch.where(closes, 0, ctx - (s_end - tiles.kv_begin[s_tile]) * block)
+    return torch.equal(s_offset, wanted)
+
+
+def _slots(
+    works: Columns, tiles: Tiles, tile: torch.Tensor, plane: torch.Tensor, split: torch.Tensor, planes: int
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``check_splits`` per plane (-1 for an unsplit tile; slots of split ones non-negative and no two overlapping)
+    and the walk's comparison of planes (every tile has the same slots in every plane): the first plane's slots,
+    ascending, and their tiles."""
+    loc = works[C.PARTIAL_QO_LOC]
+    if not bool((loc[~split] == -1).all()) or bool((loc[split] < 0).any()):
+        return None
+    at = split.nonzero().reshape(-1)
+    order = sorting(plane[at] * 2 * _SHIFT + loc[at])
+    s_plane, s_loc, s_tile = plane[at][order], loc[at][order], tile[at][order]
+    rows = (tiles.stop - tiles.start)[s_tile]
+    same_plane = s_plane[1:] == s_plane[:-1]
+    if bool((same_plane & (s_loc[:-1] + rows[:-1] > s_loc[1:])).any()):
+        return None  # a slot used twice in a plane, or overlapping the next: check_splits flags it
+    if at.numel() % planes:
+        return None
+    per_plane = at.numel() // planes
+    if not torch.equal(torch.bincount(s_plane, minlength=planes), torch.full((planes,), per_plane, dtype=I64)):
+        return None
+    # locs are distinct within a plane: equal (loc, tile) rows mean equal sorted slots per tile in every plane
+    locs, owners = s_loc.reshape(planes, per_plane), s_tile.reshape(planes, per_plane)
+    if not bool((locs == locs[0]).all()) or not bool((owners == owners[0]).all()):
+        return None  # "partial slots ... differ": the heads share one set of reduce groups
+    return locs[0], owners[0]
+
+
+def _reduce_is_clean(c: Checker, slot_loc: torch.Tensor, slot_tile: torch.Tensor, tiles: Tiles) -> bool:
+    """``check_reduce`` on the first plane's slots finds nothing: reduce_indptr a CSR over its split works'
+    partials, one group per split tile listing exactly its slots, its final map (where written) its query range."""
+    call = c.call
+    indptr = written_run(call.outputs["reduce_indptr"], call.written["reduce_indptr"]).to(I64)
+    if not _ascending(indptr):
+        return False
+    last = int(indptr[-1]) if indptr.numel() else 0
+    if last != slot_loc.numel():
+        return False  # "ends at ... but the split tiles have ... partials"
+    if last == 0:
+        return True  # no group merges anything, and no tile is split
+    pmap, pwritten = call.outputs["reduce_partial_map"].reshape(-1).to(I64), call.written["reduce_partial_map"].reshape(-1)
+    if last > pmap.numel():
+        return False
+    lo, hi = indptr[:-1], indptr[1:]
+    groups = (hi > lo).nonzero().reshape(-1)
+    sizes = (hi - lo)[groups]
+    offsets = torch.cumsum(sizes, 0) - sizes
+    element = torch.repeat_interleave(lo[groups] - offsets, sizes) + torch.arange(last, dtype=I64)
+    if not bool(pwritten[element].all()):
+        return False
+    locs = pmap[element]
+    at = torch.searchsorted(slot_loc, locs).clamp(max=slot_loc.numel() - 1)
+    if not torch.equal(slot_loc[at], locs):
+        return False  # a partial of no split work
+    if torch.unique(locs).numel() != locs.numel():
+        return False  # a partial listed twice (so, as many as the slots: each slot listed once)
+    owner = slot_tile[at]
+    first_owner = owner[offsets]
+    if not torch.equal(owner, torch.repeat_interleave(first_owner, sizes)):
+        return False  # a group listing partials of other tiles
+    if torch.unique(first_owner).numel() != first_owner.numel():
+        return False  # a tile with two groups (so each split tile has one, listing all its slots)
+    fmap, fwritten = call.outputs["reduce_final_map"].reshape(-1).to(I64), call.written["reduce_final_map"].reshape(-1)
+    has_final = 2 * groups + 1 < fmap.numel()
+    g, owners = groups[has_final], first_owner[has_final]
+    both = fwritten[2 * g] & fwritten[2 * g + 1]
+    g, owners = g[both], owners[both]
+    return torch.equal(fmap[2 * g], tiles.start[owners]) and torch.equal(fmap[2 * g + 1], tiles.stop[owners])
