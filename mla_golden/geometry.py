@@ -121,10 +121,14 @@ def written_prefix(values: torch.Tensor, mask: torch.Tensor) -> list[int]:
 
 def written_run(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """:func:`written_prefix` as a tensor (a view: no copy)."""
-    flat_mask = mask.reshape(-1)
-    unwritten = (~flat_mask).nonzero()
-    end = int(unwritten[0]) if unwritten.numel() else flat_mask.numel()
-    return values.reshape(-1)[:end]
+    return values.reshape(-1)[: leading_true(mask.reshape(-1))]
+
+
+def leading_true(flags: torch.Tensor) -> int:
+    """How many of the 1-D bool ``flags`` are True before the first False (all of them when none is): numpy's
+    argmin stops at the first False, where listing every unwritten element took a pass and its memory."""
+    array = flags.cpu().numpy()
+    return int(array.argmin()) if not array.all() else array.size
 
 
 #: Each CSR index buffer and the buffer whose first dimension it indexes.

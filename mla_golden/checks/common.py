@@ -16,7 +16,7 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.checks.results import HAZARDS, CheckResult, Hazard, Violation
-from mla_golden.geometry import Work, widened, works_by_cu, written_prefix
+from mla_golden.geometry import Work, widened, works_by_cu, written_prefix, written_run
 from mla_golden.schema import MLA_OP, OUTPUTS, POINTER_OUTPUT, PS_OP, WORK_ROW
 from mla_golden.schema import WorkColumn as C
 
@@ -379,15 +379,14 @@ def check_splits(c: Checker, tiles: list[Tile]) -> dict[int, Tile]:
 
 def check_reduce(c: Checker, owner: dict[int, Tile], partial_entries: int | None) -> None:
     """reduce_indptr is a CSR over reduce_partial_map; each split tile owns exactly one group."""
-    indptr = c.prefix("reduce_indptr")
-    pmap, pwritten = c.flat("reduce_partial_map")
-    fmap, fwritten = c.flat("reduce_final_map")
+    bounds = widened(written_run(c.call.outputs["reduce_indptr"], c.call.written["reduce_indptr"]))
+    indptr = Ints(bounds)  # listed only when a group is checked (a big plan's region walk has few or none)
     split_tiles = {id(t): t for t in owner.values() if not t.excused}
     expected_entries = sum(len(t.works) for t in split_tiles.values())
     excused = any(t.excused for t in owner.values())
-    if not monotone(c, "reduce_indptr", "reduce_indptr", indptr):
+    if not monotone(c, "reduce_indptr", "reduce_indptr", indptr, bounds):
         return
-    last = indptr[-1] if indptr else 0
+    last = int(bounds[-1]) if bounds.numel() else 0
     unplaced = {w[C.PARTIAL_QO_LOC] for w in c.unplaced if w.has(C.PARTIAL_QO_LOC)}
     if last != expected_entries and not c.unplaced and not excused:
         c.flag(
@@ -402,8 +401,11 @@ def check_reduce(c: Checker, owner: dict[int, Tile], partial_entries: int | None
             f"ends at {last} but {partial_entries} reduce_partial_map entries were written",
         )
     grouped: dict[int, int] = {}
-    bounds = torch.tensor(indptr, dtype=torch.int64)
-    for g in (bounds[1:] != bounds[:-1]).nonzero().reshape(-1).tolist():  # the groups that merge something
+    merging = (bounds[1:] != bounds[:-1]).nonzero().reshape(-1).tolist()  # the groups that merge something
+    if merging:
+        pmap, pwritten = c.flat("reduce_partial_map")
+        fmap, fwritten = c.flat("reduce_final_map")
+    for g in merging:
         lo, hi = indptr[g], indptr[g + 1]
         where = f"reduce group {g}"
         if hi > len(pmap) or not all(pwritten[lo:hi]):
@@ -453,8 +455,3 @@ def written_extent(call: Call) -> dict[str, int]:
         extent[name] = flags.size - int(flags[::-1].argmax()) if flags.any() else 0
     return extent
 
-
-def leading_true(flags: torch.Tensor) -> int:
-    """How many of the 1-D bool ``flags`` are True before the first False (all of them when none is)."""
-    array = flags.cpu().numpy()
-    return int(array.argmin()) if not array.all() else array.size

@@ -25,7 +25,6 @@ from mla_golden.checks.common import (
     check_splits,
     decoded_works,
     helper_numels,
-    leading_true,
     numel,
     skip_empty_tiles,
     written_extent,
@@ -36,7 +35,7 @@ from mla_golden.checks.decode_sparse_fast import clean_sparse_plan
 from mla_golden.checks.results import HAZARDS
 from mla_golden.context import as_recorded
 from mla_golden.errors import AiterCheckError, UndefinedResultError
-from mla_golden.geometry import Work
+from mla_golden.geometry import Work, leading_true
 from mla_golden.planner_id import recorded_planner, reference_version, rules_version
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout, decode_layout
 from mla_golden.schema import WORK_ROW, to_dtype
