@@ -135,14 +135,18 @@ def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequen
     if total_tiles > 16 * (rows + len(qo)):
         return None
     tile_size = (seqlen + num_tiles - 1) // num_tiles
-    tile_unit = torch.repeat_interleave(unit, num_tiles)
-    first_tile = torch.cumsum(num_tiles, 0) - num_tiles
-    k = torch.arange(total_tiles, dtype=I64) - first_tile[tile_unit]
-    start = qo_begin[tile_unit] + k * tile_size[tile_unit]
-    stop = torch.minimum(start + tile_size[tile_unit], qo_end[tile_unit])
     tail = torch.zeros(total_tiles, dtype=I64)
-    if p.page_size == 1 and p.is_causal and not p.is_cp_round_robin:  # DecodeLayout.tile_tail, sparse
-        tail = (num_tiles[tile_unit] - 1 - k).clamp(min=0)
+    if total_tiles == count:  # one tile per unit: each tile is its unit, at k 0, with no causal tail
+        tile_unit, first_tile, k, start = unit, unit, tail, qo_begin
+        stop = torch.minimum(qo_begin + tile_size, qo_end)
+    else:
+        tile_unit = torch.repeat_interleave(unit, num_tiles)
+        first_tile = torch.cumsum(num_tiles, 0) - num_tiles
+        k = torch.arange(total_tiles, dtype=I64) - first_tile[tile_unit]
+        start = qo_begin[tile_unit] + k * tile_size[tile_unit]
+        stop = torch.minimum(start + tile_size[tile_unit], qo_end[tile_unit])
+        if p.page_size == 1 and p.is_causal and not p.is_cp_round_robin:  # DecodeLayout.tile_tail, sparse
+            tail = (num_tiles[tile_unit] - 1 - k).clamp(min=0)
     tiles = Tiles(count, num_tiles, tile_size, qo_begin, qo_end, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
                   kv_end[tile_unit] - tail)  # fmt: skip
     offset_extra = ori - 1 - unit % ori if ratio == 1 else torch.zeros(count, dtype=I64)
@@ -181,10 +185,13 @@ def sparse_placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, spar
         return Placement(nothing, nothing, torch.zeros(works.shape[0], dtype=I64), nothing)
     known = (b >= 0) & (b <= sparse.request[-1])
     unit = _unit_of(works, sparse, torch.where(known, b, 0), known)
-    size = tiles.tile_size[unit]
-    w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - tiles.qo_begin[unit], size.clamp(min=1), rounding_mode="floor"), 0)
-    in_unit = known & (w_k >= 0) & (w_k < tiles.num_tiles[unit])
-    tile = torch.where(in_unit, tiles.first[unit] + w_k, 0)
+    if tiles.total == tiles.count:  # one tile per unit: a work is placed when its qo range is its unit's one tile
+        tile, in_unit = unit, known
+    else:
+        size = tiles.tile_size[unit]
+        w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - tiles.qo_begin[unit], size.clamp(min=1), rounding_mode="floor"), 0)
+        in_unit = known & (w_k >= 0) & (w_k < tiles.num_tiles[unit])
+        tile = torch.where(in_unit, tiles.first[unit] + w_k, 0)
     placed = in_unit & (works[:, C.QO_START] == tiles.start[tile]) & (works[:, C.QO_END] == tiles.stop[tile])
     ks, ke, u_begin, u_end = works[:, C.KV_START], works[:, C.KV_END], tiles.kv_begin[unit], tiles.kv_end[unit]
     sees_none = tiles.kv_stop[tile] <= u_begin
