@@ -105,15 +105,29 @@ def _head_problems(call: Call) -> list[str]:
 
 def planned_units(call: Call) -> int | None:
     """How many units aiter's planner walks for ``call`` (None when it would not plan at all)."""
-    qo = _ints(call, "seqlens_qo_indptr", None if call.op == PS_OP else 2)
     if call.op == PS_OP:
         q_gran, heads = call.params.get("qlen_granularity"), call.params.get("num_heads_k")
         if not (isinstance(q_gran, int) and isinstance(heads, int) and q_gran > 0 and heads > 0):
             return None
-        return heads * sum(-(-(b - a) // q_gran) for a, b in zip(qo, qo[1:]) if b > a)
+        return heads * _query_tiles(call, q_gran)
     if call.op != MLA_OP:
         return None
-    return _decode_units(call, qo)
+    return _decode_units(call, _ints(call, "seqlens_qo_indptr", 2))
+
+
+def _query_tiles(call: Call, q_gran: int) -> int:
+    """Query tiles of ``q_gran`` rows over the batches seqlens_qo_indptr gives (the batches with queries)."""
+    import numpy as np
+
+    tensor = call.inputs.get("seqlens_qo_indptr")
+    if tensor is None or tensor.numel() < 2:
+        return 0
+    if str(tensor.dtype) not in ("torch.int32", "torch.int16", "torch.int8", "torch.uint8"):  # (wider: Python ints)
+        qo = tensor.reshape(-1).tolist()
+        return sum(-(-(b - a) // q_gran) for a, b in zip(qo, qo[1:]) if b > a)
+    values = tensor.reshape(-1).cpu().numpy().astype(np.int64)  # in numpy: a Python step per batch cost 25 ms at 62,500
+    lens = values[1:] - values[:-1]
+    return int(((lens[lens > 0] + q_gran - 1) // q_gran).sum())
 
 
 def _decode_units(call: Call, qo: list[int]) -> int | None:

@@ -5,6 +5,7 @@ Bounds are counted (bytes of peak RSS with a wide margin, notes written), never 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+from helpers.calls import prefill_call
 from helpers.forged import forge
 from helpers.repo import ROOT
 
@@ -107,3 +110,14 @@ def test_buffers_declared_at_the_element_cap_are_refused_before_they_are_built(t
         assert run.returncode == 2 and "elements declared for" in run.stdout + run.stderr, command
         assert peak < BOUND_MB, f"{command[0]} of a {forged.stat().st_size}-byte golden peaked at {peak:.0f} MB"
 
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_a_prefill_calls_planned_units_are_its_query_tiles_times_its_kv_heads(dtype: torch.dtype) -> None:
+    """Query lengths 5, 0 and 300 at qlen_granularity 256 are 1 + 0 + 2 tiles, for each of the call's KV heads,
+    counted alike from an int32 indptr (through numpy) and a wider one (as Python ints)."""
+    call = prefill_call([5, 1, 300])
+    indptr = torch.tensor([0, 5, 5, 305], dtype=dtype)
+    call = dataclasses.replace(call, inputs={**call.inputs, "seqlens_qo_indptr": indptr})
+    assert call.params["qlen_granularity"] == 256
+    assert limits.planned_units(call) == 3 * call.params["num_heads_k"]
