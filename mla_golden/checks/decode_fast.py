@@ -174,7 +174,7 @@ def written_works(c: Checker, layout: DecodeLayout, qo: Sequence[int], indptr: l
 
 def all_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int], last: Sequence[int]) -> Tiles | None:
     """Every tile of the call (``_fits_its_buffer``, ``DecodeLayout.batches`` and ``_decode_tiles``), or None."""
-    call, p, t = c.call, layout.dispatch.params, layout.dispatch.traits
+    call, p = c.call, layout.dispatch.params
     rows = call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
     ratio, count = layout.qk_batch_ratio, p.num_batches
     if count > 16 * (rows + len(qo)) or count < 0:
@@ -189,12 +189,7 @@ def all_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[
     if ranges is None:
         return None
     seqlen, qo_begin, qo_end = ranges
-    if not t.qo_splits:
-        num_tiles = torch.ones(count, dtype=I64)
-    elif t.features.per_token_qo_tiles and p.num_heads * 2 > t.packed_qo_len_per_wg:
-        num_tiles = seqlen.clone()
-    else:
-        num_tiles = (seqlen * p.num_heads + t.packed_qo_len_per_wg - 1) >> t.packed_qo_len_per_wg_log2
+    num_tiles = tiles_per_unit(layout, seqlen)
     if bool((num_tiles < 1).any()) or bool((seqlen < 0).any()) or bool((qo_begin < 0).any()):
         return None
     tile_size = (seqlen + num_tiles - 1) // num_tiles
@@ -203,15 +198,7 @@ def all_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[
     total_tiles = int(num_tiles.sum())
     if total_tiles > 16 * (rows + len(qo)):
         return None
-    if total_tiles == count:  # one tile per unit (single-token decode): each tile is its unit, at k 0
-        tile_unit, first_tile, k, start = unit, unit, torch.zeros(count, dtype=I64), qo_begin
-        stop = torch.minimum(qo_begin + tile_size, qo_end)
-    else:
-        tile_unit = torch.repeat_interleave(unit, num_tiles)
-        first_tile = torch.cumsum(num_tiles, 0) - num_tiles
-        k = torch.arange(total_tiles, dtype=I64) - first_tile[tile_unit]
-        start = qo_begin[tile_unit] + k * tile_size[tile_unit]
-        stop = torch.minimum(start + tile_size[tile_unit], qo_end[tile_unit])
+    tile_unit, first_tile, k, start, stop = expand_tiles(unit, num_tiles, tile_size, qo_begin, qo_end, total_tiles)
     tail = torch.zeros(total_tiles, dtype=I64)
     if p.page_size == 1 and p.is_causal:  # DecodeLayout.tile_tail
         if ratio != 1:
@@ -223,6 +210,31 @@ def all_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[
         tail = tail.clamp(min=0)
     return Tiles(count, num_tiles, tile_size, qo_begin, qo_end, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
                   kv_end[tile_unit] - tail)  # fmt: skip
+
+
+def tiles_per_unit(layout: DecodeLayout, seqlen: torch.Tensor) -> torch.Tensor:
+    """Query tiles of each unit of ``seqlen`` query tokens, as ``_decode_tiles`` counts them."""
+    p, t = layout.dispatch.params, layout.dispatch.traits
+    if not t.qo_splits:
+        return torch.ones(seqlen.numel(), dtype=I64)
+    if t.features.per_token_qo_tiles and p.num_heads * 2 > t.packed_qo_len_per_wg:
+        return seqlen.clone()
+    return (seqlen * p.num_heads + t.packed_qo_len_per_wg - 1) >> t.packed_qo_len_per_wg_log2
+
+
+def expand_tiles(
+    unit: torch.Tensor, num_tiles: torch.Tensor, tile_size: torch.Tensor, qo_begin: torch.Tensor, qo_end: torch.Tensor,
+    total: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per tile (``total`` of them): its unit, and per unit its first tile; per tile its index k in its unit and its
+    qo range. One tile per unit (single-token decode) is each unit's own, at k 0: no repeat or gathers."""
+    if total == unit.numel():
+        return unit, unit, torch.zeros(total, dtype=I64), qo_begin, torch.minimum(qo_begin + tile_size, qo_end)
+    tile_unit = torch.repeat_interleave(unit, num_tiles)
+    first_tile = torch.cumsum(num_tiles, 0) - num_tiles
+    k = torch.arange(total, dtype=I64) - first_tile[tile_unit]
+    start = qo_begin[tile_unit] + k * tile_size[tile_unit]
+    return tile_unit, first_tile, k, start, torch.minimum(start + tile_size[tile_unit], qo_end[tile_unit])
 
 
 @dataclass

@@ -30,7 +30,16 @@ from dataclasses import dataclass
 import torch
 
 from mla_golden.checks.common import Checker
-from mla_golden.checks.decode_fast import I64, CleanPlan, Placement, Tiles, proved_clean, written_works
+from mla_golden.checks.decode_fast import (
+    I64,
+    CleanPlan,
+    Placement,
+    Tiles,
+    expand_tiles,
+    proved_clean,
+    tiles_per_unit,
+    written_works,
+)
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
@@ -107,7 +116,7 @@ def _sparse_qo(
 
 def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int], last: Sequence[int]) -> SparseTiles | None:
     """Every unit and tile of a sparse call (``DecodeLayout.batches``, ``tile_tail``, ``_decode_tiles``), or None."""
-    p, t = layout.dispatch.params, layout.dispatch.traits
+    p = layout.dispatch.params
     counted = _units(c, layout, qo, kv, last)
     if counted is None:
         return None
@@ -123,30 +132,17 @@ def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequen
     if ranges is None:
         return None
     seqlen, qo_begin, qo_end = ranges
-    if not t.qo_splits:
-        num_tiles = torch.ones(count, dtype=I64)
-    elif t.features.per_token_qo_tiles and p.num_heads * 2 > t.packed_qo_len_per_wg:
-        num_tiles = seqlen.clone()
-    else:
-        num_tiles = (seqlen * p.num_heads + t.packed_qo_len_per_wg - 1) >> t.packed_qo_len_per_wg_log2
+    num_tiles = tiles_per_unit(layout, seqlen)
     if bool((num_tiles < 1).any()) or bool((seqlen < 0).any()) or bool((qo_begin < 0).any()):
         return None
     total_tiles = int(num_tiles.sum())
     if total_tiles > 16 * (rows + len(qo)):
         return None
     tile_size = (seqlen + num_tiles - 1) // num_tiles
+    tile_unit, first_tile, k, start, stop = expand_tiles(unit, num_tiles, tile_size, qo_begin, qo_end, total_tiles)
     tail = torch.zeros(total_tiles, dtype=I64)
-    if total_tiles == count:  # one tile per unit: each tile is its unit, at k 0, with no causal tail
-        tile_unit, first_tile, k, start = unit, unit, tail, qo_begin
-        stop = torch.minimum(qo_begin + tile_size, qo_end)
-    else:
-        tile_unit = torch.repeat_interleave(unit, num_tiles)
-        first_tile = torch.cumsum(num_tiles, 0) - num_tiles
-        k = torch.arange(total_tiles, dtype=I64) - first_tile[tile_unit]
-        start = qo_begin[tile_unit] + k * tile_size[tile_unit]
-        stop = torch.minimum(start + tile_size[tile_unit], qo_end[tile_unit])
-        if p.page_size == 1 and p.is_causal and not p.is_cp_round_robin:  # DecodeLayout.tile_tail, sparse
-            tail = (num_tiles[tile_unit] - 1 - k).clamp(min=0)
+    if p.page_size == 1 and p.is_causal and not p.is_cp_round_robin and total_tiles != count:  # tile_tail, sparse (0 at k 0)
+        tail = (num_tiles[tile_unit] - 1 - k).clamp(min=0)
     tiles = Tiles(count, num_tiles, tile_size, qo_begin, qo_end, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
                   kv_end[tile_unit] - tail)  # fmt: skip
     offset_extra = ori - 1 - unit % ori if ratio == 1 else torch.zeros(count, dtype=I64)
