@@ -261,24 +261,36 @@ def placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, tiles: Tile
         nothing = torch.zeros(works.shape[0], dtype=torch.bool)
         return Placement(nothing, nothing, torch.zeros(works.shape[0], dtype=I64), nothing)
     b = torch.where(known, b, 0)
-    if tiles.total == tiles.count:  # one tile per unit: a work is placed when its qo range is its unit's one tile
-        tile, in_unit = b, known
-    else:
-        size = tiles.tile_size[b]
-        w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - tiles.qo_begin[b], size.clamp(min=1), rounding_mode="floor"), 0)
-        in_unit = known & (w_k >= 0) & (w_k < tiles.num_tiles[b])
-        tile = torch.where(in_unit, tiles.first[b] + w_k, 0)
-    placed = in_unit & (works[:, C.QO_START] == tiles.start[tile]) & (works[:, C.QO_END] == tiles.stop[tile])
-    ks, ke, u_begin, u_end = works[:, C.KV_START], works[:, C.KV_END], tiles.kv_begin[b], tiles.kv_end[b]
-    sees_none = tiles.kv_stop[tile] <= u_begin
-    inside = ((u_begin <= ks) & (ks < ke) & (ke <= u_end)) | ((ks == ke) & (ke == u_end) & (u_end == u_begin))
-    kv_ok = torch.where(sees_none, (ks == u_begin) & (ke == tiles.kv_stop[tile]), inside)
+    tile, placed = tile_of(works, tiles, b, known)
+    ke, u_end = works[:, C.KV_END], tiles.kv_end[b]
     if p.page_size == 1:
         wanted = u_end - ke
     else:  # every batch has its last_page_len (all_tiles checked it)
         last_page = c.input("kv_last_page_lens")[: tiles.count][b]
         wanted = torch.where(ke == u_end, 0, (u_end - ke - 1) * p.page_size + last_page)
-    return Placement(known, placed, tile, placed & kv_ok & (works[:, C.KV_OFFSET] == wanted))
+    return Placement(known, placed, tile, placed & kv_fits(works, tiles, b, tile) & (works[:, C.KV_OFFSET] == wanted))
+
+
+def tile_of(works: torch.Tensor, tiles: Tiles, unit: torch.Tensor, known: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each work's tile in its ``unit`` (where ``known``), and whether [qo_start, qo_end) is that tile (placed), as
+    ``_decode_tiles`` appends it. One tile per unit: placed when its qo range is the unit's one tile."""
+    if tiles.total == tiles.count:
+        tile, in_unit = unit, known
+    else:
+        size = tiles.tile_size[unit]
+        w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - tiles.qo_begin[unit], size.clamp(min=1), rounding_mode="floor"), 0)
+        in_unit = known & (w_k >= 0) & (w_k < tiles.num_tiles[unit])
+        tile = torch.where(in_unit, tiles.first[unit] + w_k, 0)
+    return tile, in_unit & (works[:, C.QO_START] == tiles.start[tile]) & (works[:, C.QO_END] == tiles.stop[tile])
+
+
+def kv_fits(works: torch.Tensor, tiles: Tiles, unit: torch.Tensor, tile: torch.Tensor) -> torch.Tensor:
+    """The kv range is inside its unit's, or is its tile's own empty range where the tile sees no kv
+    (``_check_decode_work``)."""
+    ks, ke, u_begin, u_end = works[:, C.KV_START], works[:, C.KV_END], tiles.kv_begin[unit], tiles.kv_end[unit]
+    sees_none = tiles.kv_stop[tile] <= u_begin
+    inside = ((u_begin <= ks) & (ks < ke) & (ke <= u_end)) | ((ks == ke) & (ke == u_end) & (u_end == u_begin))
+    return torch.where(sees_none, (ks == u_begin) & (ke == tiles.kv_stop[tile]), inside)
 
 
 @dataclass

@@ -36,7 +36,9 @@ from mla_golden.checks.decode_fast import (
     Placement,
     Tiles,
     expand_tiles,
+    kv_fits,
     proved_clean,
+    tile_of,
     tiles_per_unit,
     written_works,
 )
@@ -181,18 +183,9 @@ def sparse_placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, spar
         return Placement(nothing, nothing, torch.zeros(works.shape[0], dtype=I64), nothing)
     known = (b >= 0) & (b <= sparse.request[-1])
     unit = _unit_of(works, sparse, torch.where(known, b, 0), known)
-    if tiles.total == tiles.count:  # one tile per unit: a work is placed when its qo range is its unit's one tile
-        tile, in_unit = unit, known
-    else:
-        size = tiles.tile_size[unit]
-        w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - tiles.qo_begin[unit], size.clamp(min=1), rounding_mode="floor"), 0)
-        in_unit = known & (w_k >= 0) & (w_k < tiles.num_tiles[unit])
-        tile = torch.where(in_unit, tiles.first[unit] + w_k, 0)
-    placed = in_unit & (works[:, C.QO_START] == tiles.start[tile]) & (works[:, C.QO_END] == tiles.stop[tile])
-    ks, ke, u_begin, u_end = works[:, C.KV_START], works[:, C.KV_END], tiles.kv_begin[unit], tiles.kv_end[unit]
-    sees_none = tiles.kv_stop[tile] <= u_begin
-    inside = ((u_begin <= ks) & (ks < ke) & (ke <= u_end)) | ((ks == ke) & (ke == u_end) & (u_end == u_begin))
-    kv_ok = torch.where(sees_none, (ks == u_begin) & (ke == tiles.kv_stop[tile]), inside)
+    tile, placed = tile_of(works, tiles, unit, known)
+    ke, u_end = works[:, C.KV_END], tiles.kv_end[unit]
+    kv_ok = kv_fits(works, tiles, unit, tile)
     if p.page_size == 1:
         wanted = u_end - ke + sparse.offset_extra[unit]
     else:  # every request has its last_page_len (_units checked it)
