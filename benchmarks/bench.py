@@ -198,7 +198,7 @@ def bench_fuzz(paths: list[Path], count: int = 10000) -> list[tuple[str, float, 
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        result = corruption.run(paths, count=count, seed=1, workdir=Path(tmp))
+        result = corruption.run(paths, count=count, seed=1, workdir=Path(tmp), cpu_bound_s=corruption.CPU_BOUND_S)
         took = time.perf_counter() - start
     print(result.summary())
     for failure in (result.loaded + result.tracebacks + result.unnamed + result.slow)[:10]:
