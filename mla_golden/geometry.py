@@ -295,7 +295,7 @@ def whole_works(call: Call) -> tuple[torch.Tensor, torch.Tensor, int]:
     parts = max(bounds.numel() - 1, 0)
     if parts == 0 or rows == 0:
         return torch.zeros((0, WORK_ROW), dtype=torch.int64), torch.zeros(0, dtype=torch.int64), parts
-    lo, hi = int(bounds[0]), max(int(bounds[-1]), int(bounds[0]))
+    lo, hi = int(bounds[0]), int(bounds[-1])
     cu = torch.repeat_interleave(torch.arange(parts), bounds[1:] - bounds[:-1])
     whole = mask[lo:hi].all(dim=1)
     if bool(whole.all()):  # every row written in full (the usual case): a slice, no gather
@@ -303,13 +303,17 @@ def whole_works(call: Call) -> tuple[torch.Tensor, torch.Tensor, int]:
     return widened(info[lo:hi][whole]), cu[whole], parts
 
 
+#: Integer dtypes that widen to int64 through numpy (and whose values numpy's int64 arithmetic cannot overflow).
+NARROW_INTS = (torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
 def widened(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` as int64: numpy's widening of a CPU tensor is about 4x torch's on a million int32s."""
     if tensor.dtype == torch.int64:
         return tensor
-    if tensor.device.type != "cpu" or tensor.dtype not in (torch.int32, torch.int16, torch.int8, torch.uint8):
+    if tensor.device.type != "cpu" or tensor.dtype not in NARROW_INTS:
         return tensor.to(torch.int64)
-    return torch.from_numpy(np.ascontiguousarray(tensor.numpy()).astype(np.int64))
+    return torch.from_numpy(tensor.numpy().astype(np.int64, order="C"))  # one copy, contiguous whatever the strides
 
 
 def describe_schedule(call: Call, cu: int | None = None, work: int | None = None, *, limit: int | None = None) -> dict[str, Any]:

@@ -119,10 +119,12 @@ def _query_tiles(call: Call, q_gran: int) -> int:
     """Query tiles of ``q_gran`` rows over the batches seqlens_qo_indptr gives (the batches with queries)."""
     import numpy as np
 
+    from mla_golden.geometry import NARROW_INTS
+
     tensor = call.inputs.get("seqlens_qo_indptr")
     if tensor is None or tensor.numel() < 2:
         return 0
-    if str(tensor.dtype) not in ("torch.int32", "torch.int16", "torch.int8", "torch.uint8"):  # (wider: Python ints)
+    if tensor.dtype not in NARROW_INTS:  # wider (or not integers): as Python numbers, which cannot overflow
         qo = tensor.reshape(-1).tolist()
         return sum(-(-(b - a) // q_gran) for a, b in zip(qo, qo[1:]) if b > a)
     values = tensor.reshape(-1).cpu().numpy().astype(np.int64)  # in numpy: a Python step per batch cost 25 ms at 62,500

@@ -67,6 +67,10 @@ class Checker:
             self._inputs[name] = torch.zeros(0, dtype=torch.int64) if tensor is None else widened(tensor.reshape(-1))
         return self._inputs[name]
 
+    def listed(self, name: str) -> Ints:
+        """Input ``name`` as a sequence (empty when absent), listed only when a value is read."""
+        return Ints(self.input(name), self.call.inputs.get(name))
+
     def flag(self, invariant: str, where: str | Work | Tile, message: str, works: Sequence[Work] = ()) -> None:
         """Record a violation at ``where``; one about a work or a tile carries its work rows (what pictures mark)."""
         if isinstance(where, Work):
@@ -94,7 +98,6 @@ class Checker:
             self.call.outputs[name].reshape(-1).tolist(),
             self.call.written[name].reshape(-1).tolist(),
         )
-
 
 
 def _rows_of_eight(call: Call) -> Call:
@@ -151,23 +154,20 @@ def refused_buffers(call: Call) -> list[tuple[str, str]]:
     return found
 
 
-def ints(tensor: torch.Tensor | None) -> list[int]:
-    return [] if tensor is None else tensor.reshape(-1).tolist()
-
-
 class Ints(Sequence[int]):
-    """An input's values as a sequence, listed (once) only when one is read: a whole-tensor pass needs the length
-    and the tensor alone, and a million-batch indptr as a Python list costs more than the pass."""
+    """A tensor's values as a sequence, listed (once) only when one is read: a whole-tensor pass needs the length
+    and the int64 tensor alone, and a million-batch indptr as a Python list costs more than the pass."""
 
-    def __init__(self, tensor: torch.Tensor) -> None:
-        #: The values, flat (:meth:`Checker.input`).
+    def __init__(self, tensor: torch.Tensor, source: torch.Tensor | None) -> None:
+        #: The values, flat int64 (:meth:`Checker.input`).
         self.tensor = tensor
+        self._source = source  # what is listed: the values as stored, of whatever dtype (as the walk always read them)
         self._listed: list[int] | None = None
 
     @property
     def values(self) -> list[int]:
         if self._listed is None:
-            self._listed = self.tensor.tolist()
+            self._listed = [] if self._source is None else self._source.reshape(-1).tolist()
         return self._listed
 
     def __len__(self) -> int:
@@ -379,8 +379,9 @@ def check_splits(c: Checker, tiles: list[Tile]) -> dict[int, Tile]:
 
 def check_reduce(c: Checker, owner: dict[int, Tile], partial_entries: int | None) -> None:
     """reduce_indptr is a CSR over reduce_partial_map; each split tile owns exactly one group."""
-    bounds = widened(written_run(c.call.outputs["reduce_indptr"], c.call.written["reduce_indptr"]))
-    indptr = Ints(bounds)  # listed only when a group is checked (a big plan's region walk has few or none)
+    run = written_run(c.call.outputs["reduce_indptr"], c.call.written["reduce_indptr"])
+    bounds = widened(run)
+    indptr = Ints(bounds, run)  # listed only when a group is checked (a big plan's region walk has few or none)
     split_tiles = {id(t): t for t in owner.values() if not t.excused}
     expected_entries = sum(len(t.works) for t in split_tiles.values())
     excused = any(t.excused for t in owner.values())
@@ -454,4 +455,3 @@ def written_extent(call: Call) -> dict[str, int]:
         flags = mask.reshape(-1).cpu().numpy()  # numpy's argmax stops at the first True; nonzero would list them all
         extent[name] = flags.size - int(flags[::-1].argmax()) if flags.any() else 0
     return extent
-

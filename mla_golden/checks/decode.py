@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from mla_golden import reference
 from mla_golden.checks.common import (
     Checker,
-    Ints,
     Tile,
     check_coverage,
     check_indptrs,
@@ -322,7 +321,7 @@ def _fits_its_buffer(c: Checker, layout: DecodeLayout, qo: Sequence[int], tiles:
 def check_decode(c: Checker) -> None:
     call = c.call
     # listed only if the walk runs (or a message names a value): the whole-tensor pass reads the tensors
-    qo, kv, last = (Ints(c.input(n)) for n in ("seqlens_qo_indptr", "seqlens_kv_indptr", "kv_last_page_lens"))
+    qo, kv, last = (c.listed(n) for n in ("seqlens_qo_indptr", "seqlens_kv_indptr", "kv_last_page_lens"))
     _check_call(c, qo, kv, last)
     layout = _decode_layout(c)
     if layout is not None:

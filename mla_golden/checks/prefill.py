@@ -8,7 +8,7 @@ causally trimmed to the kv pages it may see, one copy of the plan per KV head.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -24,7 +24,6 @@ from mla_golden.checks.common import (
     check_splits,
     decoded_works,
     helper_numels,
-    ints,
 )
 from mla_golden.checks.prefill_fast import clean_plan, integer_inputs
 from mla_golden.context import plan_for
@@ -34,7 +33,7 @@ from mla_golden.schema import WORK_ROW, format_cell, pack_head_range
 from mla_golden.schema import WorkColumn as C
 
 
-def _check_call(c: Checker, qo: list[int], kv: list[int], ctx: list[int]) -> None:
+def _check_call(c: Checker, qo: Sequence[int], kv: Sequence[int], ctx: Sequence[int]) -> None:
     p = c.call.params
     batches = check_indptrs(c, qo, kv, "pages_kv_indptr")
     block = p.get("block_size", 16)
@@ -72,7 +71,7 @@ def _suspect_batches(c: Checker, count: int) -> Iterable[int]:
     return suspect.nonzero().reshape(-1).tolist()
 
 
-def _ps_tiles(c: Checker, qo: list[int], kv: list[int], ctx: list[int], plane: str) -> list[Tile]:
+def _ps_tiles(c: Checker, qo: Sequence[int], kv: Sequence[int], ctx: Sequence[int], plane: str) -> list[Tile]:
     """Query tiles and their causally trimmed kv page ranges (v1_2_host.cuh ``kn_generate_ps_metadata``)."""
     p = c.call.params
     q_gran, kv_gran, block = p.get("qlen_granularity", 256), p.get("kvlen_granularity", 16), p.get("block_size", 16)
@@ -89,7 +88,7 @@ def _ps_tiles(c: Checker, qo: list[int], kv: list[int], ctx: list[int], plane: s
     return tiles
 
 
-def _fits_its_buffer(c: Checker, qo: list[int]) -> bool:
+def _fits_its_buffer(c: Checker, qo: Sequence[int]) -> bool:
     """Every (query tile, KV head) needs a work: inputs asking for more than work_info_set has rows cannot be covered;
     nor can granularities the planner refuses or never finishes with have given a plan.
 
@@ -129,7 +128,7 @@ def _fits_its_buffer(c: Checker, qo: list[int]) -> bool:
     return False
 
 
-def _query_tiles(c: Checker, qo: list[int], q_gran: Any) -> tuple[bool, int]:
+def _query_tiles(c: Checker, qo: Sequence[int], q_gran: Any) -> tuple[bool, int]:
     """Whether a batch has queries, and (``q_gran`` a positive int) the query tiles of ``q_gran`` rows they make;
     in tensor passes where seqlens_qo_indptr is an integer tensor, not a Python step per batch."""
     positive = isinstance(q_gran, int) and q_gran > 0
@@ -144,8 +143,8 @@ def _query_tiles(c: Checker, qo: list[int], q_gran: Any) -> tuple[bool, int]:
 
 def check_prefill(c: Checker) -> None:
     call, p = c.call, c.call.params
-    qo, kv = ints(call.inputs.get("seqlens_qo_indptr")), ints(call.inputs.get("pages_kv_indptr"))
-    ctx = ints(call.inputs.get("context_lens"))
+    # listed only if the walk runs (or a message names a value), as check_decode reads them
+    qo, kv, ctx = (c.listed(n) for n in ("seqlens_qo_indptr", "pages_kv_indptr", "context_lens"))
     _check_call(c, qo, kv, ctx)
     if call.error is not None or not call.outputs:
         c.result.skipped.append("the call raised: no metadata" if call.error is not None else "no outputs recorded")
@@ -257,7 +256,7 @@ def _assign_ps(c: Checker, tiles: list[Tile], works: list[Work]) -> None:
         tile.works.append(w)
 
 
-def _check_ps_offsets(c: Checker, tiles: list[Tile], ctx: list[int], block: int) -> None:
+def _check_ps_offsets(c: Checker, tiles: list[Tile], ctx: Sequence[int], block: int) -> None:
     """The last piece of a tile has kv_offset 0; an earlier piece, the kv tokens after its end."""
     for tile in tiles:
         if not tile.works:

@@ -69,8 +69,8 @@ def _ascending(values: torch.Tensor) -> bool:
 
 
 def integer_inputs(c: Checker, names: tuple[str, ...]) -> bool:
-    """Each input is present, 1-D and integer-valued: its int64 tensor lists what :func:`.common.ints` lists, and
-    indexing it gives what the walk's indexing gives."""
+    """Each input is present, 1-D and integer-valued: its int64 tensor holds what the walk lists
+    (:meth:`.common.Checker.listed`), and indexing it gives what the walk's indexing gives."""
     inputs = c.call.inputs
     return all(name in inputs and inputs[name].dim() == 1 and inputs[name].dtype in _INTEGER for name in names)
 
