@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from mla_golden.call import Call
@@ -34,6 +35,7 @@ from mla_golden.geometry import (
     geometry,
     moved_parts,
     reduce_group,
+    widened,
     work_at,
     written_prefix,
 )
@@ -122,16 +124,16 @@ def _compare(
     n = max(e.numel(), a.numel())
     we = _padded(mask_e.reshape(-1) if mask_e is not None else torch.ones_like(e, dtype=torch.bool), n)
     wa = _padded(mask_a.reshape(-1) if mask_a is not None else torch.ones_like(a, dtype=torch.bool), n)
-    ev = _padded(e.to(torch.int64) if e.dtype != torch.uint64 else e.view(torch.int64), n)
-    av = _padded(a.to(torch.int64) if a.dtype != torch.uint64 else a.view(torch.int64), n)
+    ev = _padded(widened(e) if e.dtype != torch.uint64 else e.view(torch.int64), n)
+    av = _padded(widened(a) if a.dtype != torch.uint64 else a.view(torch.int64), n)
     both = we & wa
     value_diff = both & (ev != av) if values_matter else torch.zeros_like(both)
     only_e, only_a = we & ~wa, wa & ~we
     divergent = value_diff | only_e | only_a
-    fd.value_diffs = int(value_diff.sum())
-    fd.written_only_expected = int(only_e.sum())
-    fd.written_only_actual = int(only_a.sum())
-    fd.count = int(divergent.sum())
+    fd.value_diffs = _count(value_diff)
+    fd.written_only_expected = _count(only_e)
+    fd.written_only_actual = _count(only_a)
+    fd.count = _count(divergent)
     idx = divergent.nonzero().reshape(-1)
     shape = list(actual.shape) if actual.numel() >= expected.numel() else list(expected.shape)
     for flat in idx[:max_items].tolist():
@@ -183,6 +185,11 @@ def _only_resized(
     before = tail_values[:common][tail_written[:common]]
     allowed = {0, -1} | ({int(before[-1])} if before.numel() else set())
     return int(fill[0]) in allowed and bool((fill == fill[0]).all())
+
+
+def _count(flags: torch.Tensor) -> int:
+    """How many are set: numpy's count of a CPU bool tensor is several times torch's sum of it."""
+    return int(np.count_nonzero(flags.numpy())) if flags.device.type == "cpu" else int(flags.sum())
 
 
 def _padded(t: torch.Tensor, n: int) -> torch.Tensor:

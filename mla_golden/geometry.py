@@ -285,22 +285,24 @@ class Shown:
         return [*range(self.limit), *range(self.total - self.limit, self.total)]
 
 
-def whole_works(call: Call) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """What :func:`works_by_cu` gives, as tensors: the rows written in full (int64, in order), each one's CU part,
-    and the number of CU parts (one pass each, for a schedule of a million works)."""
+def whole_work_columns(call: Call, *columns: int) -> tuple[list[torch.Tensor], torch.Tensor, int]:
+    """``columns`` of the rows :func:`works_by_cu` gives, as int64 tensors (one per column, in order, of the rows
+    written in full), each row's CU part, and the number of CU parts. Only the columns asked for are widened:
+    a summary of a million works reads two or three of the eight."""
     indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
     info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
     rows = info.shape[0] if info.dim() == 2 and info.shape[1] == WORK_ROW else 0
     bounds = torch.tensor(clamped(indptr, rows), dtype=torch.int64)
     parts = max(bounds.numel() - 1, 0)
     if parts == 0 or rows == 0:
-        return torch.zeros((0, WORK_ROW), dtype=torch.int64), torch.zeros(0, dtype=torch.int64), parts
+        return [torch.zeros(0, dtype=torch.int64) for _ in columns], torch.zeros(0, dtype=torch.int64), parts
     lo, hi = int(bounds[0]), int(bounds[-1])
     cu = torch.repeat_interleave(torch.arange(parts), bounds[1:] - bounds[:-1])
     whole = mask[lo:hi].all(dim=1)
-    if bool(whole.all()):  # every row written in full (the usual case): a slice, no gather
-        return widened(info[lo:hi]), cu, parts
-    return widened(info[lo:hi][whole]), cu[whole], parts
+    if bool(whole.all()):  # every row written in full (the usual case): slices, no gather
+        return [widened(info[lo:hi, column]) for column in columns], cu, parts
+    kept = info[lo:hi][whole]
+    return [widened(kept[:, column]) for column in columns], cu[whole], parts
 
 
 #: Integer dtypes that widen to int64 through numpy (and whose values numpy's int64 arithmetic cannot overflow).
@@ -396,20 +398,20 @@ def geometry(call: Call) -> Geometry:
     """Summarise ``call``'s schedule (an errored call has none); whole-tensor passes, whatever its size."""
     if call.error is not None or not call.outputs:
         return Geometry()
-    works, cu, parts = whole_works(call)
-    per_cu = torch.bincount(cu, minlength=parts)
-    kv_per_cu = torch.zeros(parts, dtype=torch.int64).index_add_(
-        0, cu, works[:, WorkColumn.KV_END] - works[:, WorkColumn.KV_START]
+    (kv_start, kv_end, partial), cu, parts = whole_work_columns(
+        call, WorkColumn.KV_START, WorkColumn.KV_END, WorkColumn.PARTIAL_QO_LOC
     )
+    per_cu = torch.bincount(cu, minlength=parts)
+    kv_per_cu = torch.zeros(parts, dtype=torch.int64).index_add_(0, cu, kv_end - kv_start)
     reduce_indptr = written_run(call.outputs["reduce_indptr"], call.written["reduce_indptr"]).to(torch.int64)
     merged = clamped_run(reduce_indptr, call.outputs[INDPTRS["reduce_indptr"]].shape[0])
     return Geometry(
         cu_parts=parts,
-        works=int(works.shape[0]),
+        works=int(cu.numel()),
         works_per_cu=_stats(per_cu),
         kv_per_cu=_stats(kv_per_cu),
         idle_cu_parts=int((per_cu == 0).sum()),
-        split_works=int((works[:, WorkColumn.PARTIAL_QO_LOC] >= 0).sum()),
+        split_works=int(np.count_nonzero(partial.numpy() >= 0)),
         reduce_groups=int((reduce_indptr[1:] > reduce_indptr[:-1]).sum()),
         # Partials the reduce groups merge, not written elements: prefill's planner writes its whole buffer.
         partial_tiles=int(merged[-1] - merged[0]) if merged.numel() else 0,
