@@ -11,7 +11,7 @@ HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
 STAMP := $(VENV)/.installed-$(HASH)
 TEST_STAMP := $(VENV)/.installed-test-$(HASH)
 
-.PHONY: install install-test browser demo test bench clean
+.PHONY: install install-test browser demo test test-slow bench clean
 
 $(STAMP): pyproject.toml
 	@echo "make: creating $(VENV) with what the main job needs: torch 2.13.0 (CPU build) and mla-golden"
@@ -53,11 +53,16 @@ browser:
 	    echo "note: no /usr/bin/chromium (install it: apt-get install chromium): the browser tests will skip (and fail under CI=true)"; \
 	  fi; }
 
-## The tests (what CI runs).
+## The tests: lint, types and every test not marked slow (a few minutes on a fresh 2-core machine).
 test: install-test browser
 	$(VENV)/bin/ruff check mla_golden tests benchmarks
 	$(VENV)/bin/mypy mla_golden tests
-	$(PY) -m pytest -q -rs -n 2 tests
+	$(PY) -m pytest -q -rs -n 2 -m "not slow" tests
+
+## The end-to-end tests marked slow (subprocesses, signals, builds, the browser, whole doc pages, sweeps at their
+## budget, fuzzing): CI runs them after make test, so the two together are the whole suite.
+test-slow: install-test browser
+	$(PY) -m pytest -q -rs -n 2 -m slow tests
 
 ## Benchmarks: ratios against baselines measured in the same run.
 bench: install-test

@@ -91,6 +91,7 @@ def test_a_bad_version_names_the_known_ones() -> None:
         resolve("auto@aded0f84")
 
 
+@pytest.mark.slow
 def test_a_plug_in_in_the_current_folder_imports_from_the_installed_command(tmp_path: Path) -> None:
     """``--b python:my_planners:patched`` as the README writes it: the module sits in the folder the command runs in.
     The console script's sys.path holds no current folder (python -m and pytest's do); the backend adds it."""

@@ -45,6 +45,7 @@ def _peak_rss_mb(args: list[str]) -> tuple[float, subprocess.CompletedProcess[st
     return rss_kb / 1024, subprocess.CompletedProcess(args, code, stdout, stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "params",
     [{"num_heads_per_head_k": 2**30}, {"topk": 2**31}, {"max_split_per_batch": -(2**31) - 1}, {"max_seqlen_qo": 2**31 - 1}],
@@ -94,6 +95,7 @@ def test_copy_notes_grow_linearly_with_the_number_of_copies() -> None:
     assert sizes[1000] < 200 * sizes[10]  # linear: 100x the copies, about 100x the text
 
 
+@pytest.mark.slow
 def test_buffers_declared_at_the_element_cap_are_refused_before_they_are_built(tmp_path: Path) -> None:
     """A 49 KB golden declaring 2^25 elements: show took 673 MB, check 1.56 GB, diff 5.5 GB."""
     from mla_golden.errors import GoldenError

@@ -33,6 +33,7 @@ def test_an_empty_folder_raises(tmp_path: Path) -> None:
         conformance_files("mla_v1-", tmp_path)
 
 
+@pytest.mark.slow
 def test_a_run_without_the_data_fails(tmp_path: Path) -> None:
     env = {**os.environ, "MLA_GOLDEN_CONFORMANCE": str(tmp_path)}
     run = subprocess.run(

@@ -170,6 +170,7 @@ def _trees(filename: str, tmp_path: Path) -> tuple[Path, Path, list[dict[str, An
 CROSS_FILES = [file_stem(path) for path in conformance_files("cross_version-")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("filename", CROSS_FILES)
 def test_diff_against_flags_exactly_the_records_that_differ(filename: Any, tmp_path: Path) -> None:
     old_root, new_root, recs = _trees(filename, tmp_path)

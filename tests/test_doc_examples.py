@@ -185,6 +185,7 @@ def _run_page(page: str, tmp_path: Path, with_aiter: bool) -> None:
     assert not failures, "\n\n".join(failures)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", _pages(aiter=False))
 def test_the_examples_of_a_page_run_and_print_what_it_shows(page: str, tmp_path: Path) -> None:
     _run_page(page, tmp_path, with_aiter=False)

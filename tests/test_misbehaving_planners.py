@@ -113,6 +113,7 @@ def _terminated(args: list[str], env: dict[str, str], looping: Path) -> tuple[su
     return proc, stdout, stderr, helpers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["record", "diff"])
 def test_sigterm_ends_a_run_whose_in_process_planner_never_returns(tmp_path: Path, command: str, looping_env: dict[str, str]) -> None:
     args = [*_command(command, "python:helpers.planted_planners:loops", tmp_path), "--jobs", "1"]
@@ -146,6 +147,7 @@ def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens,
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["python", "harness"])
 def test_sigterm_ends_an_aiter_src_run_whose_tree_loops_and_its_processes_with_it(
     tmp_path: Path, looping_env: dict[str, str], where: str

@@ -71,6 +71,7 @@ def test_missing_golden_says_how_to_create_it(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*no golden for key*", "*--mla-golden-update*"])
 
 
+@pytest.mark.slow
 def test_concurrent_xdist_workers_writing_the_same_goldens_end_with_valid_files(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     project.makepyfile(
@@ -98,6 +99,7 @@ def test_concurrent_xdist_workers_writing_the_same_goldens_end_with_valid_files(
     assert not list((project.path / "goldens").rglob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_update_summary_is_printed_under_xdist(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     result = project.runpytest("-n", "2", "--mla-golden-update")
@@ -179,6 +181,7 @@ def test_golden_paths_mirror_the_test_file_and_keep_parametrize_ids(pytester: py
 # --- obtained files ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_failure_writes_the_obtained_call_next_to_the_golden_and_a_pass_removes_it(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     import mla_golden
 
@@ -296,6 +299,7 @@ def test_goldens_of_a_failed_or_skipped_test_are_never_called_unused(project: py
     assert kept.exists() and not in_failing_test.exists() and not removed_test.exists() and not deleted_file.exists()
 
 
+@pytest.mark.slow
 def test_unused_goldens_under_xdist(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     project.runpytest("--mla-golden-update").assert_outcomes(passed=1)
@@ -325,6 +329,7 @@ def test_an_obtained_file_opens_with_the_cli(project: pytest.Pytester, monkeypat
     assert page.is_file() and "dtype_kv_nope" in page.read_text()
 
 
+@pytest.mark.slow
 def test_a_crashed_xdist_worker_keeps_every_golden_and_is_named(project: pytest.Pytester) -> None:
     """A worker that dies never reports what its passing tests read: deleting "unused" goldens then loses valid ones."""
     pytest.importorskip("xdist")

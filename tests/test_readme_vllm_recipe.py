@@ -27,6 +27,7 @@ def test_the_library_form_prints_the_dtype_diff_of_the_raising_planner() -> None
     assert "error status changed: None -> " in printed
 
 
+@pytest.mark.slow
 def test_the_fixture_form_writes_then_matches_goldens_with_each_archs_fp8(pytester: pytest.Pytester) -> None:
     library, tests = _recipe_blocks()
     pytester.makepyfile(test_recipe=library + "\n\n" + tests)

@@ -334,6 +334,7 @@ def test_goldens_older_than_versions_read_as_the_version_they_name() -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_readme_upgrade_preview_is_what_a_run_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """README "What changes if we bump aiter?": its commands give the counts and cause it shows, and its snippet runs."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

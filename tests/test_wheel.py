@@ -49,6 +49,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_every_data_file(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = _data_files()
@@ -59,6 +60,7 @@ def test_the_wheel_carries_every_data_file(wheel: Path) -> None:
     assert "mla-golden = mla_golden.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
+@pytest.mark.slow
 def test_a_wheel_install_diffs_goldens_outside_the_repository(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     # No pip of its own (ensurepip took minutes on a loaded box): this venv's pip puts the wheel, alone, into the

@@ -172,6 +172,7 @@ BROKEN_TREES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", list(BROKEN_TREES), ids=lambda b: b.replace(" ", "-"))
 def test_a_broken_or_huge_tree_is_exit_2_naming_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str) -> None:
     tree = _fake_tree(tmp_path / "aiter")
@@ -242,6 +243,7 @@ def test_a_build_killed_mid_way_leaves_a_temp_folder_the_next_build_removes(tmp_
     assert not (built.binary.parent / scratch.OWNER).exists()
 
 
+@pytest.mark.slow
 def test_threads_asking_for_one_tree_at_once_get_one_module_built_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -306,6 +308,7 @@ def test_the_cli_says_what_is_missing_and_exits_2(tmp_path: Path, monkeypatch: p
     assert result.exit_code == 2 and "no such folder" in result.output, result.output
 
 
+@pytest.mark.slow
 @needs_gxx
 def test_a_build_error_carries_the_compiler_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tree = _fake_tree(tmp_path / "aiter", body="    this_is_not_cxx;")
@@ -315,6 +318,7 @@ def test_a_build_error_carries_the_compiler_message(tmp_path: Path, monkeypatch:
     assert not list((tmp_path / "cache").rglob("harness")), "a failed build published nothing"
 
 
+@pytest.mark.slow
 @needs_gxx
 def test_two_processes_build_a_tree_once(tmp_path: Path) -> None:
     tree = _fake_tree(tmp_path / "aiter")
@@ -353,6 +357,7 @@ def _naive_digest(files: dict[str, Path]) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.slow
 @needs_gxx
 def test_two_trees_whose_files_run_together_alike_get_two_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     meta = "csrc/kernels/mla/metadata"

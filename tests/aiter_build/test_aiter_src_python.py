@@ -98,6 +98,7 @@ def test_the_signature_is_the_trees_read_in_its_process(tree: tuple[Path, Any]) 
     assert params["made_by"].default != os.getpid(), "the default was evaluated in the tree's process"
 
 
+@pytest.mark.slow
 def test_a_helper_that_never_returns_is_killed_and_the_next_call_gets_a_new_process(
     tree: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -120,6 +121,7 @@ def test_a_helper_that_takes_too_much_memory_fails_that_call_only(tree: tuple[Pa
     assert _size(module)[0] == (2, torch.uint64) and module.python_process.pid() == pid
 
 
+@pytest.mark.slow
 def test_a_helper_that_ends_its_process_fails_that_call_and_says_how(tree: tuple[Path, Any]) -> None:
     module = tree[1]
     with pytest.raises(AiterSourceError, match=r"ended during get_mla_metadata_info_v1 \(exit status 3\): last words"):
@@ -158,6 +160,7 @@ def test_an_answer_outside_the_vocabulary_is_refused_by_name(tree: tuple[Path, A
         _size(tree[1], 5)
 
 
+@pytest.mark.slow
 def test_the_trees_process_ends_with_mla_goldens(tree: tuple[Path, Any]) -> None:
     root = tree[0]
     script = (

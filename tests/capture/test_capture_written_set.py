@@ -60,6 +60,7 @@ def _runs(draw: Any) -> tuple[np.ndarray[Any, Any], ...]:
     return a, b, theirs
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(runs=_runs())
 def test_the_capture_learns_the_designs_written_set_differences_and_values(runs: tuple[np.ndarray[Any, Any], ...]) -> None:

@@ -157,6 +157,7 @@ aiter.get_mla_metadata_v1(torch.tensor([0, 1, 2], dtype=torch.int32), torch.tens
 '''
 
 
+@pytest.mark.slow
 def test_record_command_exits_non_zero_when_it_cannot_tell_what_the_planner_received(tmp_path: Path) -> None:
     import json
     import os

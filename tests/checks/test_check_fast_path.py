@@ -76,6 +76,7 @@ def _decode_goldens() -> list[Path]:
     return sorted(p for p in GoldenStore(SHIPPED).paths() if load(p).call.op == "get_mla_metadata_v1")
 
 
+@pytest.mark.slow
 def test_every_shipped_decode_golden_reads_the_same_and_most_take_the_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     taken = by_region = 0
     paths = _decode_goldens()

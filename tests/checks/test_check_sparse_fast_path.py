@@ -273,6 +273,7 @@ def _corrupt(data: st.DataObject, call: Call) -> str:
     return name
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(call=_calls(), data=st.data())
 def test_random_sparse_calls_and_single_corruptions_read_as_the_walk(call: Call, data: st.DataObject) -> None:

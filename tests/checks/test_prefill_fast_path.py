@@ -371,6 +371,7 @@ def corruption(call: Call, seed: int) -> Corruption:
     return Corruption(target, buffer, rng.randrange(min(used, tensor.numel())), delta)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_calls(), st.booleans(), st.integers(0, 2**32 - 1))
 def test_random_plans_and_single_corruptions_read_as_the_walk_says(call: Call, corrupt: bool, seed: int) -> None:

@@ -100,6 +100,7 @@ def test_diff_replays_on_the_reference_and_prints_json(tree: Path) -> None:
     assert {r["status"] for r in report["results"]} == {"equal"} and len(report["results"]) == 3
 
 
+@pytest.mark.slow
 def test_jobs_spread_the_work_over_processes_with_the_same_results(tree: Path, tmp_path: Path) -> None:
     code, report = cli_json("record", "--matrix", tree.parent / "matrix.toml", "--backend", "reference", "--out", tmp_path / "par", "--jobs", "2")
     assert code == 0 and report["summary"] == {"written": 3}
@@ -182,6 +183,7 @@ def test_diff_against_says_how_a_pair_of_other_keys_was_paired() -> None:
         assert any(f["count"] for f in result["diff"]["inputs"])  # not "same inputs"
 
 
+@pytest.mark.slow
 def test_corrupt_golden_exits_2_and_the_others_are_still_checked(tree: Path, tmp_path: Path) -> None:
     clean = tmp_path / "clean"
     shutil.copytree(tree, clean)
@@ -293,6 +295,7 @@ main()
 '''
 
 
+@pytest.mark.slow
 def test_record_command_captures_the_calls_of_a_script_that_imports_aiter_late(tmp_path: Path) -> None:
     site = tmp_path / "site" / "aiter"
     site.mkdir(parents=True)
@@ -322,6 +325,7 @@ def test_record_command_captures_the_calls_of_a_script_that_imports_aiter_late(t
     assert json.loads(run.stdout)["summary"] == {"refused": 2}
 
 
+@pytest.mark.slow
 def test_record_command_that_fails_exits_2(tmp_path: Path) -> None:
     run = CliRunner().invoke(app, ["record", "--out", str(tmp_path / "o"), "--", sys.executable, "-c", "import sys; sys.exit(3)"])
     assert run.exit_code == 2
@@ -385,6 +389,7 @@ def test_html_reports_are_written_with_the_users_umask(tree: Path, tmp_path: Pat
         assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask, name
 
 
+@pytest.mark.slow
 def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cleans_up(tmp_path: Path) -> None:
     """SIGKILL a real `mla-golden record` mid-run (seeded points); every golden left loads, and a rerun finishes the tree."""
     import random
@@ -419,6 +424,7 @@ def test_record_killed_at_random_points_leaves_whole_goldens_and_the_next_run_cl
     assert not list(out.rglob("*.tmp")) and len(list(GoldenStore(out).paths())) == 3
 
 
+@pytest.mark.slow
 def test_png_of_show_and_diff(tree: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     other = tmp_path / "other"
@@ -453,6 +459,7 @@ def test_an_unexpected_failure_on_one_golden_is_reported_and_the_rest_still_chec
     assert failed["key"] == KEY_16 and "KeyError" in failed["message"]
 
 
+@pytest.mark.slow
 def test_record_command_with_a_missed_call_exits_2_naming_it(tmp_path: Path) -> None:
     """A call the recorder cannot keep as made (float32 buffer) is reported, never a silent 'no calls'."""
     site = tmp_path / "site" / "aiter"
@@ -531,6 +538,7 @@ def test_a_bad_plug_in_planner_exits_2_saying_what_is_missing(tree: Path, spec: 
     assert problem in result.output, result.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["versions"], ["list", "goldens"], ["--help"]], ids=" ".join)
 def test_output_into_a_closed_pipe_exits_141_not_the_divergence_code(command: list[str]) -> None:
     """``mla-golden versions | head -1``: rich and click exit 1 on a closed pipe, which here means a divergence."""

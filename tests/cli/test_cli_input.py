@@ -34,6 +34,7 @@ def _record(tmp_path: Path, *args: str, script: str) -> subprocess.CompletedProc
     return subprocess.run([*cmd, "--", sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_a_command_that_captures_no_call_is_exit_2_unless_allowed(tmp_path: Path) -> None:
     recorded = _record(tmp_path, script="print('no planner here')")
     assert recorded.returncode == 2, recorded.stderr
@@ -59,6 +60,7 @@ for seq_lens in ([[700, 90]], [[700, 90], [300, 20]]):  # two stand-ins, one aft
 """
 
 
+@pytest.mark.slow
 def test_calls_made_through_as_aiter_are_recorded_once_each(tmp_path: Path) -> None:
     recorded = _record(tmp_path, script=AS_AITER)
     assert recorded.returncode == 0, recorded.stderr

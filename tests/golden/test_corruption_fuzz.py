@@ -36,6 +36,7 @@ def test_1200_corruptions_are_all_refused_naming_the_file(tmp_path: Path) -> Non
     assert grown_mb < MEMORY_BOUND_MB
 
 
+@pytest.mark.slow
 def test_a_sample_through_the_real_cli(tmp_path: Path) -> None:
     """One corrupted file of each kind in a tree with a good one: check and diff exit 2, name each file, no traceback."""
     tree = tmp_path / "tree"
@@ -63,6 +64,7 @@ def test_a_sample_through_the_real_cli(tmp_path: Path) -> None:
 FORGE_CHUNKS, FORGE_PER_CHUNK = 6, 50
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(FORGE_CHUNKS))
 def test_forged_content_costs_check_diff_and_pictures_no_more_than_the_file(chunk: Any) -> None:
     """Goldens edited with a valid digest (wild lengths, indices, head counts): no traceback, memory bounded."""

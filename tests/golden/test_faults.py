@@ -64,6 +64,7 @@ def _rewrite_forever(root: str, source: str, start: int, ready: Any) -> None:
         i += 1
 
 
+@pytest.mark.slow
 def test_writers_killed_at_random_points_leave_only_whole_goldens(tmp_path: Path) -> None:
     source = tmp_path / "source.safetensors"
     source.write_bytes(to_bytes(Golden("k/0", _toy_call(3))))

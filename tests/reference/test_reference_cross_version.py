@@ -89,6 +89,7 @@ def _new_case(case: VersionCase) -> VersionCase:
 CROSS_FILES = [file_stem(path) for path in conformance_files("cross_version-")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem", CROSS_FILES)
 def test_versions_differ_exactly_where_aiter_did(stem: str) -> None:
     recs = {rec["case_id"]: rec for rec in records(stem)}

@@ -306,6 +306,7 @@ def test_more_marked_cu_parts_are_promised_in_the_full_schedule_only_when_it_is_
     assert "<code class='command'>mla-golden diff a.safetensors --html all.html</code>" in section.split("left out: ", 1)[1]
 
 
+@pytest.mark.slow
 def test_each_drawn_call_names_the_command_that_draws_it_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = ROOT / "goldens" / "decode" / "dsv3-mtp-bf16" / "gfx942-cu304"
     files = [folder / f"h128-bf16-q{q}-b8-jitter32768-p1.safetensors" for q in (2, 4)]

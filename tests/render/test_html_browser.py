@@ -238,6 +238,7 @@ def test_without_a_browser_the_tests_say_so(monkeypatch: pytest.MonkeyPatch, ci:
         _require_browser()
 
 
+@pytest.mark.slow
 def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(browser: Browser, tmp_path: Path) -> None:
     import sys
 
@@ -283,6 +284,7 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
         assert _layout_problems(browser, width) == [], width
 
 
+@pytest.mark.slow
 def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_screen(browser: Browser, tmp_path: Path) -> None:
     # 120 goldens replayed on the oldest port: 45 divergent calls, most of them drawn.
     page = tmp_path / "preview.html"
@@ -320,6 +322,7 @@ def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_scree
         assert _layout_problems(browser, width) == [], width
 
 
+@pytest.mark.slow
 def test_the_v0_1_20_upgrade_preview_answers_first_and_keeps_or_names_every_changed_schedule(
     browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -487,6 +490,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_each_page_says_its_verdict_first_and_nothing_on_it_is_broken(browser: Browser, pages: dict[str, Path], width: int) -> None:
     titles = {"tree": "mla-golden diff: 1 diverged, 1 resized", "check": "mla-golden check: 1 violated",
@@ -545,6 +549,7 @@ def _plant_violations(root: Path, keys: list[str]) -> None:
         _rewrite(root, key, longer)
 
 
+@pytest.mark.slow
 def test_a_check_page_with_many_violations_draws_them_first_and_names_the_command_for_the_rest(
     browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,6 +70,7 @@ def _repo_with_textconv(tmp_path: Path) -> Path:
     return repo
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_git_diff_of_a_changed_golden_names_the_changed_work_rows(tmp_path: Path) -> None:
     repo = _repo_with_textconv(tmp_path)
@@ -110,6 +111,7 @@ def test_textconv_of_a_file_that_is_no_golden_is_one_line_exit_0(tmp_path: Path)
     assert ran.exit_code == 2 and "not a regular file (a folder)" in ran.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_git_diff_and_log_survive_model_weights_beside_the_goldens(tmp_path: Path) -> None:
     from safetensors.torch import save_file

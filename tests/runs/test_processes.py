@@ -29,6 +29,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_workers_die_with_their_parent_and_write_nothing_after(tmp_path: Path, sig: Any) -> None:
@@ -64,6 +65,7 @@ def test_jobs_are_capped_at_the_cpu_count() -> None:
     assert jobs == cpus and note is not None and f"capped at {cpus}" in note
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command",
     [["record", "--backend", "reference", "--out", "{tmp}/g", "--device", "gfx942:304"],
@@ -84,6 +86,7 @@ def _goldens(out: Path) -> set[str]:
     return {p.relative_to(out).as_posix() for p in out.rglob("*.safetensors")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 def test_an_interrupted_record_stops_writing_reports_what_it_wrote_and_exits_128_plus_the_signal(tmp_path: Path, sig: Any) -> None:
     """Ctrl-C / SIGTERM: the pool used to run every queued case before exiting (22 -> 320 goldens), silently."""
@@ -120,6 +123,7 @@ def test_an_interrupted_record_stops_writing_reports_what_it_wrote_and_exits_128
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_case_refused_mid_run_is_that_cases_failure_and_the_others_are_written(tmp_path: Path, jobs: str) -> None:
     """Its folder a symlink leading out of --out: once a traceback (with --jobs 2 a TypeError and BrokenProcessPool)."""
@@ -148,6 +152,7 @@ def test_a_case_refused_mid_run_is_that_cases_failure_and_the_others_are_written
     assert run.returncode == 2 and not list(outside.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 def test_a_signal_to_record_command_reaches_the_programs_group_and_leaves_nothing_behind(tmp_path: Path, sig: Any) -> None:

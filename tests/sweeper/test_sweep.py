@@ -197,6 +197,7 @@ def test_a_journal_of_another_sweep_is_refused(tmp_path: Path) -> None:
     assert "journal of another sweep" in result.output and "reference:gfx942:80" in result.output
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_killed_sweep_leaves_no_workers_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -261,6 +262,7 @@ def test_bad_space_file_exits_2_with_its_line(tmp_path: Path) -> None:
     assert result.exit_code == 2 and f"{space}:7" in result.output and "key 'dtype'" in result.output
 
 
+@pytest.mark.slow
 def test_time_budget_stops_the_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
     from mla_golden.sweeper import driver, work
     from mla_golden.sweeper.evaluate import evaluate as real

@@ -80,6 +80,7 @@ def _check_against_records(old12: str, findings: Any, sample: list[tuple[dict[st
     assert not mismatched, f"{len(mismatched)} of {len(sample)} records disagree with the sweep: {mismatched[:5]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("old12", "equal"), [("aded0f84", 25), ("33d168a0", 10)])
 def test_version_sweep_finds_the_recorded_divergences_and_shrinks_them(old12: str, equal: int) -> None:
     sample = _sample(_covered(old12), equal)
@@ -97,6 +98,7 @@ def test_version_sweep_finds_the_recorded_divergences_and_shrinks_them(old12: st
         assert again.status == DIVERGED and list(again.signature) == result.signature, "the reproducer diverges as its group does"
 
 
+@pytest.mark.slow
 def test_the_same_sweep_runs_on_a_local_ray_cluster() -> None:
     ray = pytest.importorskip("ray")
     sample = _sample(_covered("33d168a0"), 6)[:24]

@@ -22,6 +22,7 @@ def two_bugs() -> mla_golden.sweeper.Findings:
     return findings
 
 
+@pytest.mark.slow
 def test_each_planted_bug_is_one_group_with_a_minimal_reproducer(two_bugs: mla_golden.sweeper.Findings) -> None:
     by_op = {g.reproducer.point["op"]: g for g in two_bugs.groups}
     assert len(two_bugs.groups) == 2 and set(by_op) == {DECODE, PREFILL}, [g.signature for g in two_bugs.groups]

@@ -49,6 +49,7 @@ def _diverges_so(point: Point, signature: tuple[str, ...], spec: str) -> bool:
     return found.status == DIVERGED and (point.op, *found.signature) == signature
 
 
+@pytest.mark.slow
 def test_each_planted_bug_is_found_at_the_default_budget_as_one_group_with_a_minimal_reproducer(
     planted: tuple[str, mla_golden.sweeper.Findings],
 ) -> None:
@@ -91,6 +92,7 @@ def test_a_bug_that_overflows_at_one_size_and_plans_wrong_works_at_another_is_on
     assert group.cases == 2 and group.reproducer.point["seq_lens"] == [256]
 
 
+@pytest.mark.slow
 def test_one_cause_moving_different_reduce_buffers_first_is_one_group() -> None:
     findings = mla_golden.sweep("reference", "python:helpers.planted_planners:reduce_order", cases=200)
     firsts = {r.detail.split("[")[0] for r in findings.results if r.status == DIVERGED}

@@ -99,6 +99,7 @@ def _found(result: Bisection) -> dict[str | None, list[str]]:
     return {(c.state.commit.subject if c.state else None): sorted(c.keys) for c in result.changes}
 
 
+@pytest.mark.slow
 def test_bisect_names_each_planted_commit_with_its_calls(toy: ToyAiter) -> None:
     events: list[Progress] = []
     result = _bisect(toy, "v0.2", progress=events.append)
@@ -142,6 +143,7 @@ def test_the_report_text_json_and_page(toy: ToyAiter, tmp_path: Path) -> None:
     assert "bisect: " in ran.stderr  # progress even under --quiet
 
 
+@pytest.mark.slow
 def test_a_release_branch_is_searched_from_the_merge_base(toy: ToyAiter) -> None:
     result = _bisect(toy, "v0.2.post1")
     assert result.merge_base is not None and result.merge_base.sha == toy.commits["comment"]
@@ -150,6 +152,7 @@ def test_a_release_branch_is_searched_from_the_merge_base(toy: ToyAiter) -> None
     assert _found(result) == {"split kv at 128 tokens (#7)": ["long-wide", "medium"], "wide calls from the last CU part (#9)": ["wide"]}
 
 
+@pytest.mark.slow
 def test_a_change_on_the_release_branch_is_said_with_what_differs(toy: ToyAiter) -> None:
     # post2 cherry-picked #7: against main only #9 is new, except where the merge base (no #7) plans otherwise too
     result = _bisect(toy, "v0.2.post2")
@@ -164,6 +167,7 @@ def test_a_change_on_the_release_branch_is_said_with_what_differs(toy: ToyAiter)
     assert change.diff.work_items_differing > 0  # what differs: the split points
 
 
+@pytest.mark.slow
 def test_a_commit_that_does_not_build_is_skipped_and_named(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "aiter")
     good = repo.commit("planner (#1)", planner_files())
@@ -214,6 +218,7 @@ def test_a_repository_that_is_not_aiter_exits_2(toy: ToyAiter, tmp_path: Path) -
     assert ran.code == 2 and "no such folder" in ran.stderr
 
 
+@pytest.mark.slow
 def test_history_lists_the_changes_by_meaning_and_what_each_does_to_goldens(toy: ToyAiter) -> None:
     log = mla_golden.history("v0.2..main", repo=toy.repo.path)
     assert [e.state.commit.pr for e in log.entries] == [5, 6, 7, 9]  # not #4 (reformat) nor #8 (a comment)
