@@ -124,8 +124,11 @@ def _compare(
     n = max(e.numel(), a.numel())
     we = _padded(mask_e.reshape(-1) if mask_e is not None else torch.ones_like(e, dtype=torch.bool), n)
     wa = _padded(mask_a.reshape(-1) if mask_a is not None else torch.ones_like(a, dtype=torch.bool), n)
-    ev = _padded(widened(e) if e.dtype != torch.uint64 else e.view(torch.int64), n)
-    av = _padded(widened(a) if a.dtype != torch.uint64 else a.view(torch.int64), n)
+    if e.dtype == a.dtype != torch.uint64:  # as stored: widening two 8-million-element tensors cost more than comparing
+        ev, av = _padded(e, n), _padded(a, n)
+    else:
+        ev = _padded(widened(e) if e.dtype != torch.uint64 else e.view(torch.int64), n)
+        av = _padded(widened(a) if a.dtype != torch.uint64 else a.view(torch.int64), n)
     both = we & wa
     value_diff = both & (ev != av) if values_matter else torch.zeros_like(both)
     only_e, only_a = we & ~wa, wa & ~we

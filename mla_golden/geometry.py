@@ -286,9 +286,9 @@ class Shown:
 
 
 def whole_work_columns(call: Call, *columns: int) -> tuple[list[torch.Tensor], torch.Tensor, int]:
-    """``columns`` of the rows :func:`works_by_cu` gives, as int64 tensors (one per column, in order, of the rows
-    written in full), each row's CU part, and the number of CU parts. Only the columns asked for are widened:
-    a summary of a million works reads two or three of the eight."""
+    """``columns`` of the rows :func:`works_by_cu` gives, as stored (one tensor per column, in order, of the rows
+    written in full: widen what arithmetic could overflow), each row's CU part (int64), and the number of CU parts.
+    A summary of a million works reads two or three of the eight columns, and sign tests need no widening."""
     indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
     info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
     rows = info.shape[0] if info.dim() == 2 and info.shape[1] == WORK_ROW else 0
@@ -298,15 +298,20 @@ def whole_work_columns(call: Call, *columns: int) -> tuple[list[torch.Tensor], t
         return [torch.zeros(0, dtype=torch.int64) for _ in columns], torch.zeros(0, dtype=torch.int64), parts
     lo, hi = int(bounds[0]), int(bounds[-1])
     cu = torch.repeat_interleave(torch.arange(parts), bounds[1:] - bounds[:-1])
+    if all_true(mask[lo:hi]):  # every row written in full (the usual case): slices, no gather
+        return [info[lo:hi, column] for column in columns], cu, parts
     whole = mask[lo:hi].all(dim=1)
-    if bool(whole.all()):  # every row written in full (the usual case): slices, no gather
-        return [widened(info[lo:hi, column]) for column in columns], cu, parts
     kept = info[lo:hi][whole]
-    return [widened(kept[:, column]) for column in columns], cu[whole], parts
+    return [kept[:, column] for column in columns], cu[whole], parts
 
 
 #: Integer dtypes that widen to int64 through numpy (and whose values numpy's int64 arithmetic cannot overflow).
 NARROW_INTS = (torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def all_true(flags: torch.Tensor) -> bool:
+    """Every flag set: numpy's test of a CPU bool tensor is about 15x torch's ``all`` on a golden's written masks."""
+    return bool(flags.numpy().all()) if flags.device.type == "cpu" else bool(flags.all())
 
 
 def widened(tensor: torch.Tensor) -> torch.Tensor:
@@ -402,7 +407,7 @@ def geometry(call: Call) -> Geometry:
         call, WorkColumn.KV_START, WorkColumn.KV_END, WorkColumn.PARTIAL_QO_LOC
     )
     per_cu = torch.bincount(cu, minlength=parts)
-    kv_per_cu = torch.zeros(parts, dtype=torch.int64).index_add_(0, cu, kv_end - kv_start)
+    kv_per_cu = torch.zeros(parts, dtype=torch.int64).index_add_(0, cu, widened(kv_end) - widened(kv_start))
     reduce_indptr = written_run(call.outputs["reduce_indptr"], call.written["reduce_indptr"]).to(torch.int64)
     merged = clamped_run(reduce_indptr, call.outputs[INDPTRS["reduce_indptr"]].shape[0])
     return Geometry(

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
-from mla_golden.geometry import Geometry, geometry, whole_work_columns
+from mla_golden.geometry import Geometry, geometry, whole_work_columns, widened
 from mla_golden.schema import WorkColumn
 
 #: The check whose rule is the judging version's own: not judged on a side no ported version planned.
@@ -171,7 +171,7 @@ def judge_pair(
 def _split_requests(call: Call, folding: int) -> int:
     """Requests (caller batches) with at least one split work: a folded batch ``b`` belongs to request ``b // folding``."""
     (partial, batch), _cu, _parts = whole_work_columns(call, WorkColumn.PARTIAL_QO_LOC, WorkColumn.BATCH_IDX)
-    split = batch[partial >= 0]
+    split = widened(batch[partial >= 0])
     return int(torch.unique(torch.div(split, max(folding, 1), rounding_mode="floor")).numel())
 
 

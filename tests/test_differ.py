@@ -311,3 +311,32 @@ def test_a_moved_boundary_moves_both_cu_parts_it_separates() -> None:
     result = mla_golden.diff(expected, actual)
     assert [(p.cu_part, p.expected, p.actual) for p in result.cu_parts] == [(0, [0, 1], [0, 0]), (1, [1, 2], [0, 2])]
     assert result.cu_parts_differing == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8])
+def test_extreme_values_of_every_integer_dtype_are_compared_and_reported_exactly(dtype: Any) -> None:
+    from mla_golden.differ import _compare
+
+    info = torch.iinfo(dtype)
+    expected = torch.tensor([info.min, 0, info.max, info.max], dtype=dtype)
+    actual = torch.tensor([info.min, 0, info.max, info.max - 1], dtype=dtype)
+    field, flat = _compare("reduce_partial_map", expected, actual, None, None, 5)
+    assert flat.tolist() == [3] and field.value_diffs == 1 and field.first is not None
+    assert (field.first.expected, field.first.actual) == (info.max, info.max - 1)
+
+
+def test_a_uint64_value_above_int64_is_found_without_overflow() -> None:
+    from mla_golden.differ import _compare
+
+    expected = torch.tensor([1, 2**63 + 5], dtype=torch.uint64)
+    actual = torch.tensor([1, 2**63 + 6], dtype=torch.uint64)
+    field, flat = _compare("work_metadata_ptrs", expected, actual, None, None, 5)
+    assert flat.tolist() == [1] and field.value_diffs == 1
+
+
+def test_the_same_values_in_a_wider_dtype_differ_in_dtype_only() -> None:
+    from mla_golden.differ import _compare
+
+    expected = torch.tensor([-(2**31), 7, 2**31 - 1], dtype=torch.int32)
+    field, flat = _compare("reduce_indptr", expected, expected.to(torch.int64), None, None, 5)
+    assert field.value_diffs == 0 and field.expected_dtype != field.actual_dtype

@@ -19,7 +19,7 @@ from typing import cast
 import torch
 
 from mla_golden.checks.common import Checker, Tile
-from mla_golden.geometry import widened, written_run
+from mla_golden.geometry import all_true, widened, written_run
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
@@ -159,7 +159,7 @@ def written_works(c: Checker, layout: DecodeLayout, qo: Sequence[int], indptr: l
     # column-major int64: each column read below is contiguous (torch's transposed copy, then numpy's widening,
     # is 3x faster than torch's widening then transposing a million rows)
     works = widened(info[:num_works].cpu().t().contiguous()).t()
-    if not bool(mask[:num_works].all()):
+    if not all_true(mask[:num_works]):
         return None
     batches = len(qo) - 1
     ratio, heads = layout.qk_batch_ratio, layout.num_heads * layout.qk_batch_ratio

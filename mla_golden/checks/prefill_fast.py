@@ -20,7 +20,7 @@ import numpy
 import torch
 
 from mla_golden.checks.common import Checker
-from mla_golden.geometry import widened, written_run
+from mla_golden.geometry import all_true, widened, written_run
 from mla_golden.schema import WORK_ROW, pack_head_range
 from mla_golden.schema import WorkColumn as C
 
@@ -117,7 +117,7 @@ def _written_works(c: Checker, indptr: list[int], num_works: int) -> Columns | N
         return None
     if not _ascending(torch.tensor(indptr, dtype=I64)):
         return None
-    if not bool(mask[:num_works].all()):
+    if not all_true(mask[:num_works]):
         return None
     return [widened(info[:num_works, column]) for column in range(WORK_ROW)]  # each column contiguous, and no more
 
