@@ -314,6 +314,11 @@ def all_true(flags: torch.Tensor) -> bool:
     return bool(flags.numpy().all()) if flags.device.type == "cpu" else bool(flags.all())
 
 
+def any_true(flags: torch.Tensor) -> bool:
+    """Some flag set: numpy's test, for the reason :func:`all_true` gives."""
+    return bool(flags.numpy().any()) if flags.device.type == "cpu" else bool(flags.any())
+
+
 def widened(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` as int64: numpy's widening of a CPU tensor is about 4x torch's on a million int32s."""
     if tensor.dtype == torch.int64:

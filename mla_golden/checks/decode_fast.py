@@ -19,7 +19,7 @@ from typing import cast
 import torch
 
 from mla_golden.checks.common import Checker, Tile
-from mla_golden.geometry import all_true, widened, written_run
+from mla_golden.geometry import all_true, any_true, widened, written_run
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
@@ -38,7 +38,7 @@ class CleanPlan:
 
 def _ascending(values: torch.Tensor) -> bool:
     """Starts at 0 and never decreases (:func:`.common.monotone` finds nothing)."""
-    return values.numel() == 0 or (int(values[0]) == 0 and not bool((values[1:] < values[:-1]).any()))
+    return values.numel() == 0 or (int(values[0]) == 0 and not any_true(values[1:] < values[:-1]))
 
 
 def sorted_by(*keys: torch.Tensor) -> torch.Tensor | None:
@@ -61,7 +61,7 @@ def _in_order(keys: tuple[torch.Tensor, ...]) -> bool:
     tied = torch.arange(max(keys[0].numel() - 1, 0))  # rows i (against i + 1) not yet decided by an earlier key
     for key in keys:
         step = key[tied + 1] - key[tied] if tied.numel() < key.numel() - 1 else key[1:] - key[:-1]
-        if bool((step < 0).any()):
+        if any_true(step < 0):
             return False
         tied = tied[step == 0]
         if not tied.numel():
@@ -101,7 +101,7 @@ def clean_plan(
     if c.result.violations or t.is_sparse or layout.qk_batch_ratio < 1 or not all(n in call.inputs for n in inputs):
         return None
     start = basis(c, layout, qo, kv, last, indptr, num_works)
-    if start is None or not bool(start.placed.ok.all()):
+    if start is None or not all_true(start.placed.ok):
         return None
     return proved_clean(c, start.works, start.tiles, start.placed)
 
@@ -190,7 +190,7 @@ def all_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[
         return None
     seqlen, qo_begin, qo_end = ranges
     num_tiles = tiles_per_unit(layout, seqlen)
-    if bool((num_tiles < 1).any()) or bool((seqlen < 0).any()) or bool((qo_begin < 0).any()):
+    if any_true(num_tiles < 1) or any_true(seqlen < 0) or any_true(qo_begin < 0):
         return None
     tile_size = (seqlen + num_tiles - 1) // num_tiles
     if not p.page_size == 1 and count > len(last):
@@ -312,7 +312,8 @@ def chain(tiles: Tiles, tile: torch.Tensor, kv_start: torch.Tensor, kv_end: torc
         tile, kv_start, kv_end = tile[order], kv_start[order], kv_end[order]
     opens = torch.ones(tile.numel(), dtype=torch.bool)
     opens[1:] = tile[1:] != tile[:-1]
-    covered_to = torch.where(opens, tiles.kv_begin[tiles.unit[tile]], torch.roll(kv_end, 1))
+    tile_begin = tiles.kv_begin if tiles.total == tiles.count else tiles.kv_begin[tiles.unit]  # (tile u is unit u's)
+    covered_to = torch.where(opens, tile_begin[tile], torch.roll(kv_end, 1))
     closes = torch.ones(tile.numel(), dtype=torch.bool)
     closes[:-1] = opens[1:]
     return Chain(tile, kv_start, kv_end, covered_to, closes)
@@ -320,10 +321,10 @@ def chain(tiles: Tiles, tile: torch.Tensor, kv_start: torch.Tensor, kv_end: torc
 
 def _covered(works: torch.Tensor, tiles: Tiles, tile: torch.Tensor, per_tile: torch.Tensor, no_kv: torch.Tensor) -> bool:
     """``check_coverage``: each tile's works, sorted by (kv_start, kv_end), chain from kv_begin to its kv end."""
-    if bool(((per_tile == 0) & ~no_kv).any()):
+    if any_true((per_tile == 0) & ~no_kv):
         return False
     s = chain(tiles, tile, works[:, C.KV_START], works[:, C.KV_END])
-    return bool((s.kv_start == s.covered_to).all()) and torch.equal(s.kv_end[s.closes], tiles.kv_stop[s.tile[s.closes]])
+    return all_true(s.kv_start == s.covered_to) and all_true((s.kv_end == tiles.kv_stop[s.tile]) | ~s.closes)
 
 
 def _split_cleanly(c: Checker, works: torch.Tensor, tiles: Tiles, tile: torch.Tensor, per_tile: torch.Tensor) -> bool:
@@ -331,13 +332,13 @@ def _split_cleanly(c: Checker, works: torch.Tensor, tiles: Tiles, tile: torch.Te
     the reduce groups as the walk checks them."""
     loc = works[:, C.PARTIAL_QO_LOC]
     split = per_tile[tile] > 1
-    if not bool((loc[~split] == -1).all()) or bool((loc[split] < 0).any()):
+    if not all_true(loc[~split] == -1) or any_true(loc[split] < 0):
         return False
     slots = split.nonzero().reshape(-1)
     slot_order = torch.sort(loc[slots], stable=True).indices
     slot_loc, slot_tile = loc[slots][slot_order], tile[slots][slot_order]
     slot_rows = (tiles.stop - tiles.start)[slot_tile]
-    if bool((slot_loc[1:] <= slot_loc[:-1]).any()) or bool((slot_loc[:-1] + slot_rows[:-1] > slot_loc[1:]).any()):
+    if any_true(slot_loc[1:] <= slot_loc[:-1]) or any_true(slot_loc[:-1] + slot_rows[:-1] > slot_loc[1:]):
         return False  # a slot used twice (or overlapping the next): the walk flags it (or lets a later tile own it)
     return _reduce_is_clean(c, slot_loc, slot_tile, per_tile, tiles.start, tiles.stop)
 
@@ -365,7 +366,7 @@ def _reduce_is_clean(
         + torch.arange(last, dtype=I64)
         - torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes)
     )
-    if not bool(pwritten[element].all()):
+    if not all_true(pwritten[element]):
         return False
     locs = pmap[element]
     at = torch.searchsorted(slot_loc, locs).clamp(max=max(slot_loc.numel() - 1, 0))

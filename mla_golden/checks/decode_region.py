@@ -24,7 +24,7 @@ import torch
 
 from mla_golden.checks.common import Checker, Tile
 from mla_golden.checks.decode_fast import I64, Tiles, basis, chain
-from mla_golden.geometry import Work
+from mla_golden.geometry import Work, any_true
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
@@ -51,7 +51,7 @@ def region(
     if t.is_sparse or layout.qk_batch_ratio < 1 or not all(n in call.inputs for n in ("seqlens_kv_indptr", "kv_last_page_lens")):
         return None
     start = basis(c, layout, qo, kv, last, indptr, num_works)
-    if start is None or start.tiles.count == 0 or bool((start.tiles.kv_begin[1:] < start.tiles.kv_begin[:-1]).any()):
+    if start is None or start.tiles.count == 0 or any_true(start.tiles.kv_begin[1:] < start.tiles.kv_begin[:-1]):
         return None  # (the walk bisects the batches' kv starts for a work of no planned batch: they must be sorted)
     works, tiles, at = start.works, start.tiles, start.placed
     hit = torch.zeros(tiles.count, dtype=torch.bool)

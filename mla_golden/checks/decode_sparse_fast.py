@@ -42,6 +42,7 @@ from mla_golden.checks.decode_fast import (
     tiles_per_unit,
     written_works,
 )
+from mla_golden.geometry import all_true, any_true
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
@@ -57,8 +58,10 @@ class SparseTiles:
     tiles: Tiles
     #: Per unit: the request it serves (its works' batch_idx).
     request: torch.Tensor
-    #: Per unit: added to the kv_offset aiter writes at page size 1.
-    offset_extra: torch.Tensor
+    #: Per request: its kv length as the walk reads it (at most topk; the window of each of its groups).
+    kv_len: torch.Tensor
+    #: Per unit: added to the kv_offset aiter writes at page size 1 (None: 0 for every unit).
+    offset_extra: torch.Tensor | None
     #: Query tokens per request as aiter counts them (the first request's), the units of a kv group, its kv slots.
     ori: int
     ratio: int
@@ -78,7 +81,7 @@ def clean_sparse_plan(
     if works is None or sparse is None:
         return None
     placed = sparse_placement(c, layout, works, sparse)
-    return proved_clean(c, works, sparse.tiles, placed) if bool(placed.ok.all()) else None
+    return proved_clean(c, works, sparse.tiles, placed) if all_true(placed.ok) else None
 
 
 def _units(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int], last: Sequence[int]) -> tuple[int, int] | None:
@@ -99,25 +102,42 @@ def _units(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int
     return ori, count
 
 
+def _spread(values: torch.Tensor, reps: int, count: int) -> torch.Tensor:
+    """``values[u // reps]`` for each unit ``u < count`` (every value used): a strided copy, not a gather."""
+    if reps == 1:
+        return values[:count]
+    return values.unsqueeze(1).expand(-1, reps).reshape(-1)[:count]
+
+
+def _of_unit(count: int, reps: int) -> torch.Tensor:
+    """``u // reps`` for each unit ``u < count``, without a division per unit."""
+    return _spread(torch.arange(-(-count // reps), dtype=I64), reps, count)
+
+
 def _sparse_qo(
-    layout: DecodeLayout, qo: torch.Tensor, unit: torch.Tensor, ori: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """Per unit, aiter's ``QoState`` query length, begin and end (``DecodeLayout.batches``), or None where it
-    reads seqlens_qo_indptr past its end."""
+    layout: DecodeLayout, qo: torch.Tensor, count: int, ori: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int] | None:
+    """Per unit, aiter's ``QoState`` begin and end (``DecodeLayout.batches``), and its query length given per
+    ``reps`` units (``(lengths, begins, ends, reps)``); None where it reads seqlens_qo_indptr past its end."""
     p, t = layout.dispatch.params, layout.dispatch.traits
     if t.is_unique:
         uniform = p.uni_seqlen_qo if t.uni_seqlen_qo == 0 else t.uni_seqlen_qo
-        return torch.full_like(unit, uniform), uniform * unit, uniform * (unit + 1)
-    token = unit // ori  # QoState's bid
-    if unit.numel() and int(token[-1]) + 1 >= qo.numel():
+        begin = torch.arange(0, uniform * count, uniform, dtype=I64) if uniform else torch.zeros(count, dtype=I64)
+        return torch.tensor([uniform], dtype=I64), begin, begin + uniform, max(count, 1)
+    tokens = -(-count // ori)  # QoState's bid is u // ori
+    if count and tokens >= qo.numel():
         return None
-    values = qo
-    request = token // ori // p.qk_batch_ratio  # lds_seqlens_qo[bid]: the length of the request of unit ``bid``
-    return values[request + 1] - values[request], values[token], values[token + 1]
+    # lds_seqlens_qo[bid]: the length of the request of unit bid, request u // ori // ori // ratio
+    reps = ori * ori * p.qk_batch_ratio
+    requests = -(-count // reps)
+    return qo[1 : requests + 1] - qo[:requests], _spread(qo[:tokens], ori, count), _spread(qo[1 : tokens + 1], ori, count), reps
 
 
 def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int], last: Sequence[int]) -> SparseTiles | None:
-    """Every unit and tile of a sparse call (``DecodeLayout.batches``, ``tile_tail``, ``_decode_tiles``), or None."""
+    """Every unit and tile of a sparse call (``DecodeLayout.batches``, ``tile_tail``, ``_decode_tiles``), or None.
+
+    What is the same for a run of units (a request's kv length, a query length) is computed once per run and
+    spread: a million single-token units cost a few strided copies, not a division and gather each."""
     p = layout.dispatch.params
     counted = _units(c, layout, qo, kv, last)
     if counted is None:
@@ -125,51 +145,67 @@ def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequen
     ori, count = counted
     ratio, rows = p.qk_batch_ratio, c.call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
     unit = torch.arange(count, dtype=I64)
-    request, group = unit // ori // ratio, unit // ratio
+    request = _of_unit(count, ori * ratio)  # u // ori // ratio, which is also the kv read at its group's start
     kv_t = c.input("seqlens_kv_indptr")
-    kv_request = request[group * ratio]  # the kv length is read when a group starts (u % ratio == 0)
-    kv_begin = group * p.topk
-    kv_end = kv_begin + (kv_t[kv_request + 1] - kv_t[kv_request]).clamp(max=p.topk)
-    ranges = _sparse_qo(layout, c.input("seqlens_qo_indptr"), unit, ori)
+    requests = -(-count // (ori * ratio))
+    kv_len = (kv_t[1 : requests + 1] - kv_t[:requests]).clamp(max=p.topk)
+    kv_begin = _of_unit(count, ratio) * p.topk
+    kv_end = kv_begin + _spread(kv_len, ori * ratio, count)
+    ranges = _sparse_qo(layout, c.input("seqlens_qo_indptr"), count, ori)
     if ranges is None:
         return None
-    seqlen, qo_begin, qo_end = ranges
-    num_tiles = tiles_per_unit(layout, seqlen)
-    if bool((num_tiles < 1).any()) or bool((seqlen < 0).any()) or bool((qo_begin < 0).any()):
+    lengths, qo_begin, qo_end, reps = ranges
+    run_tiles = tiles_per_unit(layout, lengths)
+    if any_true(run_tiles < 1) or any_true(lengths < 0) or any_true(qo_begin < 0):
         return None
+    num_tiles = _spread(run_tiles, reps, count)
+    tile_size = _spread((lengths + run_tiles - 1) // run_tiles, reps, count)
     total_tiles = int(num_tiles.sum())
     if total_tiles > 16 * (rows + len(qo)):
         return None
-    tile_size = (seqlen + num_tiles - 1) // num_tiles
     tile_unit, first_tile, k, start, stop = expand_tiles(unit, num_tiles, tile_size, qo_begin, qo_end, total_tiles)
-    tail = torch.zeros(total_tiles, dtype=I64)
-    if p.page_size == 1 and p.is_causal and not p.is_cp_round_robin and total_tiles != count:  # tile_tail, sparse (0 at k 0)
-        tail = (num_tiles[tile_unit] - 1 - k).clamp(min=0)
+    kv_stop = kv_end  # one tile per unit: each is its unit's, with no causal tail (0 at k 0)
+    if total_tiles != count:
+        kv_stop = kv_end[tile_unit]
+        if p.page_size == 1 and p.is_causal and not p.is_cp_round_robin:  # tile_tail, sparse
+            kv_stop = kv_stop - (num_tiles[tile_unit] - 1 - k).clamp(min=0)
     tiles = Tiles(count, num_tiles, tile_size, qo_begin, qo_end, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
-                  kv_end[tile_unit] - tail)  # fmt: skip
-    offset_extra = ori - 1 - unit % ori if ratio == 1 else torch.zeros(count, dtype=I64)
-    return SparseTiles(tiles, request, offset_extra, ori, ratio, p.topk)
+                  kv_stop)  # fmt: skip
+    offset_extra = ori - 1 - unit % ori if ratio == 1 and ori > 1 else None
+    return SparseTiles(tiles, request, kv_len, offset_extra, ori, ratio, p.topk)
+
+
+def _floor_divmod(values: torch.Tensor, divisor: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Floor quotient and remainder by a positive ``divisor``: a shift and a mask where it is a power of two."""
+    if divisor & (divisor - 1) == 0:
+        return values >> (divisor.bit_length() - 1), values & (divisor - 1)
+    quotient = torch.div(values, divisor, rounding_mode="floor")
+    return quotient, values - quotient * divisor
 
 
 def _unit_of(works: torch.Tensor, sparse: SparseTiles, request: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
     """The unit the walk gives each work of a known request: the first of the request's units whose query window
     ``[qo_begin, max(qo_end, qo_begin + 1))`` holds qo_start and whose kv window holds kv_start, else its first.
 
-    kv windows of different groups are disjoint (each lies in its group's ``topk`` slots), so only the group of
-    kv_start can match, and in it the first unit whose query window matches."""
+    kv windows of different groups are disjoint (group ``g``'s lies in its ``topk`` slots from ``g * topk``), so
+    only the group of kv_start can match, and in it the first unit whose query window matches. That group's
+    window begins at or before kv_start, so it holds it when kv_start's slot in the group is below the window's
+    length (the request's kv length, at most topk) or is its first (a window of length 0 or less is [b, b + 1))."""
     tiles, ori, ratio = sparse.tiles, sparse.ori, sparse.ratio
     qs, ks = works[:, C.QO_START], works[:, C.KV_START]
-    group = torch.div(ks, sparse.topk, rounding_mode="floor")
-    in_request = known & (group >= request * ori) & (group < (request + 1) * ori) & (group * ratio < tiles.count)
-    lead = torch.where(in_request, group * ratio, 0)
-    begin = tiles.kv_begin[lead]
-    in_kv = in_request & (begin <= ks) & (ks < torch.maximum(tiles.kv_end[lead], begin + 1))
+    group, slot = _floor_divmod(ks, sparse.topk)
+    lead = group * ratio if ratio != 1 else group
+    of_request = group == request if ori == 1 else torch.div(group, ori, rounding_mode="floor") == request
+    in_request = known & of_request & (lead < tiles.count)  # (request >= 0, so group and lead are too)
+    in_kv = in_request & ((slot < sparse.kv_len[request]) | (slot == 0))
+    lead = torch.where(in_kv, lead, 0)
     chosen = torch.full_like(ks, -1)
     for r in range(ratio):  # the group's units in order: the first match wins
-        exists = in_kv & (lead + r < tiles.count)
-        u = torch.where(exists, lead + r, 0)
+        u = lead + r if r else lead
+        exists = in_kv & (u < tiles.count) if r else in_kv
+        u = torch.where(exists, u, 0) if r else u
         q_begin = tiles.qo_begin[u]
-        in_qo = (q_begin <= qs) & (qs < torch.maximum(tiles.qo_end[u], q_begin + 1))
+        in_qo = (q_begin <= qs) & ((qs < tiles.qo_end[u]) | (qs == q_begin))
         chosen = torch.where((chosen < 0) & exists & in_qo, u, chosen)
     return torch.where(chosen >= 0, chosen, request * ori * ratio)
 
@@ -187,7 +223,7 @@ def sparse_placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, spar
     ke, u_end = works[:, C.KV_END], tiles.kv_end[unit]
     kv_ok = kv_fits(works, tiles, unit, tile)
     if p.page_size == 1:
-        wanted = u_end - ke + sparse.offset_extra[unit]
+        wanted = u_end - ke if sparse.offset_extra is None else u_end - ke + sparse.offset_extra[unit]
     else:  # every request has its last_page_len (_units checked it)
         last_page = c.input("kv_last_page_lens")[sparse.request[unit]]
         wanted = torch.where(ke == u_end, 0, (u_end - ke - 1) * p.page_size + last_page)

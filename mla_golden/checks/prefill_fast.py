@@ -20,7 +20,7 @@ import numpy
 import torch
 
 from mla_golden.checks.common import Checker
-from mla_golden.geometry import all_true, widened, written_run
+from mla_golden.geometry import all_true, any_true, widened, written_run
 from mla_golden.schema import WORK_ROW, pack_head_range
 from mla_golden.schema import WorkColumn as C
 
@@ -65,7 +65,7 @@ def _small_int(value: Any) -> bool:
 
 def _ascending(values: torch.Tensor) -> bool:
     """Starts at 0 and never decreases (:func:`.common.monotone` finds nothing)."""
-    return values.numel() == 0 or (int(values[0]) == 0 and not bool((values[1:] < values[:-1]).any()))
+    return values.numel() == 0 or (int(values[0]) == 0 and not any_true(values[1:] < values[:-1]))
 
 
 def integer_inputs(c: Checker, names: tuple[str, ...]) -> bool:
@@ -97,7 +97,7 @@ def clean_plan(c: Checker, indptr: list[int], num_works: int) -> bool:
         return False
     group = plane * tiles.total + tile  # (head plane, query tile): the walk's tile of that plane
     per_group = torch.bincount(group, minlength=planes * tiles.total)
-    if bool((per_group == 0).any()):
+    if any_true(per_group == 0):
         return False  # check_coverage: "no work covers this query tile"
     if not _chained(c, works, tiles, tile, group, block):
         return False
@@ -155,7 +155,7 @@ def _planes(c: Checker, works: Columns, heads: int) -> tuple[torch.Tensor | None
         return None, 0  # no int32 q_head_range holds it
     values, extra = torch.tensor(wanted, dtype=I64), works[C.EXTRA]
     plane = torch.searchsorted(values, extra).clamp(max=len(wanted) - 1)
-    if not torch.equal(values[plane], extra) or bool((torch.bincount(plane, minlength=len(wanted)) == 0).any()):
+    if not torch.equal(values[plane], extra) or any_true(torch.bincount(plane, minlength=len(wanted)) == 0):
         return None, 0
     return plane, len(wanted)
 
@@ -173,7 +173,7 @@ def _placed(c: Checker, works: Columns, tiles: Tiles, q_gran: int) -> torch.Tens
     kv = c.input("pages_kv_indptr")
     ks, ke = works[C.KV_START], works[C.KV_END]
     inside = (tiles.kv_begin[tile] <= ks) & (ks < ke) & (ke <= kv[b + 1])
-    return tile if bool((placed & inside).all()) else None
+    return tile if all_true(placed & inside) else None
 
 
 def _chained(c: Checker, works: Columns, tiles: Tiles, tile: torch.Tensor, group: torch.Tensor, block: int) -> bool:
@@ -189,7 +189,7 @@ def _chained(c: Checker, works: Columns, tiles: Tiles, tile: torch.Tensor, group
     covered_to = torch.where(opens, tiles.kv_begin[s_tile], torch.roll(s_end, 1))
     closes = torch.ones(num_works, dtype=torch.bool)
     closes[:-1] = opens[1:]
-    if not bool((s_start == covered_to).all()) or not torch.equal(s_end[closes], tiles.kv_end[s_tile[closes]]):
+    if not all_true(s_start == covered_to) or not torch.equal(s_end[closes], tiles.kv_end[s_tile[closes]]):
         return False
     ctx = c.input("context_lens")[tiles.unit[s_tile]]
     wanted = torch.where(closes, 0, ctx - (s_end - tiles.kv_begin[s_tile]) * block)
@@ -203,14 +203,14 @@ def _slots(
     and the walk's comparison of planes (every tile has the same slots in every plane): the first plane's slots,
     ascending, and their tiles."""
     loc = works[C.PARTIAL_QO_LOC]
-    if not bool((loc[~split] == -1).all()) or bool((loc[split] < 0).any()):
+    if not all_true(loc[~split] == -1) or any_true(loc[split] < 0):
         return None
     at = split.nonzero().reshape(-1)
     order = sorting(plane[at] * 2 * _SHIFT + loc[at])
     s_plane, s_loc, s_tile = plane[at][order], loc[at][order], tile[at][order]
     rows = (tiles.stop - tiles.start)[s_tile]
     same_plane = s_plane[1:] == s_plane[:-1]
-    if bool((same_plane & (s_loc[:-1] + rows[:-1] > s_loc[1:])).any()):
+    if any_true(same_plane & (s_loc[:-1] + rows[:-1] > s_loc[1:])):
         return None  # a slot used twice in a plane, or overlapping the next: check_splits flags it
     if at.numel() % planes:
         return None
@@ -219,7 +219,7 @@ def _slots(
         return None
     # locs are distinct within a plane: equal (loc, tile) rows mean equal sorted slots per tile in every plane
     locs, owners = s_loc.reshape(planes, per_plane), s_tile.reshape(planes, per_plane)
-    if not bool((locs == locs[0]).all()) or not bool((owners == owners[0]).all()):
+    if not all_true(locs == locs[0]) or not all_true(owners == owners[0]):
         return None  # "partial slots ... differ": the heads share one set of reduce groups
     return locs[0], owners[0]
 
@@ -244,7 +244,7 @@ def _reduce_is_clean(c: Checker, slot_loc: torch.Tensor, slot_tile: torch.Tensor
     sizes = (hi - lo)[groups]
     offsets = torch.cumsum(sizes, 0) - sizes
     element = torch.repeat_interleave(lo[groups] - offsets, sizes) + torch.arange(last, dtype=I64)
-    if not bool(pwritten[element].all()):
+    if not all_true(pwritten[element]):
         return False
     locs = pmap[element]
     at = torch.searchsorted(slot_loc, locs).clamp(max=slot_loc.numel() - 1)
