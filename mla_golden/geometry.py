@@ -124,6 +124,15 @@ def written_run(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return values.reshape(-1)[: leading_true(mask.reshape(-1))]
 
 
+def rows_written(mask: torch.Tensor) -> torch.Tensor:
+    """Per row of a work_info_set written mask (rows of WORK_ROW flags), whether any element is written: a row
+    of eight one-byte flags is read as one 64-bit word, where torch's ``any(dim=1)`` took 5 ms a million rows."""
+    rows = mask.reshape(-1, WORK_ROW)
+    if WORK_ROW == 8 and rows.device.type == "cpu" and rows.dtype == torch.bool and rows.is_contiguous():
+        return torch.from_numpy(rows.numpy().view(np.uint64).reshape(-1) != 0)
+    return rows.any(dim=1)
+
+
 def leading_true(flags: torch.Tensor) -> int:
     """How many of the 1-D bool ``flags`` are True before the first False (all of them when none is): numpy's
     argmin stops at the first False, where listing every unwritten element took a pass and its memory."""

@@ -169,10 +169,12 @@ def _batches(call: Call) -> int:
 
 
 def _recorded_works(call: Call) -> int:
+    from mla_golden.geometry import rows_written
+
     written = call.written.get("work_info_set")
     if written is None or written.numel() % WORK_ROW:
         return 0
-    return _count(written.reshape(-1, WORK_ROW).any(dim=1))
+    return _count(rows_written(written))
 
 
 def _count(mask: torch.Tensor) -> int:

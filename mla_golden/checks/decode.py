@@ -34,7 +34,7 @@ from mla_golden.checks.decode_sparse_fast import clean_sparse_plan
 from mla_golden.checks.results import HAZARDS
 from mla_golden.context import as_recorded
 from mla_golden.errors import AiterCheckError, UndefinedResultError
-from mla_golden.geometry import Work, leading_true
+from mla_golden.geometry import Work, leading_true, rows_written
 from mla_golden.planner_id import recorded_planner, reference_version, rules_version
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout, decode_layout
 from mla_golden.schema import WORK_ROW, to_dtype
@@ -331,7 +331,7 @@ def check_decode(c: Checker) -> None:
         return
     check_pointers(c)
     indptr = c.prefix("work_indptr")
-    num_works = leading_true(call.written["work_info_set"].reshape(-1, WORK_ROW).any(dim=1))
+    num_works = leading_true(rows_written(call.written["work_info_set"]))
     undefined = c.result.hazard_names & set(_UNDEFINED)
     if not indptr:
         if undefined:

@@ -172,44 +172,60 @@ def written_works(c: Checker, layout: DecodeLayout, qo: Sequence[int], indptr: l
     return works
 
 
+def spread(values: torch.Tensor, reps: int, count: int) -> torch.Tensor:
+    """``values[u // reps]`` for each unit ``u < count`` (every value used): a strided copy, not a gather."""
+    if reps == 1:
+        return values[:count]
+    return values.unsqueeze(1).expand(-1, reps).reshape(-1)[:count]
+
+
+def of_unit(count: int, reps: int) -> torch.Tensor:
+    """``u // reps`` for each unit ``u < count``, without a division per unit."""
+    return spread(torch.arange(-(-count // reps), dtype=I64), reps, count)
+
+
 def all_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int], last: Sequence[int]) -> Tiles | None:
-    """Every tile of the call (``_fits_its_buffer``, ``DecodeLayout.batches`` and ``_decode_tiles``), or None."""
+    """Every tile of the call (``_fits_its_buffer``, ``DecodeLayout.batches`` and ``_decode_tiles``), or None.
+
+    What is the same for a run of units (a kv batch's range, a query length and its tiles) is computed once
+    per run and spread: a million single-token units cost a few strided copies, not a division and gather each."""
     call, p = c.call, layout.dispatch.params
     rows = call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
     ratio, count = layout.qk_batch_ratio, p.num_batches
     if count > 16 * (rows + len(qo)) or count < 0:
         return None
     unit = torch.arange(count, dtype=I64)
-    batch = unit // ratio
-    if count and int(batch[-1]) + 1 >= len(kv):
+    batches = -(-count // ratio)  # unit u is kv batch u // ratio
+    if count and batches >= len(kv):
         return None  # the walk raises IndexError there (an 'undefined' hazard)
-    kv_t = c.input("seqlens_kv_indptr")
-    kv_begin, kv_end = kv_t[batch], kv_t[batch + 1]  # kv[0] is 0: the walk's running sum of kv lengths
+    kv_t = c.input("seqlens_kv_indptr")  # kv[0] is 0: the walk's running sum of kv lengths
+    kv_begin, kv_end = spread(kv_t[:batches], ratio, count), spread(kv_t[1 : batches + 1], ratio, count)
     ranges = layout.dense_qo(c.input("seqlens_qo_indptr"))
     if ranges is None:
         return None
-    seqlen, qo_begin, qo_end = ranges
-    num_tiles = tiles_per_unit(layout, seqlen)
-    if any_true(num_tiles < 1) or any_true(seqlen < 0) or any_true(qo_begin < 0):
+    lengths, reps, qo_begin, qo_end = ranges
+    run_tiles = tiles_per_unit(layout, lengths)
+    if any_true(run_tiles < 1) or any_true(lengths < 0) or any_true(qo_begin < 0):
         return None
-    tile_size = (seqlen + num_tiles - 1) // num_tiles
+    num_tiles, tile_size = spread(run_tiles, reps, count), spread((lengths + run_tiles - 1) // run_tiles, reps, count)
     if not p.page_size == 1 and count > len(last):
         return None  # last_page_len None past its end: the walk skips those kv_offset checks
     total_tiles = int(num_tiles.sum())
     if total_tiles > 16 * (rows + len(qo)):
         return None
     tile_unit, first_tile, k, start, stop = expand_tiles(unit, num_tiles, tile_size, qo_begin, qo_end, total_tiles)
-    tail = torch.zeros(total_tiles, dtype=I64)
-    if p.page_size == 1 and p.is_causal:  # DecodeLayout.tile_tail
-        if ratio != 1:
-            if p.ori_seqlen_qo <= 0:
-                return None  # c_mod by zero: an 'undefined' hazard in the walk
-            tail = num_tiles[tile_unit] - (start // ratio) % p.ori_seqlen_qo - 1
-        elif not p.is_cp_round_robin:
-            tail = num_tiles[tile_unit] - 1 - k
-        tail = tail.clamp(min=0)
+    causal = p.page_size == 1 and p.is_causal  # DecodeLayout.tile_tail
+    if causal and ratio != 1 and p.ori_seqlen_qo <= 0:
+        return None  # c_mod by zero: an 'undefined' hazard in the walk
+    kv_stop = kv_end  # one tile per unit: each is its unit's, and its tail (at most num_tiles - 1 - k) is 0
+    if total_tiles != count:
+        kv_stop = kv_end[tile_unit]
+        if causal and ratio != 1:
+            kv_stop = kv_stop - (num_tiles[tile_unit] - (start // ratio) % p.ori_seqlen_qo - 1).clamp(min=0)
+        elif causal and not p.is_cp_round_robin:
+            kv_stop = kv_stop - (num_tiles[tile_unit] - 1 - k).clamp(min=0)
     return Tiles(count, num_tiles, tile_size, qo_begin, qo_end, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
-                  kv_end[tile_unit] - tail)  # fmt: skip
+                  kv_stop)  # fmt: skip
 
 
 def tiles_per_unit(layout: DecodeLayout, seqlen: torch.Tensor) -> torch.Tensor:

@@ -37,7 +37,9 @@ from mla_golden.checks.decode_fast import (
     Tiles,
     expand_tiles,
     kv_fits,
+    of_unit,
     proved_clean,
+    spread,
     tile_of,
     tiles_per_unit,
     written_works,
@@ -102,18 +104,6 @@ def _units(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int
     return ori, count
 
 
-def _spread(values: torch.Tensor, reps: int, count: int) -> torch.Tensor:
-    """``values[u // reps]`` for each unit ``u < count`` (every value used): a strided copy, not a gather."""
-    if reps == 1:
-        return values[:count]
-    return values.unsqueeze(1).expand(-1, reps).reshape(-1)[:count]
-
-
-def _of_unit(count: int, reps: int) -> torch.Tensor:
-    """``u // reps`` for each unit ``u < count``, without a division per unit."""
-    return _spread(torch.arange(-(-count // reps), dtype=I64), reps, count)
-
-
 def _sparse_qo(
     layout: DecodeLayout, qo: torch.Tensor, count: int, ori: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int] | None:
@@ -130,7 +120,7 @@ def _sparse_qo(
     # lds_seqlens_qo[bid]: the length of the request of unit bid, request u // ori // ori // ratio
     reps = ori * ori * p.qk_batch_ratio
     requests = -(-count // reps)
-    return qo[1 : requests + 1] - qo[:requests], _spread(qo[:tokens], ori, count), _spread(qo[1 : tokens + 1], ori, count), reps
+    return qo[1 : requests + 1] - qo[:requests], spread(qo[:tokens], ori, count), spread(qo[1 : tokens + 1], ori, count), reps
 
 
 def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[int], last: Sequence[int]) -> SparseTiles | None:
@@ -145,12 +135,12 @@ def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequen
     ori, count = counted
     ratio, rows = p.qk_batch_ratio, c.call.outputs["work_info_set"].reshape(-1, WORK_ROW).shape[0]
     unit = torch.arange(count, dtype=I64)
-    request = _of_unit(count, ori * ratio)  # u // ori // ratio, which is also the kv read at its group's start
+    request = of_unit(count, ori * ratio)  # u // ori // ratio, which is also the kv read at its group's start
     kv_t = c.input("seqlens_kv_indptr")
     requests = -(-count // (ori * ratio))
     kv_len = (kv_t[1 : requests + 1] - kv_t[:requests]).clamp(max=p.topk)
-    kv_begin = _of_unit(count, ratio) * p.topk
-    kv_end = kv_begin + _spread(kv_len, ori * ratio, count)
+    kv_begin = of_unit(count, ratio) * p.topk
+    kv_end = kv_begin + spread(kv_len, ori * ratio, count)
     ranges = _sparse_qo(layout, c.input("seqlens_qo_indptr"), count, ori)
     if ranges is None:
         return None
@@ -158,8 +148,8 @@ def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequen
     run_tiles = tiles_per_unit(layout, lengths)
     if any_true(run_tiles < 1) or any_true(lengths < 0) or any_true(qo_begin < 0):
         return None
-    num_tiles = _spread(run_tiles, reps, count)
-    tile_size = _spread((lengths + run_tiles - 1) // run_tiles, reps, count)
+    num_tiles = spread(run_tiles, reps, count)
+    tile_size = spread((lengths + run_tiles - 1) // run_tiles, reps, count)
     total_tiles = int(num_tiles.sum())
     if total_tiles > 16 * (rows + len(qo)):
         return None

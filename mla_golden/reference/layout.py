@@ -173,22 +173,23 @@ class DecodeLayout:
             )
         return planned
 
-    def dense_qo(self, qo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-        """Per planned batch of a dense call, what :meth:`batches` takes from aiter's ``QoState``: query length,
-        begin and end, as int64 tensors (one pass, for a plan of a million batches); None where it would read
-        seqlens_qo_indptr (``qo``, flat int64) past its end (None there) or raise."""
+    def dense_qo(self, qo: torch.Tensor) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor] | None:
+        """Per planned batch of a dense call, what :meth:`batches` takes from aiter's ``QoState``, as int64
+        tensors for a plan of a million batches: ``(lengths, reps, begins, ends)``, the query length of batch
+        ``u`` being ``lengths[u // reps]`` (one length for a uniform call, one per kv batch else); None where it
+        would read seqlens_qo_indptr (``qo``, flat int64) past its end (None there) or raise."""
         p, t = self.dispatch.params, self.dispatch.traits
         count = p.num_batches
         if t.is_sparse or count < 0 or p.qk_batch_ratio < 1:
             return None
-        unit = torch.arange(count, dtype=torch.int64)
         if t.is_unique:
             uniform = p.uni_seqlen_qo if t.uni_seqlen_qo == 0 else t.uni_seqlen_qo
-            return torch.full((count,), uniform, dtype=torch.int64), uniform * unit, uniform * (unit + 1)
-        batch = unit // p.qk_batch_ratio
-        if count and (int(batch[-1]) + 1 >= qo.numel() or count + 1 > qo.numel()):
+            begin = torch.arange(count, dtype=torch.int64) * uniform
+            return torch.tensor([uniform], dtype=torch.int64), max(count, 1), begin, begin + uniform
+        batches = -(-count // p.qk_batch_ratio)  # batch u reads the length of kv batch u // ratio
+        if count and (batches >= qo.numel() or count + 1 > qo.numel()):
             return None  # batches() would read past the end
-        return qo[batch + 1] - qo[batch], qo[unit], qo[unit + 1]
+        return qo[1 : batches + 1] - qo[:batches], p.qk_batch_ratio, qo[:count], qo[1 : count + 1]
 
     def tile_tail(self, batch: DecodeBatch, tile: int, qo_start: int) -> int:
         """KV tokens query tile ``tile`` must not see: aiter's per-tile causal ``batch_tail`` (page_size 1 only)."""
