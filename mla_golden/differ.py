@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from mla_golden.call import Call
@@ -35,12 +34,12 @@ from mla_golden.geometry import (
     geometry,
     moved_parts,
     reduce_group,
-    widened,
     work_at,
     written_prefix,
 )
 from mla_golden.planner_id import planner_label
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
+from mla_golden.tensors import count_true, widened
 
 if TYPE_CHECKING:
     pass
@@ -133,10 +132,10 @@ def _compare(
     value_diff = both & (ev != av) if values_matter else torch.zeros_like(both)
     only_e, only_a = we & ~wa, wa & ~we
     divergent = value_diff | only_e | only_a
-    fd.value_diffs = _count(value_diff)
-    fd.written_only_expected = _count(only_e)
-    fd.written_only_actual = _count(only_a)
-    fd.count = _count(divergent)
+    fd.value_diffs = count_true(value_diff)
+    fd.written_only_expected = count_true(only_e)
+    fd.written_only_actual = count_true(only_a)
+    fd.count = count_true(divergent)
     idx = divergent.nonzero().reshape(-1)
     shape = list(actual.shape) if actual.numel() >= expected.numel() else list(expected.shape)
     for flat in idx[:max_items].tolist():
@@ -188,11 +187,6 @@ def _only_resized(
     before = tail_values[:common][tail_written[:common]]
     allowed = {0, -1} | ({int(before[-1])} if before.numel() else set())
     return int(fill[0]) in allowed and bool((fill == fill[0]).all())
-
-
-def _count(flags: torch.Tensor) -> int:
-    """How many are set: numpy's count of a CPU bool tensor is several times torch's sum of it."""
-    return int(np.count_nonzero(flags.numpy())) if flags.device.type == "cpu" else int(flags.sum())
 
 
 def _padded(t: torch.Tensor, n: int) -> torch.Tensor:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from mla_golden.call import Call
 from mla_golden.schema import WORK_ROW, WorkColumn, schema_for
+from mla_golden.tensors import all_true, count_true, leading_true, widened
 
 
 @dataclass
@@ -122,22 +122,6 @@ def written_prefix(values: torch.Tensor, mask: torch.Tensor) -> list[int]:
 def written_run(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """:func:`written_prefix` as a tensor (a view: no copy)."""
     return values.reshape(-1)[: leading_true(mask.reshape(-1))]
-
-
-def rows_written(mask: torch.Tensor) -> torch.Tensor:
-    """Per row of a work_info_set written mask (rows of WORK_ROW flags), whether any element is written: a row
-    of eight one-byte flags is read as one 64-bit word, where torch's ``any(dim=1)`` took 5 ms a million rows."""
-    rows = mask.reshape(-1, WORK_ROW)
-    if WORK_ROW == 8 and rows.device.type == "cpu" and rows.dtype == torch.bool and rows.is_contiguous():
-        return torch.from_numpy(rows.numpy().view(np.uint64).reshape(-1) != 0)
-    return rows.any(dim=1)
-
-
-def leading_true(flags: torch.Tensor) -> int:
-    """How many of the 1-D bool ``flags`` are True before the first False (all of them when none is): numpy's
-    argmin stops at the first False, where listing every unwritten element took a pass and its memory."""
-    array = flags.cpu().numpy()
-    return int(array.argmin()) if not array.all() else array.size
 
 
 #: Each CSR index buffer and the buffer whose first dimension it indexes.
@@ -314,29 +298,6 @@ def whole_work_columns(call: Call, *columns: int) -> tuple[list[torch.Tensor], t
     return [kept[:, column] for column in columns], cu[whole], parts
 
 
-#: Integer dtypes that widen to int64 through numpy (and whose values numpy's int64 arithmetic cannot overflow).
-NARROW_INTS = (torch.int32, torch.int16, torch.int8, torch.uint8)
-
-
-def all_true(flags: torch.Tensor) -> bool:
-    """Every flag set: numpy's test of a CPU bool tensor is about 15x torch's ``all`` on a golden's written masks."""
-    return bool(flags.numpy().all()) if flags.device.type == "cpu" else bool(flags.all())
-
-
-def any_true(flags: torch.Tensor) -> bool:
-    """Some flag set: numpy's test, for the reason :func:`all_true` gives."""
-    return bool(flags.numpy().any()) if flags.device.type == "cpu" else bool(flags.any())
-
-
-def widened(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` as int64: numpy's widening of a CPU tensor is about 4x torch's on a million int32s."""
-    if tensor.dtype == torch.int64:
-        return tensor
-    if tensor.device.type != "cpu" or tensor.dtype not in NARROW_INTS:
-        return tensor.to(torch.int64)
-    return torch.from_numpy(tensor.numpy().astype(np.int64, order="C"))  # one copy, contiguous whatever the strides
-
-
 def describe_schedule(call: Call, cu: int | None = None, work: int | None = None, *, limit: int | None = None) -> dict[str, Any]:
     """A call's schedule as plain data (what ``mla-golden show`` prints): work items by CU part, split reduce groups.
 
@@ -430,7 +391,7 @@ def geometry(call: Call) -> Geometry:
         works_per_cu=_stats(per_cu),
         kv_per_cu=_stats(kv_per_cu),
         idle_cu_parts=int((per_cu == 0).sum()),
-        split_works=int(np.count_nonzero(partial.numpy() >= 0)),
+        split_works=count_true(partial >= 0),
         reduce_groups=int((reduce_indptr[1:] > reduce_indptr[:-1]).sum()),
         # Partials the reduce groups merge, not written elements: prefill's planner writes its whole buffer.
         partial_tiles=int(merged[-1] - merged[0]) if merged.numel() else 0,

@@ -35,7 +35,7 @@ from mla_golden.call import Call
 from mla_golden.schema import MLA_OP, PS_OP, WORK_ROW
 
 if TYPE_CHECKING:
-    import torch
+    pass
 
 #: Declared buffer elements a golden may have per element it stores, and on top (16 MB of int32): loading and
 #: replay build every declared buffer, so a 49 KB file cannot ask for 2^25 elements.
@@ -66,7 +66,9 @@ def problems(call: Call) -> list[str]:
     if found:
         return found
     declared = sum(math.prod(spec["shape"]) for spec in call.buffers.values())
-    stored = sum(t.numel() for t in call.inputs.values()) + sum(_count(m) for m in call.written.values())
+    from mla_golden.tensors import count_true
+
+    stored = sum(t.numel() for t in call.inputs.values()) + sum(count_true(m) for m in call.written.values())
     if declared > declared_bound(stored):
         found.append(
             f"buffers declare {declared} elements for {stored} stored (inputs and written outputs): more than the "
@@ -119,7 +121,7 @@ def _query_tiles(call: Call, q_gran: int) -> int:
     """Query tiles of ``q_gran`` rows over the batches seqlens_qo_indptr gives (the batches with queries)."""
     import numpy as np
 
-    from mla_golden.geometry import NARROW_INTS
+    from mla_golden.tensors import NARROW_INTS
 
     tensor = call.inputs.get("seqlens_qo_indptr")
     if tensor is None or tensor.numel() < 2:
@@ -169,16 +171,11 @@ def _batches(call: Call) -> int:
 
 
 def _recorded_works(call: Call) -> int:
-    from mla_golden.geometry import rows_written
+    from mla_golden.tensors import count_true, rows_written
 
     written = call.written.get("work_info_set")
     if written is None or written.numel() % WORK_ROW:
         return 0
-    return _count(rows_written(written))
+    return count_true(rows_written(written))
 
 
-def _count(mask: torch.Tensor) -> int:
-    """True elements of a bool mask: numpy counts a million in microseconds where torch's sum widens each to int64."""
-    import numpy as np
-
-    return int(np.count_nonzero(mask.cpu().numpy()))

@@ -20,8 +20,9 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
-from mla_golden.geometry import Geometry, geometry, whole_work_columns, widened
+from mla_golden.geometry import Geometry, geometry, whole_work_columns
 from mla_golden.schema import WorkColumn
+from mla_golden.tensors import widened
 
 #: The check whose rule is the judging version's own: not judged on a side no ported version planned.
 FOLDING = "work.folding"

@@ -16,9 +16,10 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.checks.results import HAZARDS, CheckResult, Hazard, Violation
-from mla_golden.geometry import Work, widened, works_by_cu, written_prefix, written_run
+from mla_golden.geometry import Work, works_by_cu, written_prefix, written_run
 from mla_golden.schema import MLA_OP, OUTPUTS, POINTER_OUTPUT, PS_OP, WORK_ROW
 from mla_golden.schema import WorkColumn as C
+from mla_golden.tensors import widened
 
 
 @dataclass

@@ -34,11 +34,12 @@ from mla_golden.checks.decode_sparse_fast import clean_sparse_plan
 from mla_golden.checks.results import HAZARDS
 from mla_golden.context import as_recorded
 from mla_golden.errors import AiterCheckError, UndefinedResultError
-from mla_golden.geometry import Work, leading_true, rows_written
+from mla_golden.geometry import Work
 from mla_golden.planner_id import recorded_planner, reference_version, rules_version
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout, decode_layout
 from mla_golden.schema import WORK_ROW, to_dtype
 from mla_golden.schema import WorkColumn as C
+from mla_golden.tensors import leading_true, rows_written
 
 #: Hazards under which aiter's metadata is not defined by the inputs.
 _UNDEFINED = ("lds_read_before_write", "aborts", "undefined")

@@ -19,10 +19,11 @@ from typing import cast
 import torch
 
 from mla_golden.checks.common import Checker, Tile
-from mla_golden.geometry import all_true, any_true, widened, written_run
+from mla_golden.geometry import written_run
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
+from mla_golden.tensors import all_true, any_true, widened
 
 I64 = torch.int64
 

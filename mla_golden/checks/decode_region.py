@@ -24,10 +24,11 @@ import torch
 
 from mla_golden.checks.common import Checker, Tile
 from mla_golden.checks.decode_fast import I64, Tiles, basis, chain
-from mla_golden.geometry import Work, any_true
+from mla_golden.geometry import Work
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
+from mla_golden.tensors import any_true
 
 
 @dataclass

@@ -44,10 +44,10 @@ from mla_golden.checks.decode_fast import (
     tiles_per_unit,
     written_works,
 )
-from mla_golden.geometry import all_true, any_true
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
+from mla_golden.tensors import all_true, any_true, floor_divmod
 
 #: Folding beyond this is walked (the placement below takes one pass per unit of a kv group).
 _MAX_RATIO = 64
@@ -165,14 +165,6 @@ def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequen
     return SparseTiles(tiles, request, kv_len, offset_extra, ori, ratio, p.topk)
 
 
-def _floor_divmod(values: torch.Tensor, divisor: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Floor quotient and remainder by a positive ``divisor``: a shift and a mask where it is a power of two."""
-    if divisor & (divisor - 1) == 0:
-        return values >> (divisor.bit_length() - 1), values & (divisor - 1)
-    quotient = torch.div(values, divisor, rounding_mode="floor")
-    return quotient, values - quotient * divisor
-
-
 def _unit_of(works: torch.Tensor, sparse: SparseTiles, request: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
     """The unit the walk gives each work of a known request: the first of the request's units whose query window
     ``[qo_begin, max(qo_end, qo_begin + 1))`` holds qo_start and whose kv window holds kv_start, else its first.
@@ -183,7 +175,7 @@ def _unit_of(works: torch.Tensor, sparse: SparseTiles, request: torch.Tensor, kn
     length (the request's kv length, at most topk) or is its first (a window of length 0 or less is [b, b + 1))."""
     tiles, ori, ratio = sparse.tiles, sparse.ori, sparse.ratio
     qs, ks = works[:, C.QO_START], works[:, C.KV_START]
-    group, slot = _floor_divmod(ks, sparse.topk)
+    group, slot = floor_divmod(ks, sparse.topk)
     lead = group * ratio if ratio != 1 else group
     of_request = group == request if ori == 1 else torch.div(group, ori, rounding_mode="floor") == request
     in_request = known & of_request & (lead < tiles.count)  # (request >= 0, so group and lead are too)

@@ -20,9 +20,10 @@ import numpy
 import torch
 
 from mla_golden.checks.common import Checker
-from mla_golden.geometry import all_true, any_true, widened, written_run
+from mla_golden.geometry import written_run
 from mla_golden.schema import WORK_ROW, pack_head_range
 from mla_golden.schema import WorkColumn as C
+from mla_golden.tensors import all_true, any_true, floor_divmod, widened
 
 I64 = torch.int64
 #: int32 values shifted by this are non-negative and below 2**32: a sort key of (group, value) in one int64.
@@ -37,6 +38,12 @@ def sorting(key: torch.Tensor) -> torch.Tensor:
     """The stable permutation sorting ``key``: numpy's, which runs in linear time on the ordered runs a plan's rows
     come in (each plane's works in tile and kv order), where torch.sort sorts from scratch."""
     return torch.from_numpy(numpy.argsort(key.contiguous().numpy(), kind="stable"))
+
+
+def _order(key: torch.Tensor) -> torch.Tensor | None:
+    """:func:`sorting` of ``key``, or None where it is ascending already (as a plan's rows usually are): no
+    permutation to apply, where gathering each column by one took a pass apiece."""
+    return None if not any_true(key[1:] < key[:-1]) else sorting(key)
 
 
 @dataclass
@@ -166,7 +173,7 @@ def _placed(c: Checker, works: Columns, tiles: Tiles, q_gran: int) -> torch.Tens
     b = works[C.BATCH_IDX]
     known = (b >= 0) & (b < tiles.batches)
     b = torch.where(known, b, 0)
-    k = torch.div(works[C.QO_START] - tiles.qo_begin[b], q_gran, rounding_mode="floor")
+    k = floor_divmod(works[C.QO_START] - tiles.qo_begin[b], q_gran)[0]
     in_batch = known & (k >= 0) & (k < tiles.num_tiles[b])
     tile = torch.where(in_batch, tiles.first[b] + k, 0)
     placed = in_batch & (works[C.QO_START] == tiles.start[tile]) & (works[C.QO_END] == tiles.stop[tile])
@@ -181,19 +188,21 @@ def _chained(c: Checker, works: Columns, tiles: Tiles, tile: torch.Tensor, group
     ``_check_ps_offsets``: the last piece has kv_offset 0, each earlier one the kv tokens after its end."""
     num_works = group.numel()
     # kv_start ties in a group always break the chain (pieces are non-empty): kv_end need not break them
-    order = sorting(group * 2 * _SHIFT + (works[C.KV_START] + _SHIFT))
-    s_group, s_tile = group[order], tile[order]
-    s_start, s_end, s_offset = works[C.KV_START][order], works[C.KV_END][order], works[C.KV_OFFSET][order]
+    order = _order(group * 2 * _SHIFT + (works[C.KV_START] + _SHIFT))
+    s_group, s_tile, s_start, s_end, s_offset = (
+        (v if order is None else v[order]) for v in (group, tile, works[C.KV_START], works[C.KV_END], works[C.KV_OFFSET])
+    )
     opens = torch.ones(num_works, dtype=torch.bool)
     opens[1:] = s_group[1:] != s_group[:-1]
-    covered_to = torch.where(opens, tiles.kv_begin[s_tile], torch.roll(s_end, 1))
+    begin = tiles.kv_begin[s_tile]
+    covered_to = torch.where(opens, begin, torch.roll(s_end, 1))
     closes = torch.ones(num_works, dtype=torch.bool)
     closes[:-1] = opens[1:]
-    if not all_true(s_start == covered_to) or not torch.equal(s_end[closes], tiles.kv_end[s_tile[closes]]):
+    if not all_true(s_start == covered_to) or not all_true((s_end == tiles.kv_end[s_tile]) | ~closes):
         return False
-    ctx = c.input("context_lens")[tiles.unit[s_tile]]
-    wanted = torch.where(closes, 0, ctx - (s_end - tiles.kv_begin[s_tile]) * block)
-    return torch.equal(s_offset, wanted)
+    ctx = c.input("context_lens")[tiles.unit][s_tile]  # (per tile, then per work)
+    used = s_end - begin if block == 1 else (s_end - begin) * block
+    return torch.equal(s_offset, torch.where(closes, 0, ctx - used))
 
 
 def _slots(
@@ -203,11 +212,11 @@ def _slots(
     and the walk's comparison of planes (every tile has the same slots in every plane): the first plane's slots,
     ascending, and their tiles."""
     loc = works[C.PARTIAL_QO_LOC]
-    if not all_true(loc[~split] == -1) or any_true(loc[split] < 0):
+    if not all_true((loc == -1) | split) or any_true((loc < 0) & split):
         return None
     at = split.nonzero().reshape(-1)
-    order = sorting(plane[at] * 2 * _SHIFT + loc[at])
-    s_plane, s_loc, s_tile = plane[at][order], loc[at][order], tile[at][order]
+    order = _order(plane[at] * 2 * _SHIFT + loc[at])
+    s_plane, s_loc, s_tile = ((v[at] if order is None else v[at][order]) for v in (plane, loc, tile))
     rows = (tiles.stop - tiles.start)[s_tile]
     same_plane = s_plane[1:] == s_plane[:-1]
     if any_true(same_plane & (s_loc[:-1] + rows[:-1] > s_loc[1:])):
