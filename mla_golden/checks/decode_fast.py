@@ -87,6 +87,9 @@ class Tiles:
     start: torch.Tensor  # per tile: qo start
     stop: torch.Tensor  # per tile: qo end
     kv_stop: torch.Tensor  # per tile: the kv end it sees
+    #: Where unit u's one tile is [u * step, (u + 1) * step) (a uniform query length, one tile each), that step:
+    #: a work's tile is then checked by arithmetic, not by gathering its range.
+    step: int | None = None
 
     @property
     def total(self) -> int:
@@ -112,7 +115,8 @@ def proved_clean(c: Checker, works: torch.Tensor, tiles: Tiles, placed: Placemen
     splits and reduce find nothing either; else None."""
     tile = placed.tile
     per_tile = torch.bincount(tile, minlength=tiles.total)
-    no_kv = (tiles.kv_end == tiles.kv_begin)[tiles.unit]
+    no_kv = tiles.kv_end == tiles.kv_begin
+    no_kv = no_kv if tiles.total == tiles.count else no_kv[tiles.unit]  # (tile u is unit u's)
     if not _covered(works, tiles, tile, per_tile, no_kv) or not _split_cleanly(c, works, tiles, tile, per_tile):
         return None
     empty = ((per_tile == 0) & no_kv).nonzero().reshape(-1)
@@ -225,8 +229,15 @@ def all_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[
             kv_stop = kv_stop - (num_tiles[tile_unit] - (start // ratio) % p.ori_seqlen_qo - 1).clamp(min=0)
         elif causal and not p.is_cp_round_robin:
             kv_stop = kv_stop - (num_tiles[tile_unit] - 1 - k).clamp(min=0)
+    step = uniform_step(layout, lengths, total_tiles, count)
     return Tiles(count, num_tiles, tile_size, qo_begin, qo_end, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
-                  kv_stop)  # fmt: skip
+                  kv_stop, step)  # fmt: skip
+
+
+def uniform_step(layout: DecodeLayout, lengths: torch.Tensor, total: int, count: int) -> int | None:
+    """:attr:`Tiles.step` of a call whose query ranges ``QoState`` makes uniform (``lengths`` holding the one
+    length), when each unit has one tile; else None."""
+    return int(lengths[0]) if layout.dispatch.traits.is_unique and total == count and lengths.numel() == 1 else None
 
 
 def tiles_per_unit(layout: DecodeLayout, seqlen: torch.Tensor) -> torch.Tensor:
@@ -285,7 +296,7 @@ def placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, tiles: Tile
     else:  # every batch has its last_page_len (all_tiles checked it)
         last_page = c.input("kv_last_page_lens")[: tiles.count][b]
         wanted = torch.where(ke == u_end, 0, (u_end - ke - 1) * p.page_size + last_page)
-    return Placement(known, placed, tile, placed & kv_fits(works, tiles, b, tile) & (works[:, C.KV_OFFSET] == wanted))
+    return Placement(known, placed, tile, placed & kv_fits(works, tiles, b, tile, u_end) & (works[:, C.KV_OFFSET] == wanted))
 
 
 def tile_of(works: torch.Tensor, tiles: Tiles, unit: torch.Tensor, known: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -298,16 +309,20 @@ def tile_of(works: torch.Tensor, tiles: Tiles, unit: torch.Tensor, known: torch.
         w_k = torch.where(size > 0, torch.div(works[:, C.QO_START] - tiles.qo_begin[unit], size.clamp(min=1), rounding_mode="floor"), 0)
         in_unit = known & (w_k >= 0) & (w_k < tiles.num_tiles[unit])
         tile = torch.where(in_unit, tiles.first[unit] + w_k, 0)
-    return tile, in_unit & (works[:, C.QO_START] == tiles.start[tile]) & (works[:, C.QO_END] == tiles.stop[tile])
+    qs, qe = works[:, C.QO_START], works[:, C.QO_END]
+    if tiles.step is not None:
+        return tile, in_unit & (qs == tile * tiles.step) & (qe == qs + tiles.step)
+    return tile, in_unit & (qs == tiles.start[tile]) & (qe == tiles.stop[tile])
 
 
-def kv_fits(works: torch.Tensor, tiles: Tiles, unit: torch.Tensor, tile: torch.Tensor) -> torch.Tensor:
-    """The kv range is inside its unit's, or is its tile's own empty range where the tile sees no kv
-    (``_check_decode_work``)."""
-    ks, ke, u_begin, u_end = works[:, C.KV_START], works[:, C.KV_END], tiles.kv_begin[unit], tiles.kv_end[unit]
-    sees_none = tiles.kv_stop[tile] <= u_begin
+def kv_fits(works: torch.Tensor, tiles: Tiles, unit: torch.Tensor, tile: torch.Tensor, u_end: torch.Tensor) -> torch.Tensor:
+    """The kv range is inside its unit's (ending at ``u_end``, its kv end, which the caller has gathered), or is
+    its tile's own empty range where the tile sees no kv (``_check_decode_work``)."""
+    ks, ke, u_begin = works[:, C.KV_START], works[:, C.KV_END], tiles.kv_begin[unit]
+    own_tiles = tiles.kv_stop is tiles.kv_end and tile is unit  # one tile per unit, with its unit's kv end
+    stop = u_end if own_tiles else tiles.kv_stop[tile]
     inside = ((u_begin <= ks) & (ks < ke) & (ke <= u_end)) | ((ks == ke) & (ke == u_end) & (u_end == u_begin))
-    return torch.where(sees_none, (ks == u_begin) & (ke == tiles.kv_stop[tile]), inside)
+    return torch.where(stop <= u_begin, (ks == u_begin) & (ke == stop), inside)
 
 
 @dataclass
@@ -349,7 +364,7 @@ def _split_cleanly(c: Checker, works: torch.Tensor, tiles: Tiles, tile: torch.Te
     the reduce groups as the walk checks them."""
     loc = works[:, C.PARTIAL_QO_LOC]
     split = per_tile[tile] > 1
-    if not all_true(loc[~split] == -1) or any_true(loc[split] < 0):
+    if not all_true((loc == -1) | split) or any_true((loc < 0) & split):
         return False
     slots = split.nonzero().reshape(-1)
     slot_order = torch.sort(loc[slots], stable=True).indices

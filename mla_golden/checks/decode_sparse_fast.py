@@ -42,6 +42,7 @@ from mla_golden.checks.decode_fast import (
     spread,
     tile_of,
     tiles_per_unit,
+    uniform_step,
     written_works,
 )
 from mla_golden.reference.layout import DecodeLayout
@@ -159,8 +160,9 @@ def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequen
         kv_stop = kv_end[tile_unit]
         if p.page_size == 1 and p.is_causal and not p.is_cp_round_robin:  # tile_tail, sparse
             kv_stop = kv_stop - (num_tiles[tile_unit] - 1 - k).clamp(min=0)
+    step = uniform_step(layout, lengths, total_tiles, count)
     tiles = Tiles(count, num_tiles, tile_size, qo_begin, qo_end, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
-                  kv_stop)  # fmt: skip
+                  kv_stop, step)  # fmt: skip
     offset_extra = ori - 1 - unit % ori if ratio == 1 and ori > 1 else None
     return SparseTiles(tiles, request, kv_len, offset_extra, ori, ratio, p.topk)
 
@@ -181,15 +183,19 @@ def _unit_of(works: torch.Tensor, sparse: SparseTiles, request: torch.Tensor, kn
     in_request = known & of_request & (lead < tiles.count)  # (request >= 0, so group and lead are too)
     in_kv = in_request & ((slot < sparse.kv_len[request]) | (slot == 0))
     lead = torch.where(in_kv, lead, 0)
-    chosen = torch.full_like(ks, -1)
+    chosen, found = request * ori * ratio, torch.zeros_like(in_kv)  # no match: the request's first unit
     for r in range(ratio):  # the group's units in order: the first match wins
         u = lead + r if r else lead
         exists = in_kv & (u < tiles.count) if r else in_kv
         u = torch.where(exists, u, 0) if r else u
-        q_begin = tiles.qo_begin[u]
-        in_qo = (q_begin <= qs) & ((qs < tiles.qo_end[u]) | (qs == q_begin))
-        chosen = torch.where((chosen < 0) & exists & in_qo, u, chosen)
-    return torch.where(chosen >= 0, chosen, request * ori * ratio)
+        q_begin = tiles.qo_begin[u] if tiles.step is None else u * tiles.step
+        q_end = tiles.qo_end[u] if tiles.step is None else q_begin + tiles.step
+        matches = exists & (q_begin <= qs) & ((qs < q_end) | (qs == q_begin))
+        if ratio == 1:
+            return torch.where(matches, u, chosen)
+        chosen = torch.where(matches & ~found, u, chosen)
+        found |= matches
+    return chosen
 
 
 def sparse_placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, sparse: SparseTiles) -> Placement:
@@ -203,7 +209,7 @@ def sparse_placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, spar
     unit = _unit_of(works, sparse, torch.where(known, b, 0), known)
     tile, placed = tile_of(works, tiles, unit, known)
     ke, u_end = works[:, C.KV_END], tiles.kv_end[unit]
-    kv_ok = kv_fits(works, tiles, unit, tile)
+    kv_ok = kv_fits(works, tiles, unit, tile, u_end)
     if p.page_size == 1:
         wanted = u_end - ke if sparse.offset_extra is None else u_end - ke + sparse.offset_extra[unit]
     else:  # every request has its last_page_len (_units checked it)
