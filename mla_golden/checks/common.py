@@ -93,12 +93,30 @@ class Checker:
         """A buffer's leading written run (what the planner filled)."""
         return written_prefix(self.call.outputs[name], self.call.written[name])
 
-    def flat(self, name: str) -> tuple[list[int], list[bool]]:
-        """A buffer's values and written flags, flat."""
-        return (
-            self.call.outputs[name].reshape(-1).tolist(),
-            self.call.written[name].reshape(-1).tolist(),
-        )
+    def flat(self, name: str, reads: int) -> tuple[Sequence[int], Sequence[int]]:
+        """A buffer's values and written flags, flat: listed, or (where the walk reads about ``reads`` entries,
+        far fewer than it holds, as a region walk of a million-group plan does) read one at a time."""
+        values, written = self.call.outputs[name].reshape(-1), self.call.written[name].reshape(-1)
+        if reads * 64 < values.numel():
+            return Peek(values), Peek(written)
+        return values.tolist(), written.tolist()
+
+
+class Peek(Sequence[int]):
+    """A tensor's entries read one at a time, never listed (a bool tensor's as bools)."""
+
+    def __init__(self, flat: torch.Tensor) -> None:
+        self._flat = flat
+
+    def __len__(self) -> int:
+        return self._flat.numel()
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        return self._flat[index].tolist()
 
 
 def _rows_of_eight(call: Call) -> Call:
@@ -183,6 +201,17 @@ class Ints(Sequence[int]):
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.values)
+
+    def at(self, indices: list[int]) -> list[int]:
+        """The values at ``indices`` (each in range), read from the tensor unless they are listed already."""
+        if self._listed is not None or self._source is None:
+            return [self.values[i] for i in indices]
+        return self._source.reshape(-1)[torch.tensor(indices, dtype=torch.int64)].tolist()
+
+
+def values_at(values: Sequence[int], indices: list[int]) -> list[int]:
+    """``values[i]`` for each of ``indices`` (in range): an unlisted :class:`Ints` reads them without listing."""
+    return values.at(indices) if isinstance(values, Ints) else [values[i] for i in indices]
 
 
 def monotone(c: Checker, invariant: str, name: str, values: Sequence[int], as_tensor: torch.Tensor | None = None) -> bool:
@@ -382,7 +411,7 @@ def check_reduce(c: Checker, owner: dict[int, Tile], partial_entries: int | None
     """reduce_indptr is a CSR over reduce_partial_map; each split tile owns exactly one group."""
     run = written_run(c.call.outputs["reduce_indptr"], c.call.written["reduce_indptr"])
     bounds = widened(run)
-    indptr = Ints(bounds, run)  # listed only when a group is checked (a big plan's region walk has few or none)
+    indptr = Ints(bounds, run)  # never listed here: messages read its length, and the groups come from the tensor
     split_tiles = {id(t): t for t in owner.values() if not t.excused}
     expected_entries = sum(len(t.works) for t in split_tiles.values())
     excused = any(t.excused for t in owner.values())
@@ -403,12 +432,11 @@ def check_reduce(c: Checker, owner: dict[int, Tile], partial_entries: int | None
             f"ends at {last} but {partial_entries} reduce_partial_map entries were written",
         )
     grouped: dict[int, int] = {}
-    merging = (bounds[1:] != bounds[:-1]).nonzero().reshape(-1).tolist()  # the groups that merge something
-    if merging:
-        pmap, pwritten = c.flat("reduce_partial_map")
-        fmap, fwritten = c.flat("reduce_final_map")
-    for g in merging:
-        lo, hi = indptr[g], indptr[g + 1]
+    merging = (bounds[1:] != bounds[:-1]).nonzero().reshape(-1)  # the groups that merge something
+    if merging.numel():
+        pmap, pwritten = c.flat("reduce_partial_map", 2 * merging.numel())
+        fmap, fwritten = c.flat("reduce_final_map", 4 * merging.numel())
+    for g, lo, hi in zip(merging.tolist(), run[merging].tolist(), run[merging + 1].tolist()):
         where = f"reduce group {g}"
         if hi > len(pmap) or not all(pwritten[lo:hi]):
             c.flag("reduce.group", where, f"reduce_partial_map[{lo}:{hi}] lies outside its written region")

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 import torch
 
-from mla_golden.checks.common import Checker, Tile
+from mla_golden.checks.common import Checker, Tile, values_at
 from mla_golden.checks.decode_fast import I64, Tiles, basis, chain
 from mla_golden.geometry import Work
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
-from mla_golden.tensors import any_true
+from mla_golden.tensors import all_true, any_true
 
 
 @dataclass
@@ -64,7 +64,8 @@ def region(
     hit[tiles.unit[_tiles_to_walk(works, tiles, at.tile, at.placed, per_tile)]] = True
     chosen = hit.nonzero().reshape(-1)
     rows = (~at.known | hit[torch.where(at.known, works[:, C.BATCH_IDX], 0)]).nonzero().reshape(-1)
-    empty = ((per_tile == 0) & (tiles.kv_end == tiles.kv_begin)[tiles.unit] & ~hit[tiles.unit]).nonzero().reshape(-1)
+    walked = hit if tiles.total == tiles.count else hit[tiles.unit]
+    empty = ((per_tile == 0) & _no_kv(tiles) & ~walked).nonzero().reshape(-1)
     first = _tile(tiles, int(empty[0])) if empty.numel() else None
     return Region(_units(tiles, chosen, last), _works(works, rows, indptr), tiles.count, int(empty.numel()), first)
 
@@ -74,15 +75,23 @@ def _tiles_to_walk(
 ) -> torch.Tensor:
     """Tiles (as a mask) the walk's coverage and split checks must see: not covered exactly by their placed works
     (``check_coverage``), split, or unsplit with a partial slot (``check_splits``)."""
-    no_kv = (tiles.kv_end == tiles.kv_begin)[tiles.unit]
-    walk = ((per_tile == 0) & ~no_kv) | (per_tile > 1)
-    rows = placed.nonzero().reshape(-1)
-    mine, ks, ke = tile[rows], works[rows, C.KV_START], works[rows, C.KV_END]
+    walk = ((per_tile == 0) & ~_no_kv(tiles)) | (per_tile > 1)
+    if all_true(placed):  # (as in a plan with one bad value): every row, no gathers
+        mine, ks, ke, loc = tile, works[:, C.KV_START], works[:, C.KV_END], works[:, C.PARTIAL_QO_LOC]
+    else:
+        rows = placed.nonzero().reshape(-1)
+        mine, ks, ke, loc = tile[rows], works[rows, C.KV_START], works[rows, C.KV_END], works[rows, C.PARTIAL_QO_LOC]
     s = chain(tiles, mine, ks, ke)
     walk[s.tile[s.kv_start != s.covered_to]] = True
     walk[s.tile[s.closes & (s.kv_end != tiles.kv_stop[s.tile])]] = True
-    walk[mine[works[rows, C.PARTIAL_QO_LOC] != -1]] = True  # a slot: the tile is split or flagged
+    walk[mine[loc != -1]] = True  # a slot: the tile is split or flagged
     return walk
+
+
+def _no_kv(tiles: Tiles) -> torch.Tensor:
+    """Per tile, whether its unit has an empty kv range."""
+    no_kv = tiles.kv_end == tiles.kv_begin
+    return no_kv if tiles.total == tiles.count else no_kv[tiles.unit]  # (tile u is unit u's)
 
 
 def _tile(tiles: Tiles, at: int) -> Tile:
@@ -94,8 +103,10 @@ def _units(tiles: Tiles, chosen: torch.Tensor, last: Sequence[int]) -> list[Deco
     """The chosen planned batches as ``DecodeLayout.batches`` gives them (dense: batch_idx is the unit)."""
     columns = [tiles.qo_begin, tiles.qo_end, tiles.kv_begin, tiles.kv_end, tiles.num_tiles, tiles.tile_size]
     rows = torch.stack([column[chosen] for column in columns], dim=1).tolist()
+    inside = chosen[chosen < len(last)].tolist()  # (last_page_len None past its end, as aiter reads it)
+    lasts = dict(zip(inside, values_at(last, inside)))  # read where chosen: a big plan's region is a few batches
     return [
-        DecodeBatch(u, u, qo_begin, qo_end, kv_begin, kv_end, num, size, 0, last[u] if u < len(last) else None)
+        DecodeBatch(u, u, qo_begin, qo_end, kv_begin, kv_end, num, size, 0, lasts.get(u))
         for u, (qo_begin, qo_end, kv_begin, kv_end, num, size) in zip(chosen.tolist(), rows)
     ]
 

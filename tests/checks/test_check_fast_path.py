@@ -216,3 +216,47 @@ def test_a_folded_multi_token_plan_reads_the_same(plant: str, monkeypatch: pytes
     assert used == (plant == "none") and fast.folding == 8
     _same(fast, _walked(call, monkeypatch))
     assert fast.ok == (plant == "none")
+
+
+@pytest.mark.parametrize("name", ["partials swapped between groups", "final map", "kv_offset"])
+def test_reduce_maps_read_entry_by_entry_say_what_listed_ones_say(name: str, mid_size: Call, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mla_golden.checks import common
+
+    call = copy.deepcopy(mid_size)
+    PLANTED[name][0](call)
+    real, results = common.Checker.flat, []
+    for reads in (0, 10**12):  # read entry by entry (as a few groups of a million-group plan are), then listed
+        with monkeypatch.context() as patch:
+            patch.setattr(common.Checker, "flat", lambda self, buffer, _reads, reads=reads: real(self, buffer, reads))
+            results.append(check(call).to_dict())
+    assert results[0] == results[1]
+    assert name == "kv_offset" or any(v["invariant"] == "reduce.group" for v in results[0]["violations"])
+
+
+def test_a_peek_reads_as_the_list_would() -> None:
+    import torch
+
+    from mla_golden.checks.common import Peek
+
+    values = torch.tensor([5, -1, 7, 2**31 - 1], dtype=torch.int32)
+    flags = torch.tensor([True, False, True, True])
+    for tensor in (values, flags):
+        listed, peek = tensor.tolist(), Peek(tensor)
+        assert len(peek) == len(listed)
+        assert [peek[i] for i in range(-len(listed), len(listed))] == listed[-len(listed) :] + listed
+        assert all(peek[a:b] == listed[a:b] for a in range(-5, 6) for b in range(-5, 6))
+        assert [type(peek[i]) for i in range(len(listed))] == [type(v) for v in listed]
+
+
+def test_ints_read_at_indices_as_listed_whether_or_not_listed_yet() -> None:
+    import torch
+
+    from mla_golden.checks.common import Ints, values_at
+
+    source = torch.tensor([3, -7, 2**31 - 1, 0], dtype=torch.int32)
+    indices = [2, 0, 3, 2]
+    fresh, listed = Ints(source.to(torch.int64), source), Ints(source.to(torch.int64), source)
+    assert listed[1] == -7  # listed now
+    wanted = [source.tolist()[i] for i in indices]
+    assert values_at(fresh, indices) == values_at(listed, indices) == values_at(source.tolist(), indices) == wanted
+    assert fresh._listed is None, "reading a few values does not list them all"
