@@ -278,24 +278,26 @@ class Shown:
         return [*range(self.limit), *range(self.total - self.limit, self.total)]
 
 
-def whole_work_columns(call: Call, *columns: int) -> tuple[list[torch.Tensor], torch.Tensor, int]:
+def whole_work_columns(call: Call, *columns: int) -> tuple[list[torch.Tensor], torch.Tensor]:
     """``columns`` of the rows :func:`works_by_cu` gives, as stored (one tensor per column, in order, of the rows
-    written in full: widen what arithmetic could overflow), each row's CU part (int64), and the number of CU parts.
-    A summary of a million works reads two or three of the eight columns, and sign tests need no widening."""
+    written in full: widen what arithmetic could overflow), and how many of those rows each CU part holds (int64;
+    they come part by part). A summary of a million works reads two or three of the eight columns, and sign
+    tests need no widening."""
     indptr = written_prefix(call.outputs["work_indptr"], call.written["work_indptr"])
     info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
     rows = info.shape[0] if info.dim() == 2 and info.shape[1] == WORK_ROW else 0
     bounds = torch.tensor(clamped(indptr, rows), dtype=torch.int64)
     parts = max(bounds.numel() - 1, 0)
     if parts == 0 or rows == 0:
-        return [torch.zeros(0, dtype=torch.int64) for _ in columns], torch.zeros(0, dtype=torch.int64), parts
+        return [torch.zeros(0, dtype=torch.int64) for _ in columns], torch.zeros(parts, dtype=torch.int64)
     lo, hi = int(bounds[0]), int(bounds[-1])
-    cu = torch.repeat_interleave(torch.arange(parts), bounds[1:] - bounds[:-1])
+    sizes = bounds[1:] - bounds[:-1]
     if all_true(mask[lo:hi]):  # every row written in full (the usual case): slices, no gather
-        return [info[lo:hi, column] for column in columns], cu, parts
+        return [info[lo:hi, column] for column in columns], sizes
     whole = mask[lo:hi].all(dim=1)
     kept = info[lo:hi][whole]
-    return [kept[:, column] for column in columns], cu[whole], parts
+    cu = torch.repeat_interleave(torch.arange(parts), sizes)
+    return [kept[:, column] for column in columns], torch.bincount(cu[whole], minlength=parts)
 
 
 def describe_schedule(call: Call, cu: int | None = None, work: int | None = None, *, limit: int | None = None) -> dict[str, Any]:
@@ -378,21 +380,24 @@ def geometry(call: Call) -> Geometry:
     """Summarise ``call``'s schedule (an errored call has none); whole-tensor passes, whatever its size."""
     if call.error is not None or not call.outputs:
         return Geometry()
-    (kv_start, kv_end, partial), cu, parts = whole_work_columns(
+    (kv_start, kv_end, partial), per_cu = whole_work_columns(
         call, WorkColumn.KV_START, WorkColumn.KV_END, WorkColumn.PARTIAL_QO_LOC
     )
-    per_cu = torch.bincount(cu, minlength=parts)
-    kv_per_cu = torch.zeros(parts, dtype=torch.int64).index_add_(0, cu, widened(kv_end) - widened(kv_start))
+    parts = per_cu.numel()
+    # each part's kv: a difference of running sums at its bounds (the rows come part by part)
+    running = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(widened(kv_end) - widened(kv_start), 0)])
+    ends = torch.cumsum(per_cu, 0)
+    kv_per_cu = running[ends] - running[ends - per_cu]
     reduce_indptr = written_run(call.outputs["reduce_indptr"], call.written["reduce_indptr"]).to(torch.int64)
     merged = clamped_run(reduce_indptr, call.outputs[INDPTRS["reduce_indptr"]].shape[0])
     return Geometry(
         cu_parts=parts,
-        works=int(cu.numel()),
+        works=int(per_cu.sum()),
         works_per_cu=_stats(per_cu),
         kv_per_cu=_stats(kv_per_cu),
         idle_cu_parts=int((per_cu == 0).sum()),
         split_works=count_true(partial >= 0),
-        reduce_groups=int((reduce_indptr[1:] > reduce_indptr[:-1]).sum()),
+        reduce_groups=count_true(reduce_indptr[1:] > reduce_indptr[:-1]),
         # Partials the reduce groups merge, not written elements: prefill's planner writes its whole buffer.
         partial_tiles=int(merged[-1] - merged[0]) if merged.numel() else 0,
     )

@@ -171,7 +171,7 @@ def judge_pair(
 
 def _split_requests(call: Call, folding: int) -> int:
     """Requests (caller batches) with at least one split work: a folded batch ``b`` belongs to request ``b // folding``."""
-    (partial, batch), _cu, _parts = whole_work_columns(call, WorkColumn.PARTIAL_QO_LOC, WorkColumn.BATCH_IDX)
+    (partial, batch), _sizes = whole_work_columns(call, WorkColumn.PARTIAL_QO_LOC, WorkColumn.BATCH_IDX)
     split = widened(batch[partial >= 0])
     return int(torch.unique(torch.div(split, max(folding, 1), rounding_mode="floor")).numel())
 

@@ -64,3 +64,10 @@ def floor_divmod(values: torch.Tensor, divisor: int) -> tuple[torch.Tensor, torc
         return values >> (divisor.bit_length() - 1), values & (divisor - 1)
     quotient = torch.div(values, divisor, rounding_mode="floor")
     return quotient, values - quotient * divisor
+
+
+def stable_order(key: torch.Tensor) -> torch.Tensor:
+    """The stable permutation sorting ``key``: numpy's, which runs in linear time on the ordered runs a plan's rows
+    come in (each plane's works in tile and kv order, a diverged plan's few works out of place), where torch.sort
+    sorts from scratch."""
+    return torch.from_numpy(np.argsort(key.cpu().contiguous().numpy(), kind="stable"))

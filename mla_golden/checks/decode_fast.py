@@ -23,7 +23,7 @@ from mla_golden.geometry import written_run
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
-from mla_golden.tensors import all_true, any_true, widened
+from mla_golden.tensors import all_true, any_true, stable_order, widened
 
 I64 = torch.int64
 
@@ -47,12 +47,12 @@ def sorted_by(*keys: torch.Tensor) -> torch.Tensor | None:
     when the rows are in that order already (the usual case: works come in tile order), so no gather is needed."""
     if _in_order(keys):
         return None
-    order = torch.sort(keys[0], stable=True).indices
+    order = stable_order(keys[0])
     if _in_order(tuple(key[order] for key in keys)):
         return order  # a few works out of tile order (a diverged plan): one sort, the same permutation as all keys'
     order = torch.arange(keys[0].numel())
     for key in reversed(keys):
-        order = order[torch.sort(key[order], stable=True).indices]
+        order = order[stable_order(key[order])]
     return order
 
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy
 import torch
 
 from mla_golden.checks.common import Checker
 from mla_golden.geometry import written_run
 from mla_golden.schema import WORK_ROW, pack_head_range
 from mla_golden.schema import WorkColumn as C
-from mla_golden.tensors import all_true, any_true, floor_divmod, widened
+from mla_golden.tensors import all_true, any_true, floor_divmod, stable_order, widened
 
 I64 = torch.int64
 #: int32 values shifted by this are non-negative and below 2**32: a sort key of (group, value) in one int64.
@@ -34,16 +33,10 @@ _INTEGER = (torch.int8, torch.int16, torch.int32, torch.uint8)
 Columns = list[torch.Tensor]
 
 
-def sorting(key: torch.Tensor) -> torch.Tensor:
-    """The stable permutation sorting ``key``: numpy's, which runs in linear time on the ordered runs a plan's rows
-    come in (each plane's works in tile and kv order), where torch.sort sorts from scratch."""
-    return torch.from_numpy(numpy.argsort(key.contiguous().numpy(), kind="stable"))
-
-
 def _order(key: torch.Tensor) -> torch.Tensor | None:
-    """:func:`sorting` of ``key``, or None where it is ascending already (as a plan's rows usually are): no
+    """:func:`.tensors.stable_order` of ``key``, or None where it is ascending already (as a plan's rows usually are): no
     permutation to apply, where gathering each column by one took a pass apiece."""
-    return None if not any_true(key[1:] < key[:-1]) else sorting(key)
+    return None if not any_true(key[1:] < key[:-1]) else stable_order(key)
 
 
 @dataclass
