@@ -50,15 +50,17 @@ def check(
     for group in note_copies(results):
         shown = ", ".join(inline(r.key) for r in group[:10]) + (f" and {len(group) - 10} more" if len(group) > 10 else "")
         say(f"warning: the same content under {len(group)} keys: {shown}")
+    wrote: list[str] = []  # where the files went, said after the report
     if html is not None:
-        _write_check_html(html, results, quiet, f"goldens under {', '.join(map(str, roots))} against what aiter's kernels rely on")
-    write_junit(junit_xml, "check", results, quiet, time.monotonic() - started)
-    raise typer.Exit(emit("check", results, format, quiet, {}))
+        wrote.append(_write_check_html(html, results, f"goldens under {', '.join(map(str, roots))} against what aiter's kernels rely on"))
+    if junit_xml is not None:
+        wrote.append(write_junit(junit_xml, "check", results, time.monotonic() - started))
+    raise typer.Exit(emit("check", results, format, quiet, {}, wrote))
 
 
-def _write_check_html(path: Path, results: list[Result], quiet: bool, checked: str) -> None:
+def _write_check_html(path: Path, results: list[Result], checked: str) -> str:
     """Write the HTML report of a check run: every result in the summary, the violated goldens drawn (as many as the
-    page holds, the rest naming the command that draws each)."""
+    page holds, the rest naming the command that draws each). Returns the line that says so."""
     from mla_golden.files import atomic_write
     from mla_golden.render.html import CheckEntry, render_check_page
 
@@ -69,4 +71,4 @@ def _write_check_html(path: Path, results: list[Result], quiet: bool, checked: s
         entries.append(CheckEntry(r.key, r.status, r.message, call, found, command=alone))
     with writing(path, "--html"):
         atomic_write(path, render_check_page(entries, checked=checked, exit_status=exit_code(results), most=HTML_MAX_PICTURES))
-    say(f"HTML report: {path}", quiet)
+    return f"HTML report: {path}"

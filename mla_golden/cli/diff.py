@@ -89,17 +89,19 @@ def diff(
         results += run_with_progress(replay_worker, files, (chosen.spec, max_items, render, keep), jobs, quiet, "replaying")
         misplaced(results)
         header = {"mode": "replay", "backend": chosen.to_dict()}
+    wrote: list[str] = []  # where the files went, said after the report
     if html is not None:
         if against is not None:
             compared = f"{roots[0]} (actual) against {against} (expected), call by call"
         else:
             compared = f"goldens under {', '.join(map(str, roots))} replayed on {chosen.label} ({chosen.reason})"
         replay = [*(["--backend", backend] if backend else []), *(["--aiter-repo", str(aiter_repo)] if aiter_repo else [])]
-        _write_html(html, results, quiet, compared, None if against is not None else replay)
+        wrote.append(_write_html(html, results, compared, None if against is not None else replay))
     if png is not None:
-        _write_png(png, results, quiet)
-    write_junit(junit_xml, "diff", results, quiet, time.monotonic() - started)
-    raise typer.Exit(emit("diff", results, format, quiet, header))
+        wrote.append(_write_png(png, results))
+    if junit_xml is not None:
+        wrote.append(write_junit(junit_xml, "diff", results, time.monotonic() - started))
+    raise typer.Exit(emit("diff", results, format, quiet, header, wrote))
 
 
 def drawn(results: list[Result], limit: int) -> list[Result]:
@@ -122,8 +124,9 @@ def alone_command(result: Result, replay: list[str] | None) -> tuple[str, ...]:
     return ("mla-golden", "diff", result.path, *replay)
 
 
-def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = "", replay: list[str] | None = None) -> None:
-    """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs."""
+def _write_html(path: Path, results: list[Result], compared: str = "", replay: list[str] | None = None) -> str:
+    """Write the HTML report of a diff run: every result in the summary, divergent ones drawn from their diffs.
+    Returns the line that says so."""
     from mla_golden.files import atomic_write
     from mla_golden.render.html import Entry, cause_group, render_diff_page
 
@@ -141,19 +144,19 @@ def _write_html(path: Path, results: list[Result], quiet: bool, compared: str = 
             entries.append(Entry(r.key, r.status, r.message))
     with writing(path, "--html"):
         atomic_write(path, render_diff_page(entries, compared=compared, exit_status=exit_code(results)))
-    say(f"HTML report: {path}", quiet)
+    return f"HTML report: {path}"
 
 
-def _write_png(path: Path, results: list[Result], quiet: bool) -> None:
-    """Draw the first divergent call, expected beside actual (the plot extra)."""
+def _write_png(path: Path, results: list[Result]) -> str:
+    """Draw the first divergent call, expected beside actual (the plot extra). Returns the line that says what it
+    wrote (or why nothing)."""
     from mla_golden.errors import PlotExtraMissing
     from mla_golden.render.plot import save_png
     from mla_golden.render.sanitize import inline
 
     first = drawn(results, 1)
     if not first or first[0].calls is None:
-        say(f"no divergent call to draw; {path} not written", quiet)
-        return
+        return f"no divergent call to draw; {path} not written"
     expected, actual = first[0].calls
     try:
         with writing(path, "--png"):
@@ -161,4 +164,4 @@ def _write_png(path: Path, results: list[Result], quiet: bool) -> None:
     except PlotExtraMissing as exc:
         say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
-    say(f"PNG of {inline(first[0].key)}: {path}", quiet)
+    return f"PNG of {inline(first[0].key)}: {path}"

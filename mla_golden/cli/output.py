@@ -9,7 +9,7 @@ import contextlib
 import functools
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +123,11 @@ def _group_counts(title: str, column: str, groups: list[CauseGroup]) -> Any:
     return table
 
 
-def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bool, header: dict[str, Any]) -> int:
+def emit(
+    command: str, results: list[Result], fmt: Format | RunFormat, quiet: bool, header: dict[str, Any], wrote: Sequence[str] = ()
+) -> int:
     """Print the counts, per-result reports and the summary (text, github) or one JSON document; return the exit status.
+    ``wrote``: where the run wrote its files (--html, --junit-xml, ...), said after the report, so the verdict comes first.
 
     A run stopped by a signal reports what it did and exits 128 + the signal (130 Ctrl-C, 143 SIGTERM).
     """
@@ -149,6 +152,8 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
             "summary": counts, "soundness": soundness_verdict(results), "by_cause": [g.to_dict() for g in groups],
             "not_comparable": [g.to_dict() for g in apart], "exit_code": code,
         })  # fmt: skip
+        for line in wrote:
+            say(line, quiet)
         return code
     from rich.table import Table
 
@@ -180,6 +185,8 @@ def emit(command: str, results: list[Result], fmt: Format | RunFormat, quiet: bo
     problems = [r for r in results if not r.status.ok]
     if problems and not quiet:
         _print_not_ok(out, problems)
+    for line in wrote:
+        say(line, quiet)
     verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
     out.print(f"exit {code} ({verdict})", markup=False)
     if fmt.value == "github":
@@ -257,13 +264,12 @@ def _github(command: str, results: list[Result], code: int) -> None:
             say(f"warning: GITHUB_STEP_SUMMARY {summary}: cannot append: {exc.strerror or exc}")
 
 
-def write_junit(path: Path | None, command: str, results: list[Result], quiet: bool, seconds: float) -> None:
-    """Write the run's results as JUnit XML (--junit-xml), atomically; ``seconds`` the run took."""
-    if path is None:
-        return
+def write_junit(path: Path, command: str, results: list[Result], seconds: float) -> str:
+    """Write the run's results as JUnit XML (--junit-xml), atomically; ``seconds`` the run took. Returns the line
+    that says so (for :func:`emit`'s ``wrote``)."""
     from mla_golden.files import atomic_write
     from mla_golden.runs.ci import junit_xml
 
     with writing(path, "--junit-xml"):
         atomic_write(path, junit_xml(command, results, seconds))
-    say(f"JUnit XML: {path}", quiet)
+    return f"JUnit XML: {path}"

@@ -269,3 +269,20 @@ def test_junit_has_a_testsuites_root_and_times_and_counts_a_resize_as_a_failure(
         assert element.get("tests") == str(len(cases)) and element.get("failures") == str(len(diverged) + 1)
         assert element.get("errors") == "1"
     assert suite.get("skipped") == "0"
+
+
+@pytest.mark.parametrize("command", ["diff", "check"])
+def test_where_the_files_went_is_said_after_the_report_and_before_the_exit_line(
+    command: str, trees: tuple[Path, Path, list[str]], tmp_path: Path
+) -> None:
+    actual, expected, _ = trees
+    junit, html = tmp_path / "r.xml", tmp_path / "r.html"
+    args = [command, str(actual), *(["--against", str(expected)] if command == "diff" else [])]
+    ran = CliRunner().invoke(app, [*args, "--junit-xml", str(junit), "--html", str(html)])
+    lines = ran.output.splitlines()
+    assert lines[0].startswith(f"mla-golden {command}: 4 result(s)"), "the verdict comes first"
+    wrote = [i for i, line in enumerate(lines) if line in (f"JUnit XML: {junit}", f"HTML report: {html}")]
+    total = next(i for i, line in enumerate(lines) if "total" in line and "4" in line)
+    assert len(wrote) == 2 and total < min(wrote) and max(wrote) == len(lines) - 2
+    assert lines[-1].startswith(f"exit {ran.exit_code} ")
+    assert junit.is_file() and html.is_file()
