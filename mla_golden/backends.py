@@ -402,7 +402,7 @@ def _by_meaning(commit: str, repo: str | None, unknown: Exception) -> Backend:
         ) from unknown
     with AiterRepo(clone_path) as clone:
         try:
-            sha = clone.resolve(commit)
+            sha = clone.commit_sha(commit)
         except AiterSourceError as exc:
             raise BackendError(f"{unknown}; nor is it a commit of the aiter clone {clone.path}") from exc
         named = f"aiter {sha[:10]} ({clone.commit(sha).date})"

@@ -26,7 +26,7 @@ from mla_golden.errors import MatrixError
 if TYPE_CHECKING:
     import torch
 
-#: Dtype names a case may give; ``fp8`` is the device's fp8 type (:func:`dtype_name`).
+#: Dtype names a case may give; ``fp8`` is the device's fp8 type (:func:`arch_dtype_name`).
 DTYPE_NAMES = ("bf16", "fp8")
 #: The sweep's extra dtype name: the planner is passed no dtype at all.
 NO_DTYPE = "none"

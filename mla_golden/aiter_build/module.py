@@ -64,7 +64,7 @@ class _Planners:
     def __init__(self, source: tree.Tree, built: build.Harness) -> None:
         self.py = PythonProcess(source.py_root, source.csrc_root)
         #: what the tree's Python defines (loading it starts its process: a tree that does not load stops here)
-        self.loaded = self.py.load()
+        self.loaded = self.py.load_tree()
         self.built = built
         #: every environment variable ever sent: later cases unset those no longer set
         self.env_names: set[str] = set(ENV_VARS)

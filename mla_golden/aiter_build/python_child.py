@@ -101,7 +101,7 @@ def _load(py_root: Path, csrc_root: Path, memory: int) -> tuple[Any, dict[str, A
         layer = AiterPython(py_root, csrc_root)
         probe = layer.namespace(DEFAULT_DEVICE, {})
         present = [name for name in NAMES if name in layer.functions]
-        signatures = {name: wire.signature_to_wire(inspect.signature(layer.load(name, probe))) for name in present}
+        signatures = {name: wire.signature_to_wire(inspect.signature(layer.load_function(name, probe))) for name in present}
     except BaseException as exc:  # noqa: BLE001 - the tree's code may raise anything; its parent says what
         return None, _error(exc, memory, f"loading {py_root / ATTENTION_PY}")
     return layer, {"functions": present, "signatures": signatures}
@@ -124,7 +124,7 @@ def _answer(layer: Any, data: bytes, memory: int) -> dict[str, Any]:
         _namespaces[device] = (layer.namespace(device, sink), sink)
     namespace, sink = _namespaces[device]
     try:
-        fn = layer.load(name, namespace)
+        fn = layer.load_function(name, namespace)
         sink.clear()
         result = fn(*request["args"], **request["kwargs"])
         bound = sink.get("args")

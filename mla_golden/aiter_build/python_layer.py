@@ -213,7 +213,7 @@ class AiterPython:
         table["__import__"] = aiter_import
         return table
 
-    def load(self, name: str, ns: dict[str, Any]) -> Callable[..., Any]:
+    def load_function(self, name: str, ns: dict[str, Any]) -> Callable[..., Any]:
         """Define module function ``name`` (and the module functions it calls) in ``ns``."""
         node = self.functions.get(name)
         if node is None:
@@ -238,7 +238,7 @@ class AiterPython:
         exec(compile(module, f"{ATTENTION_PY}:{name}", "exec"), ns)
         for free in sorted(_free_names(node)):
             if free not in ns and free in self.functions:
-                self.load(free, ns)
+                self.load_function(free, ns)
 
 
 def _recorder(name: str, node: ast.FunctionDef, sink: dict[str, Any]) -> Callable[..., Any]:

@@ -72,7 +72,7 @@ class PythonProcess:
         self.loaded: Loaded | None = None
         _children.add(self)
 
-    def load(self) -> Loaded:
+    def load_tree(self) -> Loaded:
         """Start the child (if it is not running) and say what the tree defines; AiterSourceError when it cannot load."""
         with self._lock:
             self._started()

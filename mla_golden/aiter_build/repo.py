@@ -116,7 +116,7 @@ class AiterRepo:
 
     # ------------------------------------------------------------ commits
 
-    def resolve(self, rev: str) -> str:
+    def commit_sha(self, rev: str) -> str:
         """The full commit ``rev`` names; AiterSourceError when the repo has none."""
         if rev.startswith("-"):
             raise AiterSourceError(f"{self.path} has no commit {rev!r}")
@@ -126,7 +126,7 @@ class AiterRepo:
         return found.strip()
 
     def commit(self, rev: str) -> Commit:
-        sha = rev if rev in self._commits else self.resolve(rev)
+        sha = rev if rev in self._commits else self.commit_sha(rev)
         if sha not in self._commits:
             out = self._run("log", "-1", f"--format={_FORMAT}", sha) or ""
             self._commits[sha] = _parse_commit(out.rstrip("\n"))
@@ -198,7 +198,7 @@ class AiterRepo:
     def build_key(self, rev: str) -> tuple[tuple[str, str], ...]:
         """What a host build of ``rev`` compiles, as (path, blob id) pairs: the C++ planner and ``csrc/include``'s
         headers. Two commits with one key share one build (their Python may still differ)."""
-        sha = self.resolve(rev)
+        sha = self.commit_sha(rev)
         listing = self._run("ls-tree", sha, "--", f"{INCLUDE_DIR}/") or ""
         headers = {}
         for line in listing.splitlines():
@@ -211,7 +211,7 @@ class AiterRepo:
 
     def _planner_blobs(self, rev: str) -> dict[str, str]:
         """Repository path -> blob id of each planner source at ``rev``."""
-        sha = rev if rev in self._listings else self.resolve(rev)
+        sha = rev if rev in self._listings else self.commit_sha(rev)
         if sha not in self._listings:
             listing = self._run("ls-tree", "-r", sha, "--", *PLANNER_PATHS) or ""
             blobs = {}

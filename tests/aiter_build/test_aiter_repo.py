@@ -107,4 +107,4 @@ def test_bad_repositories_and_revisions_are_named(tmp_path: Path) -> None:
     reader = AiterRepo(repo.path)
     for rev in ("v9.9", "--all", "deadbeef"):
         with pytest.raises(AiterSourceError, match=f"has no commit {rev!r}"):
-            reader.resolve(rev)
+            reader.commit_sha(rev)
