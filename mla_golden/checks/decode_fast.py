@@ -230,8 +230,10 @@ def all_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequence[
         elif causal and not p.is_cp_round_robin:
             kv_stop = kv_stop - (num_tiles[tile_unit] - 1 - k).clamp(min=0)
     step = uniform_step(layout, lengths, total_tiles, count)
-    return Tiles(count, num_tiles, tile_size, qo_begin, qo_end, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
-                  kv_stop, step)  # fmt: skip
+    return Tiles(
+        count=count, num_tiles=num_tiles, tile_size=tile_size, qo_begin=qo_begin, qo_end=qo_end, kv_begin=kv_begin,
+        kv_end=kv_end, unit=tile_unit, first=first_tile, k=k, start=start, stop=stop, kv_stop=kv_stop, step=step,
+    )
 
 
 def uniform_step(layout: DecodeLayout, lengths: torch.Tensor, total: int, count: int) -> int | None:

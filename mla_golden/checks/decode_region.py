@@ -106,7 +106,10 @@ def _units(tiles: Tiles, chosen: torch.Tensor, last: Sequence[int]) -> list[Deco
     inside = chosen[chosen < len(last)].tolist()  # (last_page_len None past its end, as aiter reads it)
     lasts = dict(zip(inside, values_at(last, inside)))  # read where chosen: a big plan's region is a few batches
     return [
-        DecodeBatch(u, u, qo_begin, qo_end, kv_begin, kv_end, num, size, 0, lasts.get(u))
+        DecodeBatch(
+            index=u, batch_idx=u, qo_begin=qo_begin, qo_end=qo_end, kv_begin=kv_begin, kv_end=kv_end, num_tiles=num,
+            tile_size=size, offset_extra=0, last_page_len=lasts.get(u),
+        )
         for u, (qo_begin, qo_end, kv_begin, kv_end, num, size) in zip(chosen.tolist(), rows)
     ]
 

@@ -161,10 +161,12 @@ def sparse_tiles(c: Checker, layout: DecodeLayout, qo: Sequence[int], kv: Sequen
         if p.page_size == 1 and p.is_causal and not p.is_cp_round_robin:  # tile_tail, sparse
             kv_stop = kv_stop - (num_tiles[tile_unit] - 1 - k).clamp(min=0)
     step = uniform_step(layout, lengths, total_tiles, count)
-    tiles = Tiles(count, num_tiles, tile_size, qo_begin, qo_end, kv_begin, kv_end, tile_unit, first_tile, k, start, stop,
-                  kv_stop, step)  # fmt: skip
+    tiles = Tiles(
+        count=count, num_tiles=num_tiles, tile_size=tile_size, qo_begin=qo_begin, qo_end=qo_end, kv_begin=kv_begin,
+        kv_end=kv_end, unit=tile_unit, first=first_tile, k=k, start=start, stop=stop, kv_stop=kv_stop, step=step,
+    )
     offset_extra = ori - 1 - unit % ori if ratio == 1 and ori > 1 else None
-    return SparseTiles(tiles, request, kv_len, offset_extra, ori, ratio, p.topk)
+    return SparseTiles(tiles=tiles, request=request, kv_len=kv_len, offset_extra=offset_extra, ori=ori, ratio=ratio, topk=p.topk)
 
 
 def _unit_of(works: torch.Tensor, sparse: SparseTiles, request: torch.Tensor, known: torch.Tensor) -> torch.Tensor:

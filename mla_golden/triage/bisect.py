@@ -208,7 +208,10 @@ def bisect(
             f"{merge_base.short} ({merge_base.date}) along {bad}'s first-parent line"
         )
     line = [start, *planner_line(reader, start.commit.sha, bad_commit.sha)]
-    result = Bisection(str(reader.path), good, bad, good_commit, bad_commit, merge_base, notes, line, [], [], [], unreadable)
+    result = Bisection(
+        repo=str(reader.path), good_rev=good, bad_rev=bad, good=good_commit, bad=bad_commit, merge_base=merge_base, notes=notes,
+        line=line, changes=[], unchanged=[], not_comparable=[], unreadable=unreadable,
+    )
     (good_planner,) = planners.get([good_state], _bound(len(line)))
     if good_planner.backend is None:
         raise AiterSourceError(f"--good {good} ({good_commit.short}) cannot be planned: {good_planner.problem}")
