@@ -108,9 +108,9 @@ def drawn(results: list[Result], limit: int) -> list[Result]:
     """``limit`` diverged results whose diff and calls the run kept: behaviour changes first, resize-only ones last."""
     from mla_golden.diff_data import Cause
 
-    kept = [r for r in results if r.status in _DIFFERED and r.found is not None and r.calls is not None]
+    kept = [r for r in results if r.status in _DIFFERED and r.diff is not None and r.calls is not None]
     # stable: file order within each
-    kept.sort(key=lambda r: r.status is Status.RESIZED or (r.found is not None and r.found.cause is Cause.RESIZED))
+    kept.sort(key=lambda r: r.status is Status.RESIZED or (r.diff is not None and r.diff.cause is Cause.RESIZED))
     return kept[:limit]
 
 
@@ -135,11 +135,11 @@ def _write_html(path: Path, results: list[Result], compared: str = "", replay: l
     for r in results:
         command = alone_command(r, replay) if r.status in _DIFFERED else ()
         if id(r) in pictured and r.calls is not None:
-            entries.append(Entry(r.key, r.status, r.message, r.found, *r.calls, command=command))
-        elif r.status in _DIFFERED and r.diff is not None:
+            entries.append(Entry(r.key, r.status, r.message, r.diff, *r.calls, command=command))
+        elif r.status in _DIFFERED and r.diff_json is not None:
             not_drawn = f"not drawn: the page draws {HTML_MAX_PICTURES} calls, behaviour changes before resize-only ones"
-            group = cause_group(r.diff)
-            entries.append(Entry(r.key, r.status, not_drawn, group=group, soundness=r.diff.get("soundness"), command=command))
+            group = cause_group(r.diff_json)
+            entries.append(Entry(r.key, r.status, not_drawn, group=group, soundness=r.diff_json.get("soundness"), command=command))
         else:
             entries.append(Entry(r.key, r.status, r.message))
     with writing(path, "--html"):

@@ -46,7 +46,7 @@ def headline(result: Result) -> str:
 
 
 def _first_difference(result: Result) -> str:
-    diff = result.diff
+    diff = result.diff_json
     if diff is None:
         return result.message
     for kind in ("params", "device", "env"):

@@ -88,13 +88,14 @@ class Result:
     against_path: str | None = None
     #: The rendered diff, when there is one worth showing.
     report: str | None = None
-    diff: dict[str, Any] | None = None
+    #: The diff as its JSON document (``Diff.to_dict()``), written under the key ``diff``.
+    diff_json: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     #: Why it diverged (a ``diff_data.Cause`` value) and how reports name it, when a diff says.
     cause: str | None = None
     cause_label: str | None = None
     #: The diff itself and the (expected, actual) calls, kept only when asked (to draw them); never in JSON.
-    found: Diff | None = field(default=None, repr=False, compare=False)
+    diff: Diff | None = field(default=None, repr=False, compare=False)
     calls: tuple[Call, Call] | None = field(default=None, repr=False, compare=False)
     #: The call a check broke and what the check found, kept only when asked (to draw them); never in JSON.
     checked: tuple[Call, CheckResult] | None = field(default=None, repr=False, compare=False)
@@ -106,9 +107,14 @@ class Result:
     seconds: float | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (the kept diff, calls, check, content digest and placements left out)."""
-        hidden = ("found", "calls", "checked", "content", "placed", "seconds")
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
+        """JSON-ready (the kept diff, calls, check, content digest and placements left out; the diff's document
+        under ``diff``)."""
+        hidden = ("diff", "calls", "checked", "content", "placed", "seconds")
+        return {_JSON_KEYS.get(f.name, f.name): getattr(self, f.name) for f in fields(self) if f.name not in hidden}
+
+
+#: Fields written under another key than their name.
+_JSON_KEYS = {"diff_json": "diff"}
 
 
 #: Copies a note names; the rest are counted.
@@ -141,7 +147,7 @@ def soundness_verdict(results: Sequence[Result]) -> str | None:
     (None when no result was judged)."""
     from mla_golden.soundness import verdict_of
 
-    judged = [(r.key, r.diff["soundness"]) for r in results if r.diff and r.diff.get("soundness")]
+    judged = [(r.key, r.diff_json["soundness"]) for r in results if r.diff_json and r.diff_json.get("soundness")]
     return verdict_of(judged) if judged else None
 
 
@@ -189,5 +195,5 @@ def _grouped(results: Iterable[Result]) -> list[CauseGroup]:
     groups: dict[str, CauseGroup] = {}
     for r in results:
         label = r.cause_label or r.status.value
-        groups.setdefault(label, CauseGroup(label, (r.diff or {}).get("planner"))).results.append(r)
+        groups.setdefault(label, CauseGroup(label, (r.diff_json or {}).get("planner"))).results.append(r)
     return sorted(groups.values(), key=lambda g: -len(g.results))

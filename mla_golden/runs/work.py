@@ -90,8 +90,8 @@ def diff_result(key: str, path: str, found: Diff, render: bool, calls: tuple[Cal
     report = render_text(found, more="--max-items") if render else None
     status = Status.RESIZED if found.cause is Cause.RESIZED else Status.DIVERGED
     return Result(
-        key, status, path, report=report, diff=found.to_dict(), notes=list(found.notes),
-        cause=found.cause.value, cause_label=found.cause_label, found=found if calls is not None else None, calls=calls,
+        key, status, path, report=report, diff_json=found.to_dict(), notes=list(found.notes),
+        cause=found.cause.value, cause_label=found.cause_label, diff=found if calls is not None else None, calls=calls,
     )  # fmt: skip
 
 
@@ -137,7 +137,7 @@ def record_worker(cases: list[Case], backend_spec: str, out: str, update: bool, 
                 found = diff(existing.call, call, expected_name=f"golden {path}", actual_name=f"{backend.label} run", max_items=max_items)
                 result.message = "a different golden exists (use --update to replace it)"
                 result.report = render_text(found, more="--max-items") if render else None
-                result.diff = found.to_dict()
+                result.diff_json = found.to_dict()
                 result.cause, result.cause_label = found.cause.value, found.cause_label
         results.append(result)
     return results

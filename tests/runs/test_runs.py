@@ -41,8 +41,11 @@ def test_diff_trees_is_public_and_pairs_by_key(tree: Any, tmp_path: Path) -> Non
     assert [r.key for r in results] == sorted(r.key for r in results)
     assert json.loads(json.dumps(by_key[KEY_16].to_dict()))["status"] == "diverged"
     kept = {r.key: r for r in diff_trees(other, tree, keep=True, render=True)}[KEY_16]
-    assert kept.found is not None and not kept.found.equal and kept.calls is not None
-    assert "kv_granularity: 16 -> 32" in (kept.report or "") and "found" not in kept.to_dict()
+    assert kept.diff is not None and not kept.diff.equal and kept.calls is not None
+    assert "kv_granularity: 16 -> 32" in (kept.report or "")
+    document = kept.to_dict()  # the JSON a run writes: the diff's document under "diff", the Diff itself left out
+    assert list(document) == ["key", "status", "path", "message", "against_path", "report", "diff", "notes", "cause", "cause_label"]
+    assert document["diff"] == kept.diff.to_dict()
 
 
 def test_diff_against_refuses_backend(tree: Any, tmp_path: Path) -> None:
