@@ -24,14 +24,14 @@ def list_goldens(
     from mla_golden.errors import GoldenError
     from mla_golden.golden.store import GoldenStore, load_placed, shape_label
     from mla_golden.planner_id import planner_label
-    from mla_golden.runs import misplaced_files
+    from mla_golden.runs import PlacedGolden, misplaced_files
 
     require_goldens([folder])
     if not folder.is_dir():
         say(f"error: {folder}: not a folder (list takes a golden folder; mla-golden show FILE shows one golden)")
         raise typer.Exit(EXIT_BAD)
     rows: list[dict[str, Any]] = []
-    placed: list[tuple[str, str, str]] = []
+    placed: list[PlacedGolden] = []
     for path in GoldenStore(folder).paths():
         under = path.relative_to(folder).as_posix()
         try:
@@ -39,7 +39,7 @@ def list_goldens(
         except GoldenError as exc:
             rows.append({"path": str(path), "problem": exc.problem})
             continue
-        placed.append((str(folder), str(path), golden.key))
+        placed.append(PlacedGolden(str(folder), str(path), golden.key))
         call = golden.call
         aiter = call.provenance.get("aiter") or {}
         rows.append(

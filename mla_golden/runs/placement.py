@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mla_golden.runs.results import Result, Status
+from mla_golden.runs.results import PlacedGolden, Result, Status
 
 if TYPE_CHECKING:
     from mla_golden.golden.store import GoldenFile
@@ -24,21 +24,21 @@ def misplaced(results: Sequence[Result]) -> None:
     as the path under the walked folder goes, and that alone lets such a golden pass."""
     holding: dict[tuple[str, str], list[Result]] = {}
     for result in results:
-        for root, path, _ in result.placed:
-            holding.setdefault((root, path), []).append(result)
-    for spot, message in misplaced_files([where for result in results for where in result.placed]).items():
-        for result in holding[spot]:
+        for spot in result.placed:
+            holding.setdefault((spot.root, spot.path), []).append(result)
+    for file, message in misplaced_files([spot for result in results for spot in result.placed]).items():
+        for result in holding[file]:
             result.status, result.message = Status.BAD, message
 
 
-def misplaced_files(placed: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str], str]:
-    """(folder walked, file) -> why, for ``placed`` (folder walked, file, key) goldens of one walk that cannot all
-    be where they are: goldens in one folder whose keys name other folders than most of their neighbours' do
-    (a tie names none). A golden alone in its folder is judged by its path only; one key in two places is
-    allowed (a folder may hold several trees, a whole one and a part)."""
+def misplaced_files(placed: Sequence[PlacedGolden]) -> dict[tuple[str, str], str]:
+    """(folder walked, file) -> why, for ``placed`` goldens of one walk that cannot all be where they are: goldens
+    in one folder whose keys name other folders than most of their neighbours' do (a tie names none). A golden
+    alone in its folder is judged by its path only; one key in two places is allowed (a folder may hold several
+    trees, a whole one and a part)."""
     by_folder: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for root, path, key in placed:
-        by_folder.setdefault((root, os.path.dirname(path)), []).append((path, key.rpartition("/")[0]))
+    for spot in placed:
+        by_folder.setdefault((spot.root, os.path.dirname(spot.path)), []).append((spot.path, spot.key.rpartition("/")[0]))
     out = {}
     for (root, _), files in by_folder.items():
         counts = Counter(folder for _, folder in files)
@@ -57,14 +57,15 @@ def _folder(name: str) -> str:
     return f"{name}/" if name else "the top of the tree"
 
 
-def placements(found: Iterable[tuple[GoldenFile, str]]) -> list[tuple[str, str, str]]:
-    """(folder walked, file, key) of each of ``found`` (file, key) that a walk found."""
-    return [(file.path[: len(file.path) - len(file.under)], file.path, key) for file, key in found if file.under is not None]
+def placements(found: Iterable[tuple[GoldenFile, str]]) -> list[PlacedGolden]:
+    """Where each of ``found`` (file, key) that a walk found is."""
+    return [PlacedGolden(file.path[: len(file.path) - len(file.under)], file.path, key)
+            for file, key in found if file.under is not None]  # fmt: skip
 
 
 def note_placements(results: Sequence[Result], found: Sequence[tuple[GoldenFile, str]]) -> None:
     """Give each result the walk, file and key of the golden it reports on (by path), for :func:`misplaced`."""
-    spots = {spot[1]: spot for spot in placements(found)}
+    spots = {spot.path: spot for spot in placements(found)}
     for result in results:
         if result.path in spots:
             result.placed.append(spots[result.path])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from mla_golden.call import Call
@@ -76,6 +76,14 @@ STATUS_EXIT: dict[Status, int] = {
 }
 
 
+class PlacedGolden(NamedTuple):
+    """Where a walk found a golden: the folder walked, its file, and the key it holds."""
+
+    root: str
+    path: str
+    key: str
+
+
 @dataclass
 class Result:
     """What happened to one golden (or one case); plain data so worker processes can return it."""
@@ -101,8 +109,8 @@ class Result:
     checked: tuple[Call, CheckResult] | None = field(default=None, repr=False, compare=False)
     #: Digest of the golden's content (all but key and provenance), to find copies in a tree; never in JSON.
     content: str | None = field(default=None, repr=False, compare=False)
-    #: (folder walked, file, key) per golden found by a walk, for :func:`misplaced`. Never in JSON.
-    placed: list[tuple[str, str, str]] = field(default_factory=list, repr=False, compare=False)
+    #: Where a walk found the golden, for :func:`misplaced`. Never in JSON.
+    placed: list[PlacedGolden] = field(default_factory=list, repr=False, compare=False)
     #: Seconds its golden took to load and judge, when measured (JUnit's ``time``). Never in JSON.
     seconds: float | None = field(default=None, repr=False, compare=False)
 
