@@ -28,7 +28,7 @@ from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, FAILED, SKIPPED, UNDEFINED, capture
 from mla_golden.sweeper.groups import CLASSES, SIDES, Group, Reproducer, explain, judge_sides, signature, size
 from mla_golden.sweeper.journal import Journal
-from mla_golden.sweeper.planners import parse_spec
+from mla_golden.sweeper.planners import parse_planner_spec
 from mla_golden.sweeper.regions import Summary, judged, labelled, summarise
 from mla_golden.sweeper.space import Point, Space, load_space
 from mla_golden.sweeper.work import CaseResult, planner, write_pair
@@ -282,7 +282,7 @@ def sweep(
     """
     started = time.monotonic()
     for spec in (a, b):
-        parse_spec(spec)  # SpecError names the bad one before anything starts
+        parse_planner_spec(spec)  # SpecError names the bad one before anything starts
     if isinstance(space, (list, tuple)):
         space = Space.of(space)
     elif not isinstance(space, Space):

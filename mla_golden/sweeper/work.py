@@ -19,7 +19,7 @@ from mla_golden.golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.reference import DEFAULT_DEVICE
 from mla_golden.sweeper import shrink as shrinking
 from mla_golden.sweeper.evaluate import DIVERGED, FAILED, KIND_ERROR, KIND_SHAPE, KIND_VALUES, Verdict, capture, evaluate
-from mla_golden.sweeper.planners import Planner, parse_spec, resolve_planner
+from mla_golden.sweeper.planners import Planner, parse_planner_spec, resolve_planner
 from mla_golden.sweeper.shrink import shrink
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
 from mla_golden.workers import user_interrupted
@@ -75,7 +75,7 @@ def planner(spec: str, aiter_repo: str | None = None) -> Planner:
     found = _planners.get((spec, clone))
     if found is None:
         found = _planners[spec, clone] = resolve_planner(spec, aiter_repo)
-        _planners.setdefault((found.portable, clone), Planner(parse_spec(found.portable), found.backend))
+        _planners.setdefault((found.portable, clone), Planner(parse_planner_spec(found.portable), found.backend))
     return found
 
 

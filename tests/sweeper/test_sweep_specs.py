@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mla_golden.errors import SpecError
-from mla_golden.sweeper.planners import PlannerSpec, parse_spec, resolve_planner
+from mla_golden.sweeper.planners import PlannerSpec, parse_planner_spec, resolve_planner
 
 
 @pytest.mark.parametrize(
@@ -30,8 +30,8 @@ from mla_golden.sweeper.planners import PlannerSpec, parse_spec, resolve_planner
     ],
 )
 def test_specs_parse_and_print_back(text: str, spec: PlannerSpec) -> None:
-    assert parse_spec(text) == spec
-    assert parse_spec(str(spec)) == spec, "str() writes the same notation back"
+    assert parse_planner_spec(text) == spec
+    assert parse_planner_spec(str(spec)) == spec, "str() writes the same notation back"
 
 
 @pytest.mark.parametrize(
@@ -52,14 +52,14 @@ def test_specs_parse_and_print_back(text: str, spec: PlannerSpec) -> None:
 )
 def test_bad_specs_say_what_is_wrong(text: str, problem: str) -> None:
     with pytest.raises(SpecError) as info:
-        parse_spec(text)
+        parse_planner_spec(text)
     assert problem in str(info.value) and repr(text) in str(info.value)
 
 
 def test_device_override_and_env_pins() -> None:
-    spec = parse_spec("reference:gfx942+AITER_MLA_META_USE_PARALLEL=0")
+    spec = parse_planner_spec("reference:gfx942+AITER_MLA_META_USE_PARALLEL=0")
     assert spec.device_for("gfx950", 256) == ("gfx942", 304), "an arch alone means its full part"
-    assert parse_spec("reference").device_for("gfx950", 256) == ("gfx950", 256), "no override: the case's own device"
+    assert parse_planner_spec("reference").device_for("gfx950", 256) == ("gfx950", 256), "no override: the case's own device"
     planner = resolve_planner(spec)
     env = planner.env_for({"AITER_ENABLE_EXPERIMENTAL": "1", "AITER_MLA_META_USE_PARALLEL": None})
     assert env == {"AITER_ENABLE_EXPERIMENTAL": "1", "AITER_MLA_META_USE_PARALLEL": "0"}
@@ -95,9 +95,9 @@ def test_live_aiter_that_cannot_run_here_is_a_spec_error() -> None:
     ],
 )
 def test_a_plug_in_planner_keeps_its_colons_and_takes_a_device(text: str, backend: str, arch: str | None, cu: int | None) -> None:
-    spec = parse_spec(text)
+    spec = parse_planner_spec(text)
     assert (spec.backend, spec.backend_spec, spec.arch, spec.cu_num) == ("python", backend, arch, cu)
-    assert parse_spec(str(spec)) == spec
+    assert parse_planner_spec(str(spec)) == spec
 
 
 def test_a_plug_in_planner_plans_like_the_reference_it_copies() -> None:
