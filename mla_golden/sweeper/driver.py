@@ -28,7 +28,7 @@ from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, FAILED, SKIPPED, UNDEFINED, capture
 from mla_golden.sweeper.groups import CLASSES, SIDES, Group, Reproducer, explain, judge_sides, signature, size
 from mla_golden.sweeper.journal import Journal
-from mla_golden.sweeper.planners import parse_planner_spec
+from mla_golden.sweeper.planners import PlannerSpec, parse_planner_spec
 from mla_golden.sweeper.regions import Summary, judged, labelled, summarise
 from mla_golden.sweeper.space import Point, Space, load_space
 from mla_golden.sweeper.work import CaseResult, planner, write_pair
@@ -225,7 +225,7 @@ def _chunks(points: Iterator[tuple[int, Point]], size: Callable[[], int]) -> Ite
         yield chunk
 
 
-def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reproducer:
+def _reproducer(result: CaseResult, a: PlannerSpec, b: PlannerSpec, out: Path | None) -> Reproducer:
     """A group's reproducer: its minimal call captured on both planners (a small call: cheap) and confirmed by the differ.
 
     The goldens are the worker's (:func:`mla_golden.sweeper.work.write_pair`); a case from an
@@ -243,7 +243,7 @@ def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reprodu
     return rep
 
 
-def _captured(result: CaseResult, a: str, b: str, out: Path | None) -> Reproducer:
+def _captured(result: CaseResult, a: PlannerSpec, b: PlannerSpec, out: Path | None) -> Reproducer:
     """:func:`_reproducer`; planner code raising SystemExit or KeyboardInterrupt there is a SweepError, not the end."""
     try:
         return _reproducer(result, a, b, out)
@@ -281,8 +281,7 @@ def sweep(
     ``if __name__ == "__main__":``.
     """
     started = time.monotonic()
-    for spec in (a, b):
-        parse_planner_spec(spec)  # SpecError names the bad one before anything starts
+    specs = parse_planner_spec(a), parse_planner_spec(b)  # SpecError names the bad one before anything starts
     if isinstance(space, (list, tuple)):
         space = Space.of(space)
     elif not isinstance(space, Space):
@@ -295,7 +294,7 @@ def sweep(
         cases = max(DEFAULT_CASES, len(space.explicit))
     out_path = Path(out) if out is not None else None
     repo = None if aiter_repo is None else str(aiter_repo)
-    planners = planner(a, repo), planner(b, repo)
+    planners = planner(specs[0], repo), planner(specs[1], repo)
     # what the workers resolve: the same planners, with no clone to read
     wa, wb = (p.portable for p in planners)
     journal = Journal(out_path, {"a": a, "b": b, "space": space.digest, "seed": seed}) if out_path else None
@@ -378,7 +377,7 @@ class _Run:
             self.left -= size
         return size
 
-    def groups(self, a: str, b: str, out: Path | None) -> list[Group]:
+    def groups(self, a: PlannerSpec, b: PlannerSpec, out: Path | None) -> list[Group]:
         """One group per divergence signature, its reproducer captured and judged, explained by a rule, in report order."""
         found = []
         for key, best in self.smallest.items():

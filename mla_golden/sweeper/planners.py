@@ -151,11 +151,11 @@ class Planner:
         return f"reference {version.name}" + ("" if self.backend.pinned else " (the newest port)")
 
     @property
-    def portable(self) -> str:
+    def portable(self) -> PlannerSpec:
         """The spec that gives this planner again without an aiter clone (what workers resolve):
         ``reference@COMMIT`` as the port it plans as, ``aiter-src@REV`` as the folder it was extracted to."""
         backend_spec = self.backend.spec
-        return str(self.spec) if backend_spec == self.spec.backend_spec else str(replace(self.spec, version=None, written=backend_spec))
+        return self.spec if backend_spec == self.spec.backend_spec else replace(self.spec, version=None, written=backend_spec)
 
     @property
     def tensor_device(self) -> str:

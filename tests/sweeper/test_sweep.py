@@ -25,7 +25,7 @@ from mla_golden.golden.store import load
 from mla_golden.reference import device as reference_device
 from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate, template
-from mla_golden.sweeper.planners import resolve_planner
+from mla_golden.sweeper.planners import parse_planner_spec, resolve_planner
 from mla_golden.sweeper.render import render_text
 from mla_golden.sweeper.space import Point, parse
 
@@ -306,7 +306,7 @@ def test_the_time_budget_bounds_shrinking_too(tmp_path: Path, monkeypatch: pytes
     from mla_golden.sweeper import driver, shrink, work
     from mla_golden.sweeper.evaluate import evaluate as real
 
-    work.warm("reference", "reference:gfx942:80")  # the warm-up runs before the slow planners below
+    work.warm(parse_planner_spec("reference"), parse_planner_spec("reference:gfx942:80"))  # the warm-up runs before the slow planners below
     clock = FakeClock()
     for module in (driver, shrink):
         monkeypatch.setattr(module, "time", clock)

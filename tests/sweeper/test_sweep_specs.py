@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mla_golden.errors import SpecError
@@ -112,3 +114,24 @@ def test_a_plug_in_planner_plans_like_the_reference_it_copies() -> None:
     buggy = resolve_planner("python:helpers.planted_planners:one_bug:gfx950")
     assert evaluate(point, reference, buggy).status == DIVERGED
     assert evaluate(Point(DECODE, "gfx942", 304, 16, (1999, 40), q_dtype="fp8", kv_dtype="fp8"), reference, buggy).status == EQUAL
+
+
+def test_a_sweep_parses_each_planner_spec_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The driver parses both sides before anything starts and hands the parsed specs on: resolving, the workers,
+    their caches and the reproducers' goldens take them as they are."""
+    import mla_golden
+    from mla_golden.sweeper import driver, planners
+    from mla_golden.sweeper.space import DECODE, Point
+
+    parsed: list[str] = []
+
+    def counting(text: str) -> PlannerSpec:
+        parsed.append(text)
+        return parse_planner_spec(text)
+
+    for module in (driver, planners):
+        monkeypatch.setattr(module, "parse_planner_spec", counting)
+    point = Point(DECODE, "gfx942", 304, 16, (3000, 40), q_dtype="fp8", kv_dtype="fp8")
+    findings = mla_golden.sweep("reference", "reference:gfx942:80", [point], out=tmp_path)
+    assert findings.diverged and findings.reproducers[0].written, "a case was judged, shrunk and written"
+    assert sorted(parsed) == ["reference", "reference:gfx942:80"]
