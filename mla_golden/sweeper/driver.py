@@ -18,7 +18,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -236,8 +236,10 @@ def _reproducer(result: CaseResult, a: PlannerSpec, b: PlannerSpec, out: Path | 
     found = diff(call_a, call_b, expected_name=f"A {a}", actual_name=f"B {b}")
     confirmed = found.error is not None or any(not f.equal for f in found.fields)
     detail = result.minimal_detail or result.detail
-    rep = Reproducer(point.key, point.to_dict(), result.kind, detail, 1, confirmed, result.shrink_exhausted,
-                     list(result.loose or ()), result.seeded, found, (call_a, call_b))  # fmt: skip
+    rep = Reproducer(
+        key=point.key, point=point.to_dict(), kind=result.kind, detail=detail, confirmed=confirmed,
+        exhausted=result.shrink_exhausted, loose=list(result.loose or ()), seeded=result.seeded, diff=found, calls=(call_a, call_b),
+    )  # fmt: skip
     if out is not None:
         rep.written = list(result.written or write_pair(point, a, b, out))
     return rep
@@ -298,7 +300,7 @@ def sweep(
     # what the workers resolve: the same planners, with no clone to read
     wa, wb = (p.portable for p in planners)
     journal = Journal(out_path, {"a": a, "b": b, "space": space.digest, "seed": seed}) if out_path else None
-    run = _Run(space, cases, seconds, seed, started, journal.resume() if journal else [])
+    run = _Run(space, cases, seconds, seed, started, journal, progress)
     opened = time.monotonic()
     with marking_interrupts(), executors.make(wa, wb, shrink, jobs, ray) as executor:
         startup = time.monotonic() - opened
@@ -306,18 +308,7 @@ def sweep(
             executor.deadline = time.time() + seconds - (time.monotonic() - started)
         executor.out = str(out_path) if out_path is not None else None  # workers write the reproducers
         executor.sweep = uuid.uuid4().hex
-        run.workers = executor.workers
-
-        def take(batch: list[CaseResult]) -> None:
-            run.take(batch)
-            if journal:
-                journal.append(batch)
-            if progress:
-                progress(*run.progress())
-
-        if progress:
-            progress(*run.progress())
-        _drive(executor, _chunks(run.points, run.chunk_size), take)
+        run.drive(executor)
     run.results.sort(key=lambda r: r.index)
     return Findings(
         a=a, b=b, labels=(planners[0].label, planners[1].label), space=space.source, seed=seed, results=run.results,
@@ -327,16 +318,30 @@ def sweep(
     )  # fmt: skip
 
 
-class _Run:
-    """One sweep in progress: the points left to send, what has been judged, and how big the next chunk is."""
+@dataclass
+class _Tally:
+    """The divergent cases of one signature so far, and the distinct minimal calls they shrank to."""
 
-    def __init__(self, space: Space, cases: int | None, seconds: float | None, seed: int, started: float, done: list[CaseResult]) -> None:
+    cases: int = 0
+    minimal_calls: set[str] = field(default_factory=set)
+
+
+class _Run:
+    """One sweep in progress: the points left to send, what has been judged (journalled and reported as it comes),
+    and how big the next chunk is."""
+
+    def __init__(
+        self, space: Space, cases: int | None, seconds: float | None, seed: int, started: float, journal: Journal | None,
+        progress: Progress | None,
+    ) -> None:  # fmt: skip
         self.seconds, self.started = seconds, started
+        self.journal, self.progress = journal, progress
+        done = journal.resume() if journal else []
         self.results = list(done)
         self.resumed = len(done)
-        #: per divergence signature: the smallest divergent case yet, and (cases, distinct minimal calls)
+        #: per divergence signature: the smallest divergent case yet, and its tally
         self.smallest: dict[tuple[str, ...], CaseResult] = {}
-        self.tallies: dict[tuple[str, ...], list[Any]] = {}
+        self.tallies: dict[tuple[str, ...], _Tally] = {}
         #: filled while the workers run: the summary's inputs
         self.parsed: dict[int, tuple[Point, dict[str, str]]] = {}
         self.merge(done)
@@ -354,16 +359,49 @@ class _Run:
         for result in judged(batch):
             self.parsed[result.index] = labelled(result)
             if result.status == DIVERGED:
-                _collect(self.smallest, self.tallies, result)
+                self.collect(result)
+
+    def collect(self, result: CaseResult) -> None:
+        """Count ``result`` in its signature's tally and keep it when it is the signature's smallest yet (merging only)."""
+        key = signature(result)
+        best = self.smallest.get(key)
+        if best is None or _rank(result) < _rank(best):
+            self.smallest[key] = result
+        tally = self.tallies.setdefault(key, _Tally())
+        tally.cases += 1
+        tally.minimal_calls.add(Point.from_dict(result.minimal or result.point).key)
+
+    def drive(self, executor: executors.Executor) -> None:
+        """Keep IN_FLIGHT chunks per worker going; :meth:`take` each as it finishes."""
+        self.workers = executor.workers
+        self.report()
+        chunks = _chunks(self.points, self.chunk_size)
+        in_flight = 0
+        while True:
+            while in_flight < IN_FLIGHT * executor.workers:
+                chunk = next(chunks, None)
+                if chunk is None:
+                    break
+                executor.submit(chunk)
+                in_flight += 1
+            if in_flight == 0:
+                return
+            self.take(executor.next_done())
+            in_flight -= 1
 
     def take(self, batch: list[CaseResult]) -> None:
-        """A finished chunk: merged, kept, and its cost per case remembered for the next chunk's size."""
+        """A finished chunk: merged, kept, journalled, reported, and its cost per case remembered for the next chunk's size."""
         self.merge(batch)
         self.results.extend(batch)
         self.per_case = max(sum(r.seconds for r in batch) / len(batch), 1e-4)
+        if self.journal:
+            self.journal.append(batch)
+        self.report()
 
-    def progress(self) -> tuple[int, int | None, int]:
-        return len(self.results), self.total, sum(r.status == DIVERGED for r in self.results)
+    def report(self) -> None:
+        """Tell ``progress`` (if given) the cases done, the total (None: a time budget) and the divergent ones."""
+        if self.progress:
+            self.progress(len(self.results), self.total, sum(r.status == DIVERGED for r in self.results))
 
     def chunk_size(self) -> int:
         """About CHUNK_SECONDS of work, but small enough near the end that no worker idles long."""
@@ -381,8 +419,9 @@ class _Run:
         """One group per divergence signature, its reproducer captured and judged, explained by a rule, in report order."""
         found = []
         for key, best in self.smallest.items():
+            tally = self.tallies[key]
             with marking_interrupts():
-                group = Group(key, _captured(best, a, b, out), self.tallies[key][0], self.tallies[key][1])
+                group = Group(signature=key, reproducer=_captured(best, a, b, out), cases=tally.cases, minimal_calls=tally.minimal_calls)
             group.soundness = judge_sides(group.reproducer)
             group.reproducer.cases = group.cases
             found.append(group)
@@ -391,35 +430,8 @@ class _Run:
         return found
 
 
-def _drive(executor: executors.Executor, chunks: Iterator[executors.Chunk], take: Callable[[list[CaseResult]], None]) -> None:
-    """Keep IN_FLIGHT chunks per worker going; hand each finished chunk's results to ``take``."""
-    in_flight = 0
-    while True:
-        while in_flight < IN_FLIGHT * executor.workers:
-            chunk = next(chunks, None)
-            if chunk is None:
-                break
-            executor.submit(chunk)
-            in_flight += 1
-        if in_flight == 0:
-            return
-        take(executor.next_done())
-        in_flight -= 1
-
-
 def _rank(result: CaseResult) -> tuple[int, int, bool, bool, str]:
     """Smaller first: fewer requests, fewer KV tokens, a call shrunk (not tried at another case's lengths), a shrink
     that reached its minimum; then by key, so the reproducer does not depend on the order workers finish in."""
     point = result.minimal or result.point
     return (*size(point), result.seeded, result.shrink_exhausted is not None, Point.from_dict(point).key)
-
-
-def _collect(groups: dict[tuple[str, ...], CaseResult], counts: dict[tuple[str, ...], list[Any]], result: CaseResult) -> None:
-    """Count ``result`` in its signature's group and keep it when it is the group's smallest yet (merging only)."""
-    key = signature(result)
-    best = groups.get(key)
-    if best is None or _rank(result) < _rank(best):
-        groups[key] = result
-    tally = counts.setdefault(key, [0, set()])
-    tally[0] += 1
-    tally[1].add(Point.from_dict(result.minimal or result.point).key)
