@@ -6,13 +6,16 @@ they finish. The workers judge, shrink, and write each divergent case's
 minimal call as a pair of goldens, ``OUT/a/<key>`` and ``OUT/b/<key>``, so
 ``mla-golden diff OUT/b --against OUT/a`` shows it; the driver only merges:
 it journals the verdicts and keeps each group's smallest case, and at the end
-captures that one call per group (confirmed by the differ, checked on both
-sides). A rerun with the same ``out`` resumes from the journal.
+reads that one call per group back from its goldens (or captures it, without
+``out``), confirmed by the differ and checked on both sides. A rerun with the
+same ``out`` resumes from the journal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import re
 import time
 import uuid
@@ -22,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mla_golden.call import Call
 from mla_golden.differ import diff
-from mla_golden.errors import PLANNER_EXITS, PlannerExited, SweepError
+from mla_golden.errors import PLANNER_EXITS, GoldenError, PlannerExited, SweepError
+from mla_golden.golden.store import load
 from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, FAILED, SKIPPED, UNDEFINED, capture
 from mla_golden.sweeper.groups import CLASSES, SIDES, Group, Reproducer, explain, judge_sides, signature, size
@@ -226,23 +231,35 @@ def _chunks(points: Iterator[tuple[int, Point]], size: Callable[[], int]) -> Ite
 
 
 def _reproducer(result: CaseResult, a: PlannerSpec, b: PlannerSpec, out: Path | None) -> Reproducer:
-    """A group's reproducer: its minimal call captured on both planners (a small call: cheap) and confirmed by the differ.
+    """A group's reproducer: its minimal call on both planners, confirmed and judged by the differ.
 
-    The goldens are the worker's (:func:`mla_golden.sweeper.work.write_pair`); a case from an
-    older journal, whose worker wrote none, has them written here.
+    The diff is the whole one: its cause classes the group, its judgement of
+    both sides is the group's soundness, and its samples are what the HTML
+    page shows; on a minimal call it costs little beyond that judgement.
     """
     point = Point.from_dict(result.minimal or result.point)
-    call_a, call_b = capture(point, planner(a)), capture(point, planner(b))
+    written = list(result.written or (write_pair(point, a, b, out) if out is not None else ()))
+    call_a, call_b = _calls(point, a, b, written)
     found = diff(call_a, call_b, expected_name=f"A {a}", actual_name=f"B {b}")
     confirmed = found.error is not None or any(not f.equal for f in found.fields)
     detail = result.minimal_detail or result.detail
-    rep = Reproducer(
+    return Reproducer(
         key=point.key, point=point.to_dict(), kind=result.kind, detail=detail, confirmed=confirmed,
-        exhausted=result.shrink_exhausted, loose=list(result.loose or ()), seeded=result.seeded, diff=found, calls=(call_a, call_b),
+        exhausted=result.shrink_exhausted, loose=list(result.loose or ()), seeded=result.seeded, diff=found,
+        calls=(call_a, call_b), written=written,
     )  # fmt: skip
-    if out is not None:
-        rep.written = list(result.written or write_pair(point, a, b, out))
-    return rep
+
+
+def _calls(point: Point, a: PlannerSpec, b: PlannerSpec, written: list[str]) -> tuple[Call, Call]:
+    """The reproducer's call on each planner: read back from its goldens (OUT/a/<key>, OUT/b/<key>: the worker's,
+    :func:`mla_golden.sweeper.work.write_pair`, or written here for a case of an older journal), which hold
+    what capturing it again would; captured here when there are none (no ``out``) or they are not on this
+    machine (a Ray worker's disk)."""
+    if len(written) == 2 and all(os.path.isfile(path) for path in written):
+        with contextlib.suppress(GoldenError):  # a file changed since: captured again, as without one
+            first, second = (load(path).call for path in written)
+            return first, second
+    return capture(point, planner(a)), capture(point, planner(b))
 
 
 def _captured(result: CaseResult, a: PlannerSpec, b: PlannerSpec, out: Path | None) -> Reproducer:
