@@ -23,7 +23,7 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.cases import case_key
-from mla_golden.differ import same_content
+from mla_golden.differ import CONTENT_DEVICE, same_content
 from mla_golden.errors import GoldenError
 from mla_golden.files import HOST, TEMP_SUFFIX, fsync_dir, write_temp
 from mla_golden.golden import safetensors_file
@@ -108,7 +108,7 @@ def derived_key(call: Call) -> str:
             "op": call.op,
             "inputs": {n: _tensor_digest(t) for n, t in sorted(call.inputs.items())},
             "params": call.params,
-            "device": {k: call.device.get(k) for k in ("arch", "cu_num", "warp_size", "lds_bytes")},
+            "device": {k: call.device.get(k) for k in CONTENT_DEVICE},
             "env": call.env,
             "buffers": call.buffers,
         }
@@ -147,13 +147,25 @@ def to_bytes(golden: Golden) -> bytes:
 
 
 def content_key(call: Call) -> str:
-    """Same for two calls with the same content (everything but key and provenance): finds copies in a tree."""
+    """:func:`mla_golden.differ.same_content` as a key: two goldens share one exactly when the differ calls them the
+    same call, so grouping a tree's goldens by it finds its copies without diffing every pair.
+
+    It digests what the differ compares, and nothing else: op, params, the
+    device's ``CONTENT_DEVICE`` fields (not the GPU's name), env, error,
+    strides, inputs and, for a call that returned, its buffers and outputs
+    (a golden's unwritten elements and pointers are 0, so its whole outputs
+    and written masks stand for what the differ compares). Key and
+    provenance never count.
+    """
+    returned = call.error is None
+    device = {k: call.device.get(k) for k in CONTENT_DEVICE}
     return _digest(
         {
-            "call": [call.op, call.params, call.device, call.env, call.buffers, call.error, call.strides],
+            "call": [call.op, call.params, device, call.env, call.buffers if returned else None, call.error, call.strides],
             "tensors": {
                 f"{kind}.{n}": _tensor_digest(t)
                 for kind, group in (("input", call.inputs), ("output", call.outputs), ("written", call.written))
+                if kind == "input" or returned
                 for n, t in sorted(group.items())
             },
         }
