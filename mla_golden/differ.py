@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 #: Decoded work items / reduce groups / samples kept per diff.
 DEFAULT_MAX_ITEMS = 20
+#: The device fields that are part of a call's content (:func:`same_content`): what the planner reads, not the GPU's name.
+CONTENT_DEVICE = ("arch", "cu_num", "warp_size", "lds_bytes")
 
 
 # ---------------------------------------------------------------- structured parts
@@ -239,8 +241,7 @@ def diff(
     schema = schema_for(expected.op)
     result = Diff(op=expected.op, expected_name=expected_name, actual_name=actual_name)
     result.params = _changes(expected.params, actual.params)
-    keys = ("arch", "cu_num", "warp_size", "lds_bytes")
-    result.device = _changes({k: expected.device.get(k) for k in keys}, {k: actual.device.get(k) for k in keys})
+    result.device = _changes({k: expected.device.get(k) for k in CONTENT_DEVICE}, {k: actual.device.get(k) for k in CONTENT_DEVICE})
     result.env = _changes(expected.env, actual.env)
     if expected.error != actual.error:
         result.error = Change("error", expected.error, actual.error)
@@ -290,7 +291,13 @@ def _judge(result: Diff, expected: Call, actual: Call) -> None:
 def same_content(a: Call, b: Call) -> bool:
     """``a`` and ``b`` are the same call (see :attr:`Diff.same_content`); calls of two ops never are.
 
-    Inputs passed with other strides are another call too (aiter may reject one and not the other).
+    The one definition of "the same golden": the store keeps an existing golden
+    exactly when this holds, and ``mla_golden.golden.store.content_key`` is it as
+    a key (for finding copies among many goldens without diffing every pair).
+    Compared: op, params, the device's :data:`CONTENT_DEVICE` fields, env,
+    error, inputs and, for a call that returned, its buffers and written
+    outputs. Inputs passed with other strides are another call too (aiter may
+    reject one and not the other).
     """
     return a.op == b.op and a.strides == b.strides and diff(a, b, max_items=1, judge=False).same_content
 

@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
-from mla_golden.golden.store import GoldenStore, key_path
+from mla_golden.golden.keys import key_path
+from mla_golden.golden.store import GoldenStore
 
 #: How a key writes a ``..`` of a test file outside the rootdir (a key part is never ``..``).
 PARENT = "[..]"
@@ -43,7 +44,7 @@ def key_of_test(nodeid: str, location: str | None = None) -> str:
     ``::`` as ``/``.
 
     A ``/`` inside a parametrize id is not a folder: it is escaped (``%2F``),
-    which store.key_path then hashes like any character a path cannot keep.
+    which keys.key_path then hashes like any character a path cannot keep.
     """
     _, *names = nodeid.split("::")
     return "/".join([file_of_test(nodeid, location), *(n.replace("/", "%2F") for n in names)])

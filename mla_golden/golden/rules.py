@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from mla_golden.call import Call
+from mla_golden.golden.keys import check_key
 from mla_golden.golden.safetensors_file import MAX_ELEMENTS
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, OpSchema, schema_for, to_dtype
 
@@ -24,10 +25,6 @@ from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, SCHEMAS, OpSchema, schema
 _ARCH = re.compile(r"gfx[1-9][0-9a-f]{2,3}|sm_[1-9][0-9]{1,2}")
 #: Plausible ranges of what aiter reads from the GPU (LDS: 64 KiB on gfx942, 160 KiB on gfx950).
 _DEVICE_RANGES = {"cu_num": (1, 4096), "warp_size": (32, 64), "lds_bytes": (16 * 1024, 4 * 1024 * 1024)}
-
-
-
-
 
 
 def param_kind(schema: OpSchema, name: str) -> type | None:
@@ -91,28 +88,6 @@ def _check_strides(call: Call) -> list[str]:
         span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, strides) if size)
         if span > MAX_ELEMENTS:
             return [f"layout: strides of {name} span {span} elements (limit {MAX_ELEMENTS})"]
-    return []
-
-
-_KEY_PART = 200
-_KEY_LEN = 1024
-
-
-def check_key(key: Any) -> list[str]:
-    """A key is a relative '/'-path of plain parts: no NUL, no absolute path, no '.' or '..', bounded length."""
-    if not isinstance(key, str) or not key:
-        return ["key: must be a non-empty string"]
-    if "\x00" in key:
-        return ["key: contains a NUL character"]
-    if len(key) > _KEY_LEN:
-        return [f"key: {len(key)} characters (limit {_KEY_LEN})"]
-    if key.startswith("/") or re.match(r"[A-Za-z]:[\\/]", key):
-        return [f"key: {key[:80]!r} is an absolute path"]
-    parts = key.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        return [f"key: {key[:80]!r} has an empty, '.' or '..' part"]
-    if any(len(part) > _KEY_PART for part in parts):
-        return [f"key: a part longer than {_KEY_PART} characters"]
     return []
 
 

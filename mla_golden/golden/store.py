@@ -1,19 +1,17 @@
 """The golden store: one call per safetensors file, written atomically.
 
 Format (docs/format.md; encoded and checked in :mod:`mla_golden.golden.format`).
-Paths come only from keys the caller gives, sanitised; nothing read from a
-file ever becomes a path.
+Paths come only from keys the caller gives, sanitised, and every check on a key
+lives in :mod:`mla_golden.golden.keys`; nothing read from a file ever becomes a path.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import json
 import os
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,16 +23,17 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.cases import case_key
-from mla_golden.differ import same_content
+from mla_golden.differ import CONTENT_DEVICE, same_content
 from mla_golden.errors import GoldenError
 from mla_golden.files import HOST, TEMP_SUFFIX, fsync_dir, write_temp
 from mla_golden.golden import safetensors_file
 from mla_golden.golden.format import FORMAT, FORMAT_V1, V1_NOTE, decode, encode
-from mla_golden.golden.rules import check_call, check_key
+from mla_golden.golden.keys import OBTAINED, SUFFIX, check_placed, check_read, key_path
+from mla_golden.golden.rules import check_call
 from mla_golden.schema import MLA_OP, schema_for
 
-__all__ = ["FORMAT", "FORMAT_V1", "Golden", "GoldenStore", "WriteOutcome", "load", "write"]
-SUFFIX = ".safetensors"
+#: SUFFIX and key_path are the key's (mla_golden.golden.keys), named here too for the runs that walk stores.
+__all__ = ["FORMAT", "FORMAT_V1", "SUFFIX", "Golden", "GoldenStore", "WriteOutcome", "key_path", "load", "write"]
 FOREIGN_STALE_AFTER_S = 3600.0
 
 
@@ -58,7 +57,7 @@ class WriteOutcome(str, Enum):
     REFUSED = "refused"
 
 
-# ---------------------------------------------------------------- keys and paths
+# ---------------------------------------------------------------- derived keys and digests
 
 _SHORT_DTYPES = {
     None: "none",
@@ -109,7 +108,7 @@ def derived_key(call: Call) -> str:
             "op": call.op,
             "inputs": {n: _tensor_digest(t) for n, t in sorted(call.inputs.items())},
             "params": call.params,
-            "device": {k: call.device.get(k) for k in ("arch", "cu_num", "warp_size", "lds_bytes")},
+            "device": {k: call.device.get(k) for k in CONTENT_DEVICE},
             "env": call.env,
             "buffers": call.buffers,
         }
@@ -117,49 +116,6 @@ def derived_key(call: Call) -> str:
     return case_key(call.op, call.device.get("arch", "unknown"), call.device.get("cu_num", 0), f"{shape_label(call)}-{digest}")
 
 
-#: Characters a key part keeps as they are (pytest's parametrize ids mostly stay readable: ``test[fp8-16]``).
-_UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]=+,@-]+")
-
-
-def key_path(root: Path, key: str) -> Path:
-    """Where ``key`` lives under ``root``: each '/'-part sanitised; GoldenError for a key that is no name.
-
-    A NUL, an absolute path, an empty, '.' or '..' part, or an absurd length
-    is refused; other characters are replaced, with a hash so distinct keys
-    stay distinct.
-    """
-    parts = _key_parts(root, key)
-    return root.joinpath(*parts).with_name(parts[-1] + SUFFIX)
-
-
-def _key_parts(root: Path, key: str) -> list[str]:
-    """The sanitised '/'-parts of ``key`` (the last without the suffix); see :func:`key_path`."""
-    problems = check_key(key)
-    if problems:
-        raise GoldenError(root, f"bad golden name {str(key)[:80]!r}: {problems[0].removeprefix('key: ')}")
-    return list(_clean_parts(key))
-
-
-@functools.lru_cache(maxsize=8192)
-def _clean_parts(key: str) -> tuple[str, ...]:
-    """:func:`_key_parts` of a valid key, remembered: a tree diff asks for each key twice, and trees repeat keys."""
-    parts = []
-    split = key.split("/")
-    for index, part in enumerate(split):
-        clean = _UNSAFE.sub("_", part).strip("_") or "_"
-        if clean.startswith("."):
-            clean = "_" + clean
-        # A last part ending in .obtained would name another golden's obtained file.
-        looks_obtained = index == len(split) - 1 and part.endswith(".obtained")
-        if len(clean) > 120 or clean != part or looks_obtained:
-            # Keep distinct keys distinct after sanitising.
-            clean = f"{clean[:100]}-{hashlib.sha256(part.encode()).hexdigest()[:8]}"
-        parts.append(clean)
-    return tuple(parts)
-
-
-#: A failed comparison's actual call may sit next to its golden as ``<name>.obtained.safetensors``.
-OBTAINED = ".obtained"
 #: A failing test's call, kept next to its golden; never a golden itself.
 OBTAINED_SUFFIX = OBTAINED + SUFFIX
 
@@ -171,26 +127,6 @@ class GoldenFile(NamedTuple):
     #: For a file found by walking a folder, its path under that folder ('/'-separated, which its key must agree
     #: with); None for a file named on its own.
     under: str | None
-
-
-def key_matches_path(key: str, under: str) -> bool:
-    """Whether ``key`` and ``under``, the path of its file under the folder walked, agree as far as both go, from
-    the file name up: a walk may start inside a key's folders (a copied part of a tree) or above them.
-
-    ``under`` is the path as walked, never a resolved one: a symlink named like one key and leading to another
-    key's golden would pass as the first. Goldens beside each other must also name one folder
-    (``runs.misplaced_files``): a golden copied in by hand with only its file name under the walk passes here.
-    """
-    want, have = _stored_parts(key), tuple(under.split("/"))
-    common = min(len(want), len(have))
-    return want[-common:] == have[-common:]
-
-
-@functools.lru_cache(maxsize=8192)
-def _stored_parts(key: str) -> tuple[str, ...]:
-    """The path parts ``key`` is stored under, file name included (a tree diff asks for each key twice)."""
-    parts = _key_parts(Path(), key)
-    return (*parts[:-1], parts[-1] + SUFFIX)
 
 
 def obtained_path(golden_path: Path) -> Path:
@@ -211,13 +147,25 @@ def to_bytes(golden: Golden) -> bytes:
 
 
 def content_key(call: Call) -> str:
-    """Same for two calls with the same content (everything but key and provenance): finds copies in a tree."""
+    """:func:`mla_golden.differ.same_content` as a key: two goldens share one exactly when the differ calls them the
+    same call, so grouping a tree's goldens by it finds its copies without diffing every pair.
+
+    It digests what the differ compares, and nothing else: op, params, the
+    device's ``CONTENT_DEVICE`` fields (not the GPU's name), env, error,
+    strides, inputs and, for a call that returned, its buffers and outputs
+    (a golden's unwritten elements and pointers are 0, so its whole outputs
+    and written masks stand for what the differ compares). Key and
+    provenance never count.
+    """
+    returned = call.error is None
+    device = {k: call.device.get(k) for k in CONTENT_DEVICE}
     return _digest(
         {
-            "call": [call.op, call.params, call.device, call.env, call.buffers, call.error, call.strides],
+            "call": [call.op, call.params, device, call.env, call.buffers if returned else None, call.error, call.strides],
             "tensors": {
                 f"{kind}.{n}": _tensor_digest(t)
                 for kind, group in (("input", call.inputs), ("output", call.outputs), ("written", call.written))
+                if kind == "input" or returned
                 for n, t in sorted(group.items())
             },
         }
@@ -246,13 +194,12 @@ def _decoded(path: Path, raw: safetensors_file.RawFile) -> Golden:
 
 def load_placed(path: Path | str, under: str) -> Golden:
     """A golden found by a walk: :func:`load`, and its key must agree with ``under``, its path under the folder
-    walked (:func:`key_matches_path`)."""
+    walked (:func:`mla_golden.golden.keys.check_placed`)."""
     return _placed(load(path), path, under)
 
 
 def _placed(golden: Golden, path: Path | str, under: str) -> Golden:
-    if not key_matches_path(golden.key, under):
-        raise GoldenError(path, f"key {golden.key[:80]!r} does not match the file's path (moved, copied or renamed?)")
+    check_placed(path, golden.key, under)
     return golden
 
 
@@ -390,8 +337,7 @@ class GoldenStore:
         """The golden stored under ``key``; GoldenError when the file there holds another key (copied by hand)."""
         path = self.path_for(key)
         golden = load(path)
-        if golden.key != key:
-            raise GoldenError(path, f"holds the golden of key {golden.key[:80]!r}, not {key[:80]!r} (copied or renamed by hand?)")
+        check_read(path, golden.key, key)
         return golden
 
     def write(self, golden: Golden, *, update: bool = False) -> WriteOutcome:

@@ -13,7 +13,7 @@ processes or Ray), :mod:`.journal` (resuming), :mod:`.driver` (the loop) and
 from mla_golden.errors import SpaceError, SpecError, SweepError
 from mla_golden.sweeper.driver import Findings, sweep
 from mla_golden.sweeper.groups import Reproducer
-from mla_golden.sweeper.planners import PlannerSpec, parse_spec
+from mla_golden.sweeper.planners import PlannerSpec, parse_planner_spec
 from mla_golden.sweeper.space import Point, Space
 
-__all__ = ["Findings", "PlannerSpec", "Point", "Reproducer", "Space", "SpaceError", "SpecError", "SweepError", "parse_spec", "sweep"]
+__all__ = ["Findings", "PlannerSpec", "Point", "Reproducer", "Space", "SpaceError", "SpecError", "SweepError", "parse_planner_spec", "sweep"]

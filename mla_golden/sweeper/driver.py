@@ -6,29 +6,34 @@ they finish. The workers judge, shrink, and write each divergent case's
 minimal call as a pair of goldens, ``OUT/a/<key>`` and ``OUT/b/<key>``, so
 ``mla-golden diff OUT/b --against OUT/a`` shows it; the driver only merges:
 it journals the verdicts and keeps each group's smallest case, and at the end
-captures that one call per group (confirmed by the differ, checked on both
-sides). A rerun with the same ``out`` resumes from the journal.
+reads that one call per group back from its goldens (or captures it, without
+``out``), confirmed by the differ and checked on both sides. A rerun with the
+same ``out`` resumes from the journal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import re
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mla_golden.call import Call
 from mla_golden.differ import diff
-from mla_golden.errors import PLANNER_EXITS, PlannerExited, SweepError
+from mla_golden.errors import PLANNER_EXITS, GoldenError, PlannerExited, SweepError
+from mla_golden.golden.store import load
 from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, FAILED, SKIPPED, UNDEFINED, capture
 from mla_golden.sweeper.groups import CLASSES, SIDES, Group, Reproducer, explain, judge_sides, signature, size
 from mla_golden.sweeper.journal import Journal
-from mla_golden.sweeper.planners import parse_spec
+from mla_golden.sweeper.planners import PlannerSpec, parse_planner_spec
 from mla_golden.sweeper.regions import Summary, judged, labelled, summarise
 from mla_golden.sweeper.space import Point, Space, load_space
 from mla_golden.sweeper.work import CaseResult, planner, write_pair
@@ -225,25 +230,39 @@ def _chunks(points: Iterator[tuple[int, Point]], size: Callable[[], int]) -> Ite
         yield chunk
 
 
-def _reproducer(result: CaseResult, a: str, b: str, out: Path | None) -> Reproducer:
-    """A group's reproducer: its minimal call captured on both planners (a small call: cheap) and confirmed by the differ.
+def _reproducer(result: CaseResult, a: PlannerSpec, b: PlannerSpec, out: Path | None) -> Reproducer:
+    """A group's reproducer: its minimal call on both planners, confirmed and judged by the differ.
 
-    The goldens are the worker's (:func:`mla_golden.sweeper.work.write_pair`); a case from an
-    older journal, whose worker wrote none, has them written here.
+    The diff is the whole one: its cause classes the group, its judgement of
+    both sides is the group's soundness, and its samples are what the HTML
+    page shows; on a minimal call it costs little beyond that judgement.
     """
     point = Point.from_dict(result.minimal or result.point)
-    call_a, call_b = capture(point, planner(a)), capture(point, planner(b))
+    written = list(result.written or (write_pair(point, a, b, out) if out is not None else ()))
+    call_a, call_b = _calls(point, a, b, written)
     found = diff(call_a, call_b, expected_name=f"A {a}", actual_name=f"B {b}")
     confirmed = found.error is not None or any(not f.equal for f in found.fields)
     detail = result.minimal_detail or result.detail
-    rep = Reproducer(point.key, point.to_dict(), result.kind, detail, 1, confirmed, result.shrink_exhausted,
-                     list(result.loose or ()), result.seeded, found, (call_a, call_b))  # fmt: skip
-    if out is not None:
-        rep.written = list(result.written or write_pair(point, a, b, out))
-    return rep
+    return Reproducer(
+        key=point.key, point=point.to_dict(), kind=result.kind, detail=detail, confirmed=confirmed,
+        exhausted=result.shrink_exhausted, loose=list(result.loose or ()), seeded=result.seeded, diff=found,
+        calls=(call_a, call_b), written=written,
+    )  # fmt: skip
 
 
-def _captured(result: CaseResult, a: str, b: str, out: Path | None) -> Reproducer:
+def _calls(point: Point, a: PlannerSpec, b: PlannerSpec, written: list[str]) -> tuple[Call, Call]:
+    """The reproducer's call on each planner: read back from its goldens (OUT/a/<key>, OUT/b/<key>: the worker's,
+    :func:`mla_golden.sweeper.work.write_pair`, or written here for a case of an older journal), which hold
+    what capturing it again would; captured here when there are none (no ``out``) or they are not on this
+    machine (a Ray worker's disk)."""
+    if len(written) == 2 and all(os.path.isfile(path) for path in written):
+        with contextlib.suppress(GoldenError):  # a file changed since: captured again, as without one
+            first, second = (load(path).call for path in written)
+            return first, second
+    return capture(point, planner(a)), capture(point, planner(b))
+
+
+def _captured(result: CaseResult, a: PlannerSpec, b: PlannerSpec, out: Path | None) -> Reproducer:
     """:func:`_reproducer`; planner code raising SystemExit or KeyboardInterrupt there is a SweepError, not the end."""
     try:
         return _reproducer(result, a, b, out)
@@ -281,8 +300,7 @@ def sweep(
     ``if __name__ == "__main__":``.
     """
     started = time.monotonic()
-    for spec in (a, b):
-        parse_spec(spec)  # SpecError names the bad one before anything starts
+    specs = parse_planner_spec(a), parse_planner_spec(b)  # SpecError names the bad one before anything starts
     if isinstance(space, (list, tuple)):
         space = Space.of(space)
     elif not isinstance(space, Space):
@@ -295,11 +313,11 @@ def sweep(
         cases = max(DEFAULT_CASES, len(space.explicit))
     out_path = Path(out) if out is not None else None
     repo = None if aiter_repo is None else str(aiter_repo)
-    planners = planner(a, repo), planner(b, repo)
+    planners = planner(specs[0], repo), planner(specs[1], repo)
     # what the workers resolve: the same planners, with no clone to read
     wa, wb = (p.portable for p in planners)
     journal = Journal(out_path, {"a": a, "b": b, "space": space.digest, "seed": seed}) if out_path else None
-    run = _Run(space, cases, seconds, seed, started, journal.resume() if journal else [])
+    run = _Run(space, cases, seconds, seed, started, journal, progress)
     opened = time.monotonic()
     with marking_interrupts(), executors.make(wa, wb, shrink, jobs, ray) as executor:
         startup = time.monotonic() - opened
@@ -307,18 +325,7 @@ def sweep(
             executor.deadline = time.time() + seconds - (time.monotonic() - started)
         executor.out = str(out_path) if out_path is not None else None  # workers write the reproducers
         executor.sweep = uuid.uuid4().hex
-        run.workers = executor.workers
-
-        def take(batch: list[CaseResult]) -> None:
-            run.take(batch)
-            if journal:
-                journal.append(batch)
-            if progress:
-                progress(*run.progress())
-
-        if progress:
-            progress(*run.progress())
-        _drive(executor, _chunks(run.points, run.chunk_size), take)
+        run.drive(executor)
     run.results.sort(key=lambda r: r.index)
     return Findings(
         a=a, b=b, labels=(planners[0].label, planners[1].label), space=space.source, seed=seed, results=run.results,
@@ -328,16 +335,30 @@ def sweep(
     )  # fmt: skip
 
 
-class _Run:
-    """One sweep in progress: the points left to send, what has been judged, and how big the next chunk is."""
+@dataclass
+class _Tally:
+    """The divergent cases of one signature so far, and the distinct minimal calls they shrank to."""
 
-    def __init__(self, space: Space, cases: int | None, seconds: float | None, seed: int, started: float, done: list[CaseResult]) -> None:
+    cases: int = 0
+    minimal_calls: set[str] = field(default_factory=set)
+
+
+class _Run:
+    """One sweep in progress: the points left to send, what has been judged (journalled and reported as it comes),
+    and how big the next chunk is."""
+
+    def __init__(
+        self, space: Space, cases: int | None, seconds: float | None, seed: int, started: float, journal: Journal | None,
+        progress: Progress | None,
+    ) -> None:  # fmt: skip
         self.seconds, self.started = seconds, started
+        self.journal, self.progress = journal, progress
+        done = journal.resume() if journal else []
         self.results = list(done)
         self.resumed = len(done)
-        #: per divergence signature: the smallest divergent case yet, and (cases, distinct minimal calls)
+        #: per divergence signature: the smallest divergent case yet, and its tally
         self.smallest: dict[tuple[str, ...], CaseResult] = {}
-        self.tallies: dict[tuple[str, ...], list[Any]] = {}
+        self.tallies: dict[tuple[str, ...], _Tally] = {}
         #: filled while the workers run: the summary's inputs
         self.parsed: dict[int, tuple[Point, dict[str, str]]] = {}
         self.merge(done)
@@ -355,16 +376,49 @@ class _Run:
         for result in judged(batch):
             self.parsed[result.index] = labelled(result)
             if result.status == DIVERGED:
-                _collect(self.smallest, self.tallies, result)
+                self.collect(result)
+
+    def collect(self, result: CaseResult) -> None:
+        """Count ``result`` in its signature's tally and keep it when it is the signature's smallest yet (merging only)."""
+        key = signature(result)
+        best = self.smallest.get(key)
+        if best is None or _rank(result) < _rank(best):
+            self.smallest[key] = result
+        tally = self.tallies.setdefault(key, _Tally())
+        tally.cases += 1
+        tally.minimal_calls.add(Point.from_dict(result.minimal or result.point).key)
+
+    def drive(self, executor: executors.Executor) -> None:
+        """Keep IN_FLIGHT chunks per worker going; :meth:`take` each as it finishes."""
+        self.workers = executor.workers
+        self.report()
+        chunks = _chunks(self.points, self.chunk_size)
+        in_flight = 0
+        while True:
+            while in_flight < IN_FLIGHT * executor.workers:
+                chunk = next(chunks, None)
+                if chunk is None:
+                    break
+                executor.submit(chunk)
+                in_flight += 1
+            if in_flight == 0:
+                return
+            self.take(executor.next_done())
+            in_flight -= 1
 
     def take(self, batch: list[CaseResult]) -> None:
-        """A finished chunk: merged, kept, and its cost per case remembered for the next chunk's size."""
+        """A finished chunk: merged, kept, journalled, reported, and its cost per case remembered for the next chunk's size."""
         self.merge(batch)
         self.results.extend(batch)
         self.per_case = max(sum(r.seconds for r in batch) / len(batch), 1e-4)
+        if self.journal:
+            self.journal.append(batch)
+        self.report()
 
-    def progress(self) -> tuple[int, int | None, int]:
-        return len(self.results), self.total, sum(r.status == DIVERGED for r in self.results)
+    def report(self) -> None:
+        """Tell ``progress`` (if given) the cases done, the total (None: a time budget) and the divergent ones."""
+        if self.progress:
+            self.progress(len(self.results), self.total, sum(r.status == DIVERGED for r in self.results))
 
     def chunk_size(self) -> int:
         """About CHUNK_SECONDS of work, but small enough near the end that no worker idles long."""
@@ -378,12 +432,13 @@ class _Run:
             self.left -= size
         return size
 
-    def groups(self, a: str, b: str, out: Path | None) -> list[Group]:
+    def groups(self, a: PlannerSpec, b: PlannerSpec, out: Path | None) -> list[Group]:
         """One group per divergence signature, its reproducer captured and judged, explained by a rule, in report order."""
         found = []
         for key, best in self.smallest.items():
+            tally = self.tallies[key]
             with marking_interrupts():
-                group = Group(key, _captured(best, a, b, out), self.tallies[key][0], self.tallies[key][1])
+                group = Group(signature=key, reproducer=_captured(best, a, b, out), cases=tally.cases, minimal_calls=tally.minimal_calls)
             group.soundness = judge_sides(group.reproducer)
             group.reproducer.cases = group.cases
             found.append(group)
@@ -392,35 +447,8 @@ class _Run:
         return found
 
 
-def _drive(executor: executors.Executor, chunks: Iterator[executors.Chunk], take: Callable[[list[CaseResult]], None]) -> None:
-    """Keep IN_FLIGHT chunks per worker going; hand each finished chunk's results to ``take``."""
-    in_flight = 0
-    while True:
-        while in_flight < IN_FLIGHT * executor.workers:
-            chunk = next(chunks, None)
-            if chunk is None:
-                break
-            executor.submit(chunk)
-            in_flight += 1
-        if in_flight == 0:
-            return
-        take(executor.next_done())
-        in_flight -= 1
-
-
 def _rank(result: CaseResult) -> tuple[int, int, bool, bool, str]:
     """Smaller first: fewer requests, fewer KV tokens, a call shrunk (not tried at another case's lengths), a shrink
     that reached its minimum; then by key, so the reproducer does not depend on the order workers finish in."""
     point = result.minimal or result.point
     return (*size(point), result.seeded, result.shrink_exhausted is not None, Point.from_dict(point).key)
-
-
-def _collect(groups: dict[tuple[str, ...], CaseResult], counts: dict[tuple[str, ...], list[Any]], result: CaseResult) -> None:
-    """Count ``result`` in its signature's group and keep it when it is the group's smallest yet (merging only)."""
-    key = signature(result)
-    best = groups.get(key)
-    if best is None or _rank(result) < _rank(best):
-        groups[key] = result
-    tally = counts.setdefault(key, [0, set()])
-    tally[0] += 1
-    tally[1].add(Point.from_dict(result.minimal or result.point).key)

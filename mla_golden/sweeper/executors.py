@@ -17,17 +17,18 @@ from typing import Any
 
 from mla_golden.errors import ExecutorError
 from mla_golden.pool import Pool
+from mla_golden.sweeper.planners import PlannerSpec
 from mla_golden.sweeper.work import CaseResult, run_chunk, run_shipped, warm, with_points
 
 Chunk = list[tuple[int, dict[str, Any]]]
 
 
 class Executor(ABC):
-    """Runs chunks of one sweep (planner specs ``a`` and ``b``)."""
+    """Runs chunks of one sweep (planner specs ``a`` and ``b``, parsed: they travel to the workers as they are)."""
 
     workers: int = 1
 
-    def __init__(self, a: str, b: str, shrink: bool) -> None:
+    def __init__(self, a: PlannerSpec, b: PlannerSpec, shrink: bool) -> None:
         self.a, self.b, self.shrink = a, b, shrink
         #: When shrinking must stop (a ``time.time()``; None: no time budget).
         self.deadline: float | None = None
@@ -57,7 +58,7 @@ class Executor(ABC):
 class InlineExecutor(Executor):
     """This process (``--jobs 1``): no start-up cost, nothing to ship."""
 
-    def __init__(self, a: str, b: str, shrink: bool) -> None:
+    def __init__(self, a: PlannerSpec, b: PlannerSpec, shrink: bool) -> None:
         super().__init__(a, b, shrink)
         warm(a, b)
         self._pending: deque[Chunk] = deque()
@@ -76,7 +77,7 @@ class LocalExecutor(Executor):
     """``--jobs N`` worker processes on this machine: :class:`mla_golden.pool.Pool`'s (at most one per CPU), each
     started and warmed (torch imported, the planners resolved and run once) before the sweep's clock runs."""
 
-    def __init__(self, a: str, b: str, shrink: bool, jobs: int) -> None:
+    def __init__(self, a: PlannerSpec, b: PlannerSpec, shrink: bool, jobs: int) -> None:
         super().__init__(a, b, shrink)
         self._pool: Pool[Chunk] = Pool(jobs, warm, (a, b))
         self.workers = self._pool.workers
@@ -98,14 +99,14 @@ class _Warm:
     """A Ray actor holding warmed planners: started (torch imported, planners resolved and run once) before the
     sweep's clock, then handed chunks as a local worker is, the next one queued behind the running one."""
 
-    def __init__(self, a: str, b: str) -> None:
+    def __init__(self, a: PlannerSpec, b: PlannerSpec) -> None:
         warm(a, b)
 
     def ready(self) -> int:
         return os.getpid()
 
     def run(
-        self, a: str, b: str, chunk: Chunk, shrink: bool, deadline: float | None, out: str | None, sweep: str | None
+        self, a: PlannerSpec, b: PlannerSpec, chunk: Chunk, shrink: bool, deadline: float | None, out: str | None, sweep: str | None
     ) -> list[CaseResult]:
         return run_shipped(a, b, chunk, shrink, deadline, out, sweep)
 
@@ -120,7 +121,7 @@ class RayExecutor(Executor):
     An already initialised Ray (``ray.init`` in the caller) is used as it is.
     """
 
-    def __init__(self, a: str, b: str, shrink: bool, address: str | None) -> None:
+    def __init__(self, a: PlannerSpec, b: PlannerSpec, shrink: bool, address: str | None) -> None:
         super().__init__(a, b, shrink)
         try:
             import ray
@@ -146,7 +147,7 @@ class RayExecutor(Executor):
         self._load = [0] * self.workers
         self._refs: dict[Any, tuple[int, Chunk]] = {}
 
-    def _start_actors(self, a: str, b: str) -> None:
+    def _start_actors(self, a: PlannerSpec, b: PlannerSpec) -> None:
         """One warm actor per CPU free now (CPUs other work holds would leave an actor waiting forever); those
         ready within READY_S run the sweep. A worker that dies is restarted and its chunks run again."""
         ray = self._ray
@@ -187,7 +188,7 @@ class RayExecutor(Executor):
             self._ray.shutdown()
 
 
-def make(a: str, b: str, shrink: bool, jobs: int = 1, ray: str | None = None) -> Executor:
+def make(a: PlannerSpec, b: PlannerSpec, shrink: bool, jobs: int = 1, ray: str | None = None) -> Executor:
     """The executor for ``--jobs`` / ``--ray``."""
     if ray is not None:
         return RayExecutor(a, b, shrink, ray)

@@ -78,8 +78,11 @@ class PlannerSpec:
         return self.arch, self.cu_num or FULL_PART_CUS.get(self.arch, cu_num)
 
 
-def parse_spec(text: str) -> PlannerSpec:
-    """``reference@e4048607:gfx942:80+AITER_MLA_META_USE_PARALLEL=0`` -> PlannerSpec; SpecError otherwise."""
+def parse_planner_spec(text: str) -> PlannerSpec:
+    """``reference@e4048607:gfx942:80+AITER_MLA_META_USE_PARALLEL=0`` -> PlannerSpec; SpecError otherwise.
+
+    A whole sweep side; its ``BACKEND[@VERSION]`` part is :func:`mla_golden.backends.parse_spec`'s.
+    """
     from mla_golden.backends import NAMES, VERSION_SEP
     from mla_golden.backends import parse_spec as parse_backend
 
@@ -148,11 +151,11 @@ class Planner:
         return f"reference {version.name}" + ("" if self.backend.pinned else " (the newest port)")
 
     @property
-    def portable(self) -> str:
+    def portable(self) -> PlannerSpec:
         """The spec that gives this planner again without an aiter clone (what workers resolve):
         ``reference@COMMIT`` as the port it plans as, ``aiter-src@REV`` as the folder it was extracted to."""
         backend_spec = self.backend.spec
-        return str(self.spec) if backend_spec == self.spec.backend_spec else str(replace(self.spec, version=None, written=backend_spec))
+        return self.spec if backend_spec == self.spec.backend_spec else replace(self.spec, version=None, written=backend_spec)
 
     @property
     def tensor_device(self) -> str:
@@ -210,7 +213,7 @@ def resolve_planner(spec: PlannerSpec | str, aiter_repo: str | None = None) -> P
     clone ``aiter-src@REV`` and ``reference@COMMIT`` read); SpecError when it cannot run here."""
     from mla_golden.backends import resolve as resolve_backend
 
-    spec = parse_spec(spec) if isinstance(spec, str) else spec
+    spec = parse_planner_spec(spec) if isinstance(spec, str) else spec
     try:
         backend = resolve_backend(spec.backend_spec, aiter_repo=aiter_repo)
     except BackendError as exc:

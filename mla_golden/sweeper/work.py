@@ -1,7 +1,8 @@
 """The unit of work an executor ships: a chunk of points, judged (and shrunk) where it runs.
 
-Plain data in and out (spec strings, point dicts), so a chunk travels to a
-worker process or a Ray node as easily as it runs in-process.
+Plain data in and out (planner specs the driver parsed once, frozen dataclasses
+that pickle; point dicts), so a chunk travels to a worker process or a Ray node
+as easily as it runs in-process.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from mla_golden.golden.store import Golden, GoldenStore, WriteOutcome
 from mla_golden.reference import DEFAULT_DEVICE
 from mla_golden.sweeper import shrink as shrinking
 from mla_golden.sweeper.evaluate import DIVERGED, FAILED, KIND_ERROR, KIND_SHAPE, KIND_VALUES, Verdict, capture, evaluate
-from mla_golden.sweeper.planners import Planner, parse_spec, resolve_planner
+from mla_golden.sweeper.planners import Planner, PlannerSpec, resolve_planner
 from mla_golden.sweeper.shrink import shrink
 from mla_golden.sweeper.space import DECODE, PREFILL, Point
 from mla_golden.workers import user_interrupted
 
-#: Planners resolved in this process, by spec and the aiter clone it was read with (a spec resolves otherwise in
-#: another clone, or in none).
+#: Planners resolved in this process, by spec (as written: a spec and its notation parse to each other) and the aiter
+#: clone it was read with (a spec resolves otherwise in another clone, or in none).
 _planners: dict[tuple[str, str | None], Planner] = {}
 
 
@@ -66,23 +67,23 @@ class CaseResult:
         return dict(self.__dict__)
 
 
-def planner(spec: str, aiter_repo: str | None = None) -> Planner:
+def planner(spec: PlannerSpec, aiter_repo: str | None = None) -> Planner:
     """The resolved planner for ``spec``, once per process (``aiter_repo``: the aiter clone a revision is read
     from); its :attr:`Planner.portable` spec gives the same planner after it."""
     from mla_golden.aiter_build.tree import REPO_ENV
 
     clone = aiter_repo or os.environ.get(REPO_ENV) or None
-    found = _planners.get((spec, clone))
+    found = _planners.get((str(spec), clone))
     if found is None:
-        found = _planners[spec, clone] = resolve_planner(spec, aiter_repo)
-        _planners.setdefault((found.portable, clone), Planner(parse_spec(found.portable), found.backend))
+        found = _planners[str(spec), clone] = resolve_planner(spec, aiter_repo)
+        _planners.setdefault((str(found.portable), clone), Planner(found.portable, found.backend))
     return found
 
 
-_warm: set[tuple[str, str]] = set()
+_warm: set[tuple[PlannerSpec, PlannerSpec]] = set()
 
 
-def warm(a: str, b: str) -> None:
+def warm(a: PlannerSpec, b: PlannerSpec) -> None:
     """Resolve both planners and run one tiny call of each op, so the first chunk is not slower."""
     if (a, b) in _warm:
         return
@@ -107,10 +108,10 @@ def _unless_ours(exc: BaseException) -> None:
 
 #: Reproducer pairs this process wrote: (out, a, b, key) -> their paths. Shrinking leads many cases to one
 #: minimal call; it is captured and written once per worker, not once per case.
-_written: dict[tuple[str, str, str, str], list[str]] = {}
+_written: dict[tuple[str, PlannerSpec, PlannerSpec, str], list[str]] = {}
 
 
-def write_pair(point: Point, a: str, b: str, out: Path) -> list[str]:
+def write_pair(point: Point, a: PlannerSpec, b: PlannerSpec, out: Path) -> list[str]:
     """Capture ``point`` on both planners and write it as OUT/a/<key> and OUT/b/<key>; the paths.
 
     Runs where the case was judged (a worker), so the driver only merges. Two
@@ -131,7 +132,7 @@ def write_pair(point: Point, a: str, b: str, out: Path) -> list[str]:
 
 
 def run_chunk(
-    a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None,
+    a: PlannerSpec, b: PlannerSpec, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None,
     out: str | None = None, sweep: str | None = None,
 ) -> list[CaseResult]:
     """Judge each (index, point) on planners ``a`` and ``b``; shrink what diverges, until ``deadline`` (a ``time.time()``),
@@ -166,7 +167,7 @@ class _Cause:
 #: What this process learnt of the causes of the sweep it works for: (op, signature of a case) -> the cause it
 #: shrank to. Shrinking ends at a few calls per cause; a common cause's later cases are tried there first
 #: instead of each being shrunk again.
-_causes: dict[tuple[str | None, str, str], dict[tuple[str | None, ...], _Cause]] = {}
+_causes: dict[tuple[str | None, PlannerSpec, PlannerSpec], dict[tuple[str | None, ...], _Cause]] = {}
 
 
 def _reproduce(
@@ -219,8 +220,10 @@ def _at_lengths(point: Point, seen: Point) -> Point:
     """``point`` with the request lengths of ``seen`` (each at least a decode query long)."""
     shortest = point.qlen if point.op == DECODE else 1
     return dataclasses.replace(point, seq_lens=tuple(max(n, shortest) for n in seen.seq_lens))
+
+
 def _judge(
-    a: str, b: str, index: int, data: dict[str, Any], shrink_divergent: bool, deadline: float | None, out: str | None,
+    a: PlannerSpec, b: PlannerSpec, index: int, data: dict[str, Any], shrink_divergent: bool, deadline: float | None, out: str | None,
     causes: dict[tuple[str | None, ...], _Cause],
 ) -> CaseResult:
     """One point's verdict on planners ``a`` and ``b``, shrunk (or seeded from a known cause) and written when it
@@ -241,10 +244,8 @@ def _judge(
     return result
 
 
-
-
 def run_shipped(
-    a: str, b: str, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None,
+    a: PlannerSpec, b: PlannerSpec, items: list[tuple[int, dict[str, Any]]], shrink_divergent: bool = True, deadline: float | None = None,
     out: str | None = None, sweep: str | None = None,
 ) -> list[CaseResult]:
     """:func:`run_chunk` for another process: the points stay out of the results (the sender has them)."""

@@ -456,6 +456,49 @@ def test_same_golden_means_what_the_differ_calls_the_same(tmp_path: Path, call: 
     assert store.write(Golden("k", moved)) is WriteOutcome.REFUSED
 
 
+def _variants(call: mla_golden.Call) -> dict[str, mla_golden.Call]:
+    """``call`` changed in one part each: some the differ counts as content, some it does not."""
+    import copy
+
+    failed = mla_golden.Call(op=call.op, params=call.params, inputs=call.inputs, buffers=call.buffers,
+                             device=call.device, env=call.env, provenance={}, error="boom")  # fmt: skip
+    found: dict[str, mla_golden.Call] = {"itself": copy.deepcopy(call), "raised": failed}
+    for name, edit in {
+        "provenance": lambda c: setattr(c, "provenance", {"created": "another time"}),
+        "device name": lambda c: setattr(c, "device", {**c.device, "name": "AMD Instinct MI300X"}),
+        "cu_num": lambda c: setattr(c, "device", {**c.device, "cu_num": 80}),
+        "param": lambda c: setattr(c, "params", {**c.params, "num_heads_per_head_k": 32}),
+        "env": lambda c: setattr(c, "env", {"AITER_MLA_META_USE_PARALLEL": "0"}),
+        "strides": lambda c: setattr(c, "strides", {"seqlens_kv_indptr": [2]}),
+        "input": lambda c: c.inputs["kv_last_page_lens"].add_(1),
+        "output value": lambda c: c.outputs["work_indptr"][1].add_(1),
+        "written mask": lambda c: c.written["work_indptr"][-1].logical_not_(),
+        "raised otherwise": lambda c: setattr(c, "error", "bang"),
+        "raised with other buffers": lambda c: setattr(c, "buffers", {**c.buffers, "work_indptr": {"shape": [7], "dtype": "torch.int32"}}),
+    }.items():
+        changed = copy.deepcopy(failed if name.startswith("raised") else call)
+        edit(changed)
+        found[name] = changed
+    return found
+
+
+def test_content_key_is_same_content_as_a_key(call: mla_golden.Call) -> None:
+    """One notion of the same golden: two calls share a content key exactly when the differ calls them the same."""
+    from mla_golden.differ import same_content
+    from mla_golden.golden.store import content_key
+
+    variants = _variants(call)
+    keys = {name: content_key(c) for name, c in variants.items()}
+    verdicts = {}
+    for first, one in variants.items():
+        for second, two in variants.items():
+            verdicts[first, second] = same_content(one, two)
+            assert (keys[first] == keys[second]) is verdicts[first, second], (first, second)
+    same_as_call = {name for name in variants if verdicts["itself", name]}
+    assert same_as_call == {"itself", "provenance", "device name"}, "what the differ leaves out of a call's content"
+    assert {name for name in variants if verdicts["raised", name]} == {"raised", "raised with other buffers"}
+
+
 def _pair(tmp_path: Path, first: bytes, second: bytes, key: str = "case/one") -> tuple[Any, Any]:
     paths = []
     for side, data in (("a", first), ("b", second)):

@@ -25,7 +25,7 @@ from mla_golden.golden.store import load
 from mla_golden.reference import device as reference_device
 from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate, template
-from mla_golden.sweeper.planners import resolve_planner
+from mla_golden.sweeper.planners import parse_planner_spec, resolve_planner
 from mla_golden.sweeper.render import render_text
 from mla_golden.sweeper.space import Point, parse
 
@@ -102,6 +102,34 @@ def test_cu_override_diverges_exactly_where_the_cu_count_changes(tmp_path: Path)
     assert {d["status"] for d in diffs} == {"diverged"} and len(diffs) == 3
     golden = load(out / "b" / keys_b[0])
     assert golden.call.device["cu_num"] == 80 and golden.call.provenance["sweep"]["planner"] == "reference:gfx942:80"
+
+
+def test_a_reproducer_is_read_back_from_the_goldens_its_worker_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver judges a group on the goldens the worker wrote instead of capturing its call on both planners
+    again; without them (no ``out``, or a file gone since) it captures, and finds the same."""
+    from mla_golden.sweeper import driver
+    from mla_golden.sweeper.evaluate import capture as real
+
+    captured: list[Point] = []
+
+    def counting(point: Point, planner: Any) -> Any:
+        captured.append(point)
+        return real(point, planner)
+
+    monkeypatch.setattr(driver, "capture", counting)
+    point = Point("get_mla_metadata_v1", "gfx942", 304, 16, (3000, 40), q_dtype="fp8", kv_dtype="fp8")
+    out = tmp_path / "out"
+    read = mla_golden.sweep("reference", "reference:gfx942:80", [point], out=out)
+    [rep] = read.reproducers
+    assert captured == [] and rep.confirmed and rep.calls is not None and len(rep.written) == 2
+    assert [call.device["cu_num"] for call in rep.calls] == [304, 80]
+    bare = mla_golden.sweep("reference", "reference:gfx942:80", [point])
+    assert len(captured) == 2 and bare.reproducers[0].written == []
+    assert [g.to_dict() for g in bare.groups] == [g.to_dict() for g in read.groups], "the same cause, rule and soundness"
+    Path(rep.written[1]).unlink()
+    resumed = mla_golden.sweep("reference", "reference:gfx942:80", [point], out=out)
+    assert resumed.resumed == 1 and len(captured) == 4
+    assert [g.to_dict() for g in resumed.groups] == [g.to_dict() for g in read.groups]
 
 
 def _parallel_kernel(point: Point) -> bool:
@@ -306,7 +334,7 @@ def test_the_time_budget_bounds_shrinking_too(tmp_path: Path, monkeypatch: pytes
     from mla_golden.sweeper import driver, shrink, work
     from mla_golden.sweeper.evaluate import evaluate as real
 
-    work.warm("reference", "reference:gfx942:80")  # the warm-up runs before the slow planners below
+    work.warm(parse_planner_spec("reference"), parse_planner_spec("reference:gfx942:80"))  # the warm-up runs before the slow planners below
     clock = FakeClock()
     for module in (driver, shrink):
         monkeypatch.setattr(module, "time", clock)

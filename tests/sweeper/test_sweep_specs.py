@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mla_golden.errors import SpecError
-from mla_golden.sweeper.planners import PlannerSpec, parse_spec, resolve_planner
+from mla_golden.sweeper.planners import PlannerSpec, parse_planner_spec, resolve_planner
 
 
 @pytest.mark.parametrize(
@@ -30,8 +32,8 @@ from mla_golden.sweeper.planners import PlannerSpec, parse_spec, resolve_planner
     ],
 )
 def test_specs_parse_and_print_back(text: str, spec: PlannerSpec) -> None:
-    assert parse_spec(text) == spec
-    assert parse_spec(str(spec)) == spec, "str() writes the same notation back"
+    assert parse_planner_spec(text) == spec
+    assert parse_planner_spec(str(spec)) == spec, "str() writes the same notation back"
 
 
 @pytest.mark.parametrize(
@@ -52,14 +54,14 @@ def test_specs_parse_and_print_back(text: str, spec: PlannerSpec) -> None:
 )
 def test_bad_specs_say_what_is_wrong(text: str, problem: str) -> None:
     with pytest.raises(SpecError) as info:
-        parse_spec(text)
+        parse_planner_spec(text)
     assert problem in str(info.value) and repr(text) in str(info.value)
 
 
 def test_device_override_and_env_pins() -> None:
-    spec = parse_spec("reference:gfx942+AITER_MLA_META_USE_PARALLEL=0")
+    spec = parse_planner_spec("reference:gfx942+AITER_MLA_META_USE_PARALLEL=0")
     assert spec.device_for("gfx950", 256) == ("gfx942", 304), "an arch alone means its full part"
-    assert parse_spec("reference").device_for("gfx950", 256) == ("gfx950", 256), "no override: the case's own device"
+    assert parse_planner_spec("reference").device_for("gfx950", 256) == ("gfx950", 256), "no override: the case's own device"
     planner = resolve_planner(spec)
     env = planner.env_for({"AITER_ENABLE_EXPERIMENTAL": "1", "AITER_MLA_META_USE_PARALLEL": None})
     assert env == {"AITER_ENABLE_EXPERIMENTAL": "1", "AITER_MLA_META_USE_PARALLEL": "0"}
@@ -95,9 +97,9 @@ def test_live_aiter_that_cannot_run_here_is_a_spec_error() -> None:
     ],
 )
 def test_a_plug_in_planner_keeps_its_colons_and_takes_a_device(text: str, backend: str, arch: str | None, cu: int | None) -> None:
-    spec = parse_spec(text)
+    spec = parse_planner_spec(text)
     assert (spec.backend, spec.backend_spec, spec.arch, spec.cu_num) == ("python", backend, arch, cu)
-    assert parse_spec(str(spec)) == spec
+    assert parse_planner_spec(str(spec)) == spec
 
 
 def test_a_plug_in_planner_plans_like_the_reference_it_copies() -> None:
@@ -112,3 +114,24 @@ def test_a_plug_in_planner_plans_like_the_reference_it_copies() -> None:
     buggy = resolve_planner("python:helpers.planted_planners:one_bug:gfx950")
     assert evaluate(point, reference, buggy).status == DIVERGED
     assert evaluate(Point(DECODE, "gfx942", 304, 16, (1999, 40), q_dtype="fp8", kv_dtype="fp8"), reference, buggy).status == EQUAL
+
+
+def test_a_sweep_parses_each_planner_spec_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The driver parses both sides before anything starts and hands the parsed specs on: resolving, the workers,
+    their caches and the reproducers' goldens take them as they are."""
+    import mla_golden
+    from mla_golden.sweeper import driver, planners
+    from mla_golden.sweeper.space import DECODE, Point
+
+    parsed: list[str] = []
+
+    def counting(text: str) -> PlannerSpec:
+        parsed.append(text)
+        return parse_planner_spec(text)
+
+    for module in (driver, planners):
+        monkeypatch.setattr(module, "parse_planner_spec", counting)
+    point = Point(DECODE, "gfx942", 304, 16, (3000, 40), q_dtype="fp8", kv_dtype="fp8")
+    findings = mla_golden.sweep("reference", "reference:gfx942:80", [point], out=tmp_path)
+    assert findings.diverged and findings.reproducers[0].written, "a case was judged, shrunk and written"
+    assert sorted(parsed) == ["reference", "reference:gfx942:80"]
