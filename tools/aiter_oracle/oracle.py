@@ -116,7 +116,7 @@ class Oracle:
             return given
         sizing = given.get("sizing_call") or self.sizing_call(op, case["call"])
         ns = self.py.namespace(device, {})
-        helper = self.py.load(SIZING[op], ns)
+        helper = self.py.load_function(SIZING[op], ns)
         kwargs = {k: (torch_dtype(v) if k in ("q_dtype", "kv_dtype") else v) for k, v in sizing.items()}
         with environment(case["env"]):
             result = helper(**kwargs)
@@ -131,7 +131,7 @@ class Oracle:
         op = case["op"]
         sink: dict[str, Any] = {}
         ns = self.py.namespace(device, sink)
-        wrapper = self.py.load(op, ns)
+        wrapper = self.py.load_function(op, ns)
         call = case["call"]
         args = {}
         for name, value in call["args"].items():

@@ -46,7 +46,7 @@ def tag_map(repo: AiterRepo, ported: dict[str, str]) -> list[dict[str, str | Non
     for tag in git(repo.path, "tag", "-l").split():
         if not RELEASE_TAG.match(tag):
             continue
-        commit = repo.resolve(tag)
+        commit = repo.commit_sha(tag)
         date = repo.commit(commit).date
         digest = repo.digest(commit)
         rows.append({"tag": tag, "commit": commit, "date": date, "planner_digest": digest, "same_planner_as": ported.get(digest)})
