@@ -5,7 +5,8 @@ folder (the shipped ``goldens/`` copied in, ``docs/`` linked, what the page take
 through bash with the package's ``mla-golden`` first on PATH (a plain ``mla-golden`` command in-process),
 its exit status checked. An example with
 output is compared line by line with stdout and stderr as a terminal shows them (trailing spaces dropped,
-the work folder written ``TMP``); in the page's output:
+the work folder written ``TMP``, a reader's folder in it as the page writes it: :data:`READER_PATHS`); in the
+page's output:
 
 - a line that is ``...`` alone (indented or not) stands for any run of lines, none included;
 - a duration (``35.7 s``, ``120 ms``) stands for any duration: the page shows one a run printed;
@@ -40,6 +41,7 @@ from helpers.doc_examples import (
     MARKER,
     NOT_RUN,
     PAGES,
+    READER_PATHS,
     RUNS,
     SETUP,
     Example,
@@ -126,6 +128,8 @@ def _sh(command: str, work: Path, with_aiter: bool = False) -> tuple[int, list[s
             check=False,
         )  # fmt: skip
         code, text = done.returncode, done.stdout
+    for folder, path in READER_PATHS.items():
+        text = text.replace(str(work / folder), path)
     lines = [line.rstrip() for line in text.replace(str(work), "TMP").splitlines()]
     while lines and not lines[-1]:
         lines.pop()
@@ -137,6 +141,7 @@ def _workspace(page: str, work: Path) -> None:
     shutil.copytree(ROOT / "goldens", work / "goldens")
     (work / "docs").symlink_to(ROOT / "docs")
     for name, text in FILES.get(page, {}).items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text, encoding="utf-8")
     for command in SETUP.get(page, []):
         code, out = _sh(command, work)

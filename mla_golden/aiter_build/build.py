@@ -20,11 +20,13 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from mla_golden.aiter_build import scratch, tree
 from mla_golden.errors import AiterSourceError
+from mla_golden.render.sanitize import inline
 from mla_golden.schema import CPP_DIR, CPP_FILE
 
 HERE = Path(__file__).resolve().parent
@@ -279,8 +281,20 @@ def compiler() -> str:
     return found
 
 
-def build(checkout: Path, cache_dir: Path) -> Harness:
-    """Compile (or reuse) the host harness for the checkout's planner sources."""
+def announce(checkout: Path) -> None:
+    """Say on stderr, before a cold build, that the wait ahead is minutes: not a hang, and once per tree (later
+    uses find the build in the cache). stdout stays the caller's; the CLI prints it under ``--quiet`` too."""
+    print(
+        f"mla-golden: building aiter's planner of {inline(str(checkout))} for the host: a few minutes, once "
+        "(later uses find it in the cache)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def build(checkout: Path, cache_dir: Path, *, quiet: bool = False) -> Harness:
+    """Compile (or reuse) the host harness for the checkout's planner sources; a cold build is announced on stderr
+    (:func:`announce`) unless ``quiet`` (a caller that reports its builds itself)."""
     from filelock import FileLock
 
     checkout = checkout.resolve()
@@ -300,6 +314,8 @@ def build(checkout: Path, cache_dir: Path) -> Harness:
     if binary.is_file():
         return Harness(binary, signatures)
     cxx = compiler()
+    if not quiet:
+        announce(checkout)
     cache_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(cache_dir / f"{digest}.lock")):
         if binary.is_file():  # another process (or thread) built it while we waited

@@ -65,12 +65,10 @@ def require_goldens(paths: list[Path], option: str = "") -> None:
 
 def resolve_backend(spec: str, quiet: bool, aiter_repo: Path | None = None, replay: bool = False) -> Any:
     """Resolve the backend or exit 2 saying why not; say which one runs (``replay``: goldens are replayed on it)."""
-    from mla_golden.backends import AITER_SRC, resolve
+    from mla_golden.backends import resolve
     from mla_golden.errors import BackendError
 
-    if spec.strip().startswith(AITER_SRC):  # the first use of a tree compiles it: minutes on a busy machine, not a hang
-        say(f"{spec}: building aiter's planner for the host unless this tree is in the cache (first use: a minute or more)", quiet)
-    try:
+    try:  # an aiter-src tree's first use compiles it: the build says so on stderr, --quiet or not (build.announce)
         chosen = resolve(spec, aiter_repo=None if aiter_repo is None else str(aiter_repo))
     except BackendError as exc:
         say(f"error: --backend {spec}: {exc}")

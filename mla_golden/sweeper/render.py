@@ -137,19 +137,25 @@ def kernel_paths(findings: Findings) -> str:
     return "decode kernel paths (cases): " + "; ".join(sides) + " (a call that raised or is undefined has none)" if sides else ""
 
 
+def _regions(findings: Findings) -> list[str]:
+    regions = findings.summary.regions
+    return ["regions:", *(f"  {region.describe()}" for region in regions)] if regions else []
+
+
 def render_text(findings: Findings, *, quiet: bool = False) -> str:
+    """The report; ``quiet``: the verdict and the regions only (and, when inconclusive, the top reasons why)."""
     lines = [headline(findings)]
-    if not quiet or findings.not_compared.inconclusive:
-        lines += not_compared_lines(findings)
+    if quiet:
+        lines += not_compared_lines(findings) if findings.not_compared.inconclusive else []
+        return "\n".join(lines + _regions(findings))
+    lines += not_compared_lines(findings)
     if kernel_paths(findings):
         lines.append(kernel_paths(findings))
     if findings.groups:
         lines.append(f"causes ({len(findings.groups)} group(s) of divergent cases, one reproducer each):")
         for group in findings.groups:
             lines += _group_lines(group)
-    if findings.summary.regions:
-        lines.append("regions:")
-        lines += [f"  {region.describe()}" for region in findings.summary.regions]
+    lines += _regions(findings)
     never = findings.summary.never()
     if never:
         lines.append("never diverged: " + "; ".join(f"{axis} {', '.join(values)}" for axis, values in never.items()))
@@ -159,8 +165,6 @@ def render_text(findings: Findings, *, quiet: bool = False) -> str:
             shown = [f"{value} {d}/{n}" for value, (n, d) in sorted(values.items()) if value != NOT_APPLICABLE]
             if len(shown) > 1:
                 lines.append(f"  {axis}: " + ", ".join(shown))
-    if quiet:
-        return "\n".join(lines)
     lines += _notes(findings)
     if findings.reproducers:
         if findings.out:

@@ -129,7 +129,7 @@ class Planners:
         start = time.monotonic()
         try:
             source = tree.from_revision(state.commit.sha, self.repo.path)
-            harness = build.build(source.csrc_root, tree.cache_root() / "builds")
+            harness = build.build(source.csrc_root, tree.cache_root() / "builds", quiet=True)  # progress says so
         except MlaGoldenError as error:
             return FAILED, time.monotonic() - start, _first_line(error)
         return (BUILT if harness.compiled else CACHED), time.monotonic() - start, None

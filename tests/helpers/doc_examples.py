@@ -63,6 +63,9 @@ PLACEHOLDERS: dict[str, str] = {
     "DIR": "sweep-out",
 }
 
+#: Folders of a page's work folder that its output writes as the reader's own: a reader's pytest project.
+READER_PATHS: dict[str, str] = {"project": "/path/to/project"}
+
 #: What a page's commands take as already there, made in its work folder first (the shipped ``goldens`` and
 #: ``docs/`` are copied or linked in for every page).
 SETUP: dict[str, list[str]] = {
@@ -71,6 +74,9 @@ SETUP: dict[str, list[str]] = {
         "mla-golden record --backend reference@v0.1.16.post2 --out old-tree --quiet",
         "cp -r old-tree goldens-old",
         "cp -r goldens new-tree",  # the shipped goldens are the default matrix recorded on the reference
+        # "In pytest": the goldens written on a known-good build, then the change that drops the planner's dtypes
+        "cd project && pytest -q --mla-golden-update",
+        "sed -i 's/^NEW_BUILD = False$/NEW_BUILD = True/' project/tests/builder.py",
     ],
     "docs/cli.md": ["git init -q", "mla-golden record --backend reference@v0.1.16.post2 --out goldens-0.1.16 --quiet"],
 }
@@ -79,10 +85,63 @@ SETUP: dict[str, list[str]] = {
 #: the clone).
 AITER_SETUP: list[str] = ["mkdir -p aiter-tree", "git -C {aiter} archive v0.1.20 csrc aiter | tar -x -C aiter-tree"]
 
-#: Files a page's commands take as already there: README's ``python:my_planners:patched`` is a module in
-#: the current folder (here the reference itself, so that sweep finds nothing).
+#: README's "In pytest" test, in a project laid out as README describes (``project/``, which the page's output
+#: writes ``/path/to/project``): the README's test, with what it leaves to the reader (the builder, its input)
+#: filled in.
+_PYTEST_TEST = """\
+from mla_golden import reference as aiter
+
+from builder import builder, common_attn_metadata
+
+
+def test_decode_metadata(mla_golden):
+    with mla_golden.spy(aiter) as spy:
+        builder.build(common_attn_metadata)
+    mla_golden.assert_matches(spy.calls.one("get_mla_metadata_v1"), name="decode")
+"""
+#: A decode builder that calls the planner as vLLM's does (DeepSeek-V3 at TP 1); ``NEW_BUILD`` drops the dtypes
+#: from its sizing and planning calls: the regression the page's failure shows.
+_PYTEST_BUILDER = """\
+import torch
+from mla_golden import reference as aiter
+
+NEW_BUILD = False
+BUFFERS = ("work_meta_data", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
+
+
+class Builder:
+    def __init__(self, heads=128, max_reqs=4):
+        fp8 = None if NEW_BUILD else aiter.dtypes.fp8
+        shapes = aiter.get_mla_metadata_info_v1(max_reqs, 1, heads, fp8, fp8, is_sparse=False, fast_mode=True)
+        self.buffers = {name: torch.empty(size, dtype=dtype) for name, (size, dtype) in zip(BUFFERS, shapes)}
+        self.heads = heads
+
+    def build(self, seq_lens):
+        kv_indptr = torch.zeros(len(seq_lens) + 1, dtype=torch.int32)
+        kv_indptr[1:] = torch.cumsum(torch.tensor(seq_lens, dtype=torch.int32), 0)
+        dtypes = {} if NEW_BUILD else {"dtype_q": aiter.dtypes.fp8, "dtype_kv": aiter.dtypes.fp8}
+        b = self.buffers
+        aiter.get_mla_metadata_v1(
+            torch.arange(len(seq_lens) + 1, dtype=torch.int32), kv_indptr, torch.ones(len(seq_lens), dtype=torch.int32),
+            self.heads, 1, True, b["work_meta_data"], b["work_info_set"], b["work_indptr"], b["reduce_indptr"],
+            b["reduce_final_map"], b["reduce_partial_map"], page_size=1, kv_granularity=16, max_seqlen_qo=1,
+            uni_seqlen_qo=1, fast_mode=True, **dtypes)
+
+
+builder = Builder()
+common_attn_metadata = [700, 1900, 100, 3000]
+"""
+
+#: Files a page's commands take as already there (paths in its work folder): README's
+#: ``python:my_planners:patched`` is a module in the current folder (here the reference itself, so that sweep
+#: finds nothing), and its pytest project.
 FILES: dict[str, dict[str, str]] = {
-    "README.md": {"my_planners.py": "from mla_golden import reference as patched\n"},
+    "README.md": {
+        "my_planners.py": "from mla_golden import reference as patched\n",
+        "project/pyproject.toml": "[tool.pytest.ini_options]\n",  # the project's root: its goldens/ go there
+        "project/tests/test_builder.py": _PYTEST_TEST,
+        "project/tests/builder.py": _PYTEST_BUILDER,
+    },
     "docs/cli.md": {"my_planners.py": "from mla_golden import reference as patched\n"},
 }
 
@@ -104,6 +163,8 @@ RUNS: dict[str, Run] = {
     "mla-golden bisect goldens-old --good v0.1.16.post2 --bad v0.1.20 --aiter-repo AITER_REPO": Run(1, aiter=True),
     "mla-golden history v0.1.16..v0.1.20 --aiter-repo AITER_REPO": Run(aiter=True),
     'git config diff.mla-golden.textconv "mla-golden textconv"': Run(),
+    # README.md: in pytest (project/'s test, its builder changed since its golden was written)
+    "cd project && pytest": Run(1),
     # README.md: the upgrade preview
     "mla-golden record --backend reference@v0.1.16.post2 --out goldens-0.1.16 --quiet": Run(),
     'mla-golden diff goldens-0.1.16 --backend reference --format json | grep -m1 "replayed on"': Run(),
@@ -167,8 +228,6 @@ NOT_RUN: dict[str, str] = {
     "mla-golden show goldens/mine/get_mla_metadata_v1/gfx942-cu304/....safetensors --cu 3": (
         "shows one of the goldens the reader's tests recorded (the line above)"
     ),
-    "pytest": "the reader's own tests, failing after a planner change (tests/test_pytest_failure_output.py makes "
-    "such a report)",
     "mla-golden sweep --a aiter --b reference": "needs aiter on an MI300X or MI355X",
     "mla-golden diff goldens --backend aiter --format json > mla-golden.json": "needs aiter on an MI300X",
     "mla-golden record --backend aiter --out goldens-old": "needs aiter on a GPU (the old build)",

@@ -82,9 +82,10 @@ def _boxes(b: Browser, selector: str) -> list[dict[str, Any]]:
                       "{work: e.getAttribute('data-work'), cu: e.getAttribute('data-cu'), text: e.textContent}))"))  # fmt: skip
 
 
-def _visible(box: dict[str, Any]) -> bool:
+def _visible(box: dict[str, Any], width: int = SCREEN[0]) -> bool:
+    """Whether ``box`` lies whole in the first screen of a window ``width`` wide."""
     return bool(box["width"] > 0 and box["height"] > 0 and box["left"] >= 0 and box["top"] >= 0 and \
-        box["right"] <= SCREEN[0] and box["bottom"] <= SCREEN[1])  # fmt: skip
+        box["right"] <= width and box["bottom"] <= SCREEN[1])  # fmt: skip
 
 
 def _open(b: Browser, page: Path, shot: str) -> None:
@@ -250,15 +251,19 @@ def test_sweep_page_answers_in_the_first_screen_with_groups_folded_and_zoomed(br
     assert len(findings.groups) == 2
     page = tmp_path / "sweep.html"
     page.write_text(render_html(findings), encoding="utf-8")
-    _open(browser, page, "sweep-groups")
-    # the answer and the causes in the first screen, what was compared named
-    for selector in (".verdict", "table.groups", ".compared"):
-        assert _visible(_box(browser, selector)), selector
-    assert "python:helpers.planted_planners:two_bugs" in browser.evaluate("document.querySelector('.compared').innerText")
     tally = ", ".join(f"{n} {status}" for status, n in sorted(findings.counts.items(), key=lambda kv: -kv[1]))
-    assert findings.verdict == "diverged" and browser.evaluate("document.title") == f"mla-golden sweep: diverged ({tally})"
-    # nothing wider than the screen
-    assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0]
+    assert findings.verdict == "diverged"
+    for width in WIDTHS:
+        _first_screen(browser, page, width, "sweep-groups")
+        # the answer and the causes in the first screen, what was compared named, the verdict in the title
+        for selector in (".verdict", "table.groups", ".compared"):
+            assert _visible(_box(browser, selector), width), (selector, width)
+        assert "python:helpers.planted_planners:two_bugs" in browser.evaluate("document.querySelector('.compared').innerText")
+        assert browser.evaluate("document.title") == f"mla-golden sweep: diverged ({tally})"
+        # nothing wider than the screen; every link lands on what it names, in view
+        assert browser.evaluate("document.documentElement.scrollWidth") <= width
+        assert _links_that_miss(browser, SCREEN[1]) == [], width
+    browser.open(page.as_uri(), *SCREEN)
     # every in-page link resolves, and each group is folded
     hrefs = browser.evaluate("Array.from(document.querySelectorAll('a[href^=\"#\"]')).map(a => a.getAttribute('href'))")
     assert len(hrefs) == 2 and all(browser.evaluate(f"!!document.querySelector({json.dumps(h)})") for h in hrefs)
@@ -291,10 +296,8 @@ def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_scree
     assert run("diff", ROOT / "goldens", "--backend", "reference@33d168a0", "--html", page, "-q").code == 1
     assert page.stat().st_size < 2_000_000, page.stat().st_size
     _open(browser, page, "diff-upgrade-preview")
-    assert browser.evaluate("document.documentElement.scrollWidth") <= SCREEN[0], "no horizontal overflow"
     compared = browser.evaluate("document.querySelector('.compared').innerText")
     assert "reference@33d168a0" in compared and "devices gfx942:304" in compared and "heads" in compared
-    assert _visible(_box(browser, ".summary table.groups"))
     # the planner's changes split by what they changed, as the run's JSON counts them (each result's Cause)
     labels = browser.evaluate("Array.from(document.querySelectorAll('table.groups tr')).slice(1).map(r => [r.cells[0].innerText, +r.cells[1].innerText])")
     planner = {label.rsplit(": ", 1)[1]: n for label, n in labels if label.startswith("planner behaviour change")}
@@ -306,17 +309,21 @@ def test_upgrade_preview_of_the_shipped_goldens_stays_small_and_inside_the_scree
     hrefs = browser.evaluate("Array.from(document.querySelectorAll('a[href^=\"#\"]')).map(a => a.getAttribute('href'))")
     dead = [h for h in hrefs if not browser.evaluate(f"!!document.querySelector({json.dumps(h)})")]
     assert hrefs and not dead, dead[:5]
-    # the verdict in the title; every diverged call keeps its full schedule or names the command that draws it
-    assert browser.evaluate("document.title") == f"mla-golden diff: {sum(causes.values())} diverged"
+    # every diverged call keeps its full schedule or names the command that draws it
     kept = browser.evaluate("Array.from(document.querySelectorAll('section.call')).filter(s => s.querySelector('.headline')).map(s => "
                             "[!!s.querySelector('details.full'), Array.from(s.querySelectorAll('.left-out code.command')).map(c => c.innerText)])")  # fmt: skip
     assert len(kept) == sum(causes.values())
     for full, commands in kept:
         assert full or any(c.startswith("mla-golden diff ") and c.endswith(".html") and "--backend reference@33d168a0" in c for c in commands)
-    assert _links_that_miss(browser, SCREEN[1]) == []
     for width in WIDTHS:
-        browser.open(page.as_uri(), width, SCREEN[1])
+        # the verdict in the title and the first screen, every link landing on what it names, nothing broken
+        _first_screen(browser, page, width, "diff-upgrade-preview")
+        assert browser.evaluate("document.title") == f"mla-golden diff: {sum(causes.values())} diverged", width
+        assert _visible(_box(browser, ".summary table.groups"), width), width
+        assert browser.evaluate("document.documentElement.scrollWidth") <= width, "no horizontal overflow"
         assert _layout_problems(browser, width) == [], width
+        assert _links_that_miss(browser, SCREEN[1]) == [], width
+        browser.open(page.as_uri(), width, SCREEN[1])
         # open everything: still nothing wider than the screen, nothing broken
         browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
         assert _layout_problems(browser, width) == [], width
@@ -567,9 +574,6 @@ def test_a_check_page_with_many_violations_draws_them_first_and_names_the_comman
     assert run("check", tree, "--html", page, "-q").code == 2  # bad input outranks the violations
     assert page.stat().st_size < 2_000_000
     _open(browser, page, "check-many")
-    assert browser.evaluate("document.title") == "mla-golden check: 12 violated, 1 bad"
-    summary = _box(browser, ".summary")
-    assert summary["top"] < _box(browser, ".legend")["top"] and summary["bottom"] <= SCREEN[1]
     # the violated goldens first, each keeping its schedule or naming the command that draws it alone
     sections = browser.evaluate(
         "Array.from(document.querySelectorAll('section.call')).map(s => [s.getAttribute('data-status'), s.querySelector('h2').innerText, "
@@ -589,11 +593,15 @@ def test_a_check_page_with_many_violations_draws_them_first_and_names_the_comman
     rows = browser.evaluate("Array.from(document.querySelectorAll('table.groups tr')).slice(1).map(r => "
                             "[r.cells[0].innerText, +r.cells[1].innerText, r.querySelectorAll('a').length])")  # fmt: skip
     assert rows[-1] == ["bad", 1, 1] and all(n == links for _, n, links in rows) and len(rows) > 1, rows
-    assert _links_that_miss(browser, SCREEN[1]) == []
     for width in WIDTHS:
-        browser.open(page.as_uri(), width, SCREEN[1])
-        browser.screenshot(ARTIFACTS / f"check-many-{width}.png")
+        # the verdict in the title and the first screen, before the legend; every link lands; nothing broken
+        _first_screen(browser, page, width, "check-many")
+        assert browser.evaluate("document.title") == "mla-golden check: 12 violated, 1 bad", width
+        summary = _box(browser, ".summary")
+        assert summary["top"] < _box(browser, ".legend")["top"] and _visible(summary, width), width
         assert _layout_problems(browser, width) == [], width
+        assert _links_that_miss(browser, SCREEN[1]) == [], width
+        browser.open(page.as_uri(), width, SCREEN[1])
         browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
         assert _layout_problems(browser, width) == [], f"{width}, every fold open"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -266,6 +267,22 @@ def test_cli_json_html_and_exit_status(tmp_path: Path) -> None:
     assert "device gfx942:304" in html and "<svg" in html
     text = runner.invoke(app, ["sweep", "--a", "reference", "--b", "reference", "--space", str(space)])
     assert text.exit_code == 0 and text.stdout.startswith("no divergence")
+
+
+def test_quiet_prints_the_verdict_and_the_regions_only(tmp_path: Path) -> None:
+    space = _write(tmp_path, OVERRIDE_SPACE)
+    args = ["sweep", "--a", "reference", "--b", "reference:gfx942:80", "--space", str(space)]
+    runner = CliRunner()
+    quiet = runner.invoke(app, [*args, "--out", str(tmp_path / "out"), "--quiet"])  # reproducers written, not listed
+    document = json.loads(runner.invoke(app, [*args, "--format", "json"]).stdout)
+    assert quiet.exit_code == 1 and quiet.stderr == ""
+    headline, *rest = quiet.stdout.splitlines()
+    assert re.fullmatch(r"DIVERGED \(2 group\(s\), all sound on both sides\): A reference .* 9 cases \(diverged 5, equal 4\), .*", headline)
+    regions = [region["description"] for region in document["regions"]]
+    assert regions and rest == ["regions:", *(f"  {region}" for region in regions)]
+    full = runner.invoke(app, args).stdout.splitlines()
+    assert full[0].split(" in ")[0] == headline.split(" in ")[0]  # the same verdict, up to its times
+    assert len(full) > len(rest) + 10, "the full report also gives causes, counts per value, reproducers"
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import mla_golden
 from mla_golden.cli import app
 from mla_golden.cli.sweep import EXIT_INCONCLUSIVE
-from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, not_compared
+from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, TOP_REASONS, not_compared
 from mla_golden.sweeper.evaluate import BOTH, EQUAL, EQUAL_WHERE_DEFINED, SKIPPED, UNDEFINED, Side, compare, evaluate
 from mla_golden.sweeper.planners import resolve_planner
 from mla_golden.sweeper.render import render_text
@@ -59,6 +59,11 @@ def test_a_sweep_that_could_compare_only_a_minority_is_inconclusive_with_its_own
     assert sum(r["cases"] for r in reasons) == skipped and {r["verdict"] for r in reasons} == {SKIPPED}
     first = reasons[0]
     assert top == f"  skipped {first['cases']}: {first['reason']}" and "unpaged: this signature has no " in top
+    quiet = CliRunner().invoke(app, ["sweep", "--a", "reference", "--b", "python:helpers.planted_planners:unpaged", "--space",
+                                     str(tmp_path / "space.toml"), "--cases", "60", "--quiet"]).stdout.splitlines()  # fmt: skip
+    full = text.splitlines()
+    assert quiet[0].split(" in ")[0] == full[0].split(" in ")[0]  # the same verdict, up to its times
+    assert quiet[1:] == full[1 : 2 + len(reasons[:TOP_REASONS])], "quiet: the verdict and why (no region diverges)"
     clean, document, text = _sweep(tmp_path, "1")
     assert clean == 0 and document["verdict"] == "equal" and text.startswith("no divergence: ")
 
