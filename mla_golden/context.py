@@ -108,9 +108,15 @@ def _set_env(env: Mapping[str, str | None]) -> None:
 
 
 @contextlib.contextmanager
-def as_recorded(call: Call) -> Iterator[None]:
-    """Plan as ``call`` was planned: its env set and the reference planning for its device, for the block."""
-    with planner_env(call.env), plan_for(call.device):
+def as_recorded(
+    call: Call, plan: Callable[[Mapping[str, Any]], contextlib.AbstractContextManager[Any]] = plan_for
+) -> Iterator[None]:
+    """Plan as ``call`` was planned: its env set and, for the block, ``plan(call.device)``.
+
+    ``plan`` is how the planner at hand is told its device: the reference's device context by default; a
+    backend that plans for the GPU it runs on passes one that sets nothing.
+    """
+    with planner_env(call.env), plan(call.device):
         yield
 
 
