@@ -143,8 +143,8 @@ def lengths(mode: str, top: int, count: int, low: int, draw: Callable[[int, int]
 def arch_dtype_name(name: str, arch: str) -> str | None:
     """The torch dtype (``"torch.bfloat16"``...) a case's dtype ``name`` means on ``arch``; None for ``none``.
 
-    ``fp8`` is the arch's fp8 as aiter's ``dtypes`` has it (:data:`mla_golden.reference.dtypes.FP8_BY_ARCH`);
-    an arch aiter lists none for gets the OCP ``float8_e4m3fn``.
+    ``fp8`` is the arch's fp8 as aiter's ``dtypes`` has it (:func:`mla_golden.reference.dtypes.fp8_of`):
+    an arch aiter lists none for gets aiter's 8-bit fallback, as there.
     """
     if name == NO_DTYPE:
         return None
@@ -155,10 +155,10 @@ def torch_dtype(name: str, arch: str) -> torch.dtype:
     """The torch dtype a case's dtype ``name`` (``bf16`` or ``fp8``) means on ``arch``."""
     import torch
 
-    from mla_golden.reference.dtypes import FP8_BY_ARCH
+    from mla_golden.reference.dtypes import fp8_of
 
     if name == "fp8":
-        return FP8_BY_ARCH.get(arch, torch.float8_e4m3fn)
+        return fp8_of(arch)
     if name == "bf16":
         return torch.bfloat16
     raise ValueError(f"unknown case dtype {name!r} (known: {', '.join((*DTYPE_NAMES, NO_DTYPE))})")

@@ -15,15 +15,12 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from mla_golden.planner_id import planner_of, stamp
 from mla_golden.schema import schema_for
-
-if TYPE_CHECKING:
-    from mla_golden.call import Call
 
 #: Backends that plan for the reference's device context rather than a GPU.
 SIMULATED = ("reference", "aiter-src")
@@ -107,10 +104,26 @@ def _set_env(env: Mapping[str, str | None]) -> None:
             os.environ[key] = value
 
 
+class Recorded(Protocol):
+    """What :func:`as_recorded` reads of a call: a :class:`~mla_golden.call.Call`, or a record of one."""
+
+    @property
+    def env(self) -> Mapping[str, str | None]: ...
+
+    @property
+    def device(self) -> Mapping[str, Any]: ...
+
+
 @contextlib.contextmanager
-def as_recorded(call: Call) -> Iterator[None]:
-    """Plan as ``call`` was planned: its env set and the reference planning for its device, for the block."""
-    with planner_env(call.env), plan_for(call.device):
+def as_recorded(
+    call: Recorded, plan: Callable[[Mapping[str, Any]], contextlib.AbstractContextManager[Any]] = plan_for
+) -> Iterator[None]:
+    """Plan as ``call`` was planned: its env set and, for the block, ``plan(call.device)``.
+
+    ``plan`` is how the planner at hand is told its device: the reference's device context by default; a
+    backend that plans for the GPU it runs on passes one that sets nothing.
+    """
+    with planner_env(call.env), plan(call.device):
         yield
 
 

@@ -149,6 +149,7 @@ def capture(cases: Sequence[Case], backend: Backend) -> Iterator[tuple[Case, Cal
         for case in cases:
             before = len(s.calls)
             try:
+                # Not context.as_recorded: there is no Call yet (this records one), only the case's env and device.
                 with planner_env(case.env), backend.plans_for(case.arch, case.cu_num):
                     case.invoke(backend)
             except PLANNER_EXITS as exc:  # never the program's result: the case failed

@@ -44,10 +44,12 @@ import pytest
 import torch
 from helpers import standins
 from helpers.conformance import (
+    RecordedOn,
+    buffer_names,
+    call_arguments,
     conformance_files,
     expected_outputs,
     file_stem,
-    input_tensors,
     records,
     torch_dtype,
 )
@@ -55,9 +57,8 @@ from typer.testing import CliRunner
 
 import mla_golden
 from mla_golden.cli import app
-from mla_golden.context import planner_env
+from mla_golden.context import as_recorded
 from mla_golden.golden.store import Golden, GoldenStore
-from mla_golden.reference import device
 from mla_golden.schema import OUTPUTS
 
 #: What the stand-in planners write on the next call: set per record and side.
@@ -116,31 +117,18 @@ def _flat(runs: list[list[int]]) -> set[int]:
     return {i for start, end in runs for i in range(start, end)}
 
 
-def _call_args(call: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-    """Positional and keyword arguments as the record's caller passed them (dtype names -> torch dtypes)."""
-    tensors = input_tensors(call)
-    args = [tensors[name] if name in tensors else value for name, value in call["args"].items()]
-    kwargs = {k: torch_dtype(v) if k.startswith("dtype") else v for k, v in call["kwargs"].items()}
-    return args, kwargs
-
-
 def _record_side(
     spied: types.ModuleType, rec: dict[str, Any], call: dict[str, Any], buffers: dict[str, Any], outputs: dict[str, Any] | None, error: str | None
 ) -> None:
     """One call of the stand-in through the spy, as ``call`` describes it, planning ``outputs``."""
     _PLAN.update(outputs=expected_outputs(outputs) if outputs else {}, error=error)
-    args, kwargs = _call_args(call)
+    args, kwargs = call_arguments(call)
     names = [n for n in buffers if n in OUTPUTS or n == "work_info"]
     bufs = {n: torch.empty(buffers[n]["shape"], dtype=torch_dtype(buffers[n]["dtype"])) for n in names}
-    if rec["op"] == "get_mla_metadata_v1":
-        order = ("work_metadata_ptrs", "work_info_set", "work_indptr", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
-    else:
-        order = ("work_metadata_ptrs", "work_indptr", "work_info", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
     planner = getattr(spied, rec["op"])
-    dev = rec["device"]
-    with planner_env(rec["env"]), device(dev["arch"], dev["cu_num"], warp_size=dev["warp_size"], lds_bytes=dev["lds_bytes"]):
+    with as_recorded(RecordedOn.of(rec)):
         try:
-            planner(*args, *(bufs[n] for n in order), **kwargs)
+            planner(*args, *(bufs[n] for n in buffer_names(rec["op"])), **kwargs)
         except RuntimeError:
             assert error is not None
 

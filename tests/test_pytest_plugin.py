@@ -11,32 +11,7 @@ import pytest
 # pytester's in-process runs drop modules imported during them; torch cannot be imported twice in one
 # process, so it must already be loaded before the first inner run.
 import torch  # noqa: F401, I001
-from helpers.repo import TESTS
-
-STANDINS = (TESTS / "helpers" / "standins.py").read_text()
-
-TEST_FILE = textwrap.dedent(
-    """
-    import os
-    import torch
-    import standins
-
-    DTYPE = {"fp8": torch.float8_e4m3fn, "none": None}[os.environ.get("BUILDER_DTYPE", "fp8")]
-
-    def build(aiter):
-        bufs = standins.toy_buffers(3, 200)
-        standins.toy_decode(aiter, bufs, dtype_q=DTYPE, dtype_kv=DTYPE)
-
-    def test_decode_metadata(mla_golden):
-        aiter = standins.fake_aiter()
-        with mla_golden.spy(aiter) as spy:
-            build(aiter)
-            build(aiter)
-        first, second = spy.calls.all()
-        mla_golden.assert_matches(first, name="decode")
-        mla_golden.assert_matches(second)
-    """
-)
+from helpers.plugin_project import STANDINS, TEST_FILE
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 # pytester's in-process runs drop modules imported during them; torch cannot be imported twice in one
 # process, so it must already be loaded before the first inner run.
 import torch  # noqa: F401, I001
-from test_pytest_plugin import STANDINS, TEST_FILE
+from helpers.plugin_project import STANDINS, TEST_FILE
 
 FOLDER = Path("goldens") / "test_builder.py" / "test_decode_metadata"
 

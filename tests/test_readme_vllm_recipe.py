@@ -9,6 +9,7 @@ import pytest
 from helpers.readme_blocks import README, block
 
 import mla_golden
+from mla_golden.reference.dtypes import FP8_BY_ARCH
 
 
 def _recipe_blocks() -> list[str]:
@@ -33,9 +34,9 @@ def test_the_fixture_form_writes_then_matches_goldens_with_each_archs_fp8(pytest
     pytester.makepyfile(test_recipe=library + "\n\n" + tests)
     # a real pytest process, as vLLM's suite would run it
     pytester.runpytest_subprocess("--mla-golden-update", "-p", "no:cacheprovider").assert_outcomes(passed=2)
-    for arch, fp8 in (("gfx942", "torch.float8_e4m3fnuz"), ("gfx950", "torch.float8_e4m3fn")):
+    for arch in ("gfx942", "gfx950"):
         golden = mla_golden.load(
             pytester.path / "goldens" / "test_recipe.py" / f"test_decode_metadata[{arch}]" / "decode.safetensors"
         )
-        assert golden.call.device["arch"] == arch and golden.call.params["dtype_kv_nope"] == fp8
+        assert golden.call.device["arch"] == arch and golden.call.params["dtype_kv_nope"] == str(FP8_BY_ARCH[arch])
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)

@@ -113,7 +113,7 @@ def test_equal_calls_are_not_judged() -> None:
 
 
 def test_a_diverged_diff_computes_each_sides_geometry_once_and_judges_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The diff's geometry is the one the soundness judge reads (issue 28: it was computed twice per side)."""
+    """The soundness judge reads the geometry the diff computed, so each side's is computed once, not twice."""
     from mla_golden import differ, soundness
     from mla_golden.geometry import geometry
 

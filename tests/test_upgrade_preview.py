@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 import torch
 from helpers.cli import cli_json, run
-from helpers.conformance import input_tensors, records, torch_dtype
+from helpers.conformance import RecordedOn, call_arguments, records
 from helpers.readme_blocks import block
 from helpers.repo import ROOT
 
 import mla_golden
 from mla_golden import reference
-from mla_golden.context import planner_env
+from mla_golden.context import as_recorded
 from mla_golden.diff_data import Cause
 from mla_golden.golden.store import Golden, GoldenStore, load
 from mla_golden.schema import OUTPUTS
@@ -38,7 +38,6 @@ UPGRADE = f"planner behaviour change reference@{OLD} -> reference@{NEW}"
 CHANGED = ("mla-cc94bc618e274cfe", "mla-9e38bd0438a1297a", "mla-3c0080b1ca19d300")
 #: Records the upgrade leaves alone.
 SAME_COUNT = 3
-SIZING_ORDER = ("work_metadata_ptrs", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
 MATRIX = """\
 format = "mla-golden-matrix/1"
 
@@ -81,18 +80,15 @@ def _record_as_builder(store: GoldenStore, version: str, rec: dict[str, Any]) ->
     """Record ``rec``'s call on ``reference@version`` as a builder would: sized by that version's helper."""
     planners = reference.at(version)
     call = rec["call"]
-    tensors = input_tensors(call)
-    args = [tensors.get(name, value) for name, value in call["args"].items()]
-    kwargs = {k: torch_dtype(v) if k.startswith("dtype") else v for k, v in call["kwargs"].items()}
+    args, kwargs = call_arguments(call)
     a, k = call["args"], call["kwargs"]
-    dev = rec["device"]
-    with planner_env(rec["env"]), reference.device(dev["arch"], dev["cu_num"], warp_size=dev["warp_size"], lds_bytes=dev["lds_bytes"]):
+    with as_recorded(RecordedOn.of(rec)):
         sizes = planners.get_mla_metadata_info_v1(
             len(a["seqlens_qo_indptr"]) - 1, k["max_seqlen_qo"], a["num_heads_per_head_k"],
             kwargs["dtype_q"], kwargs["dtype_kv"], k["topk"] != -1, fast_mode=k["fast_mode"],
             max_split_per_batch=k["max_split_per_batch"],
         )  # fmt: skip
-        buffers = {name: torch.empty(shape, dtype=dtype) for name, (shape, dtype) in zip(SIZING_ORDER, sizes)}
+        buffers = {name: torch.empty(shape, dtype=dtype) for name, (shape, dtype) in zip(OUTPUTS, sizes)}
         with mla_golden.spy(planners) as spy, contextlib.suppress(reference.AiterCheckError):
             planners.get_mla_metadata_v1(*args, **buffers, **kwargs)  # a rejected call is a golden too
     assert store.write(Golden(rec["case_id"], spy.calls.one())).value == "written"

@@ -28,6 +28,7 @@ import torch
 from mla_golden.aiter_build import tree
 from mla_golden.errors import AiterSourceError
 from mla_golden.reference import Device
+from mla_golden.reference.dtypes import fp8_of
 from mla_golden.reference.mla_v1_dispatch import MlaVersion
 from mla_golden.schema import ATTENTION_PY, MLA_OP, OUTPUTS, PS_OP, SCHEMAS, to_dtype
 
@@ -151,7 +152,7 @@ class AiterPython:
         self.checkout = checkout
 
     def namespace(self, device: Device, recorder: dict[str, Any]) -> dict[str, Any]:
-        fp8 = self.fp8_by_arch.get(device.arch, FP8_FALLBACK)
+        fp8 = fp8_of(device.arch, self.fp8_by_arch)
         dtypes = types.SimpleNamespace(
             fp8=fp8, bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32, i32=torch.int32, u64=torch.uint64
         )
@@ -270,10 +271,6 @@ def _recorder(name: str, node: ast.FunctionDef, sink: dict[str, Any]) -> Callabl
 
     record.__signature__ = signature  # type: ignore[attr-defined]
     return record
-
-
-#: aiter's fp8 on an arch its ``defaultDtypes`` does not list (its ``_8bit_fallback``).
-FP8_FALLBACK = torch.uint8
 
 
 def _fp8_by_arch(dtypes_py: Path) -> dict[str, torch.dtype]:

@@ -11,6 +11,7 @@ the caller's own tensors see exactly the program's one run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -23,7 +24,7 @@ import torch
 from mla_golden.binding import BoundCall, build_arguments, signature_of
 from mla_golden.call import Call
 from mla_golden.capture.buffer_bytes import all_zero, bytes_equal, lean_copy, nonzero_end
-from mla_golden.context import SIMULATED, backend_of, device_snapshot, env_snapshot, plan_for, planner_env, provenance
+from mla_golden.context import SIMULATED, as_recorded, backend_of, device_snapshot, env_snapshot, plan_for, provenance
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for, to_dtype
 
 #: Two fill values per dtype that differ in every element.
@@ -436,7 +437,7 @@ def replay(
         fn(*(fresh(i, v, scratch) for i, v in enumerate(args)), **{n: fresh(n, v, scratch) for n, v in kwargs.items()})
 
     bound = BoundCall(op, dict(call.params), inputs, shapes, list(sig.parameters), notes)
-    with planner_env(call.env), _device_context(fn, call.device):
+    with as_recorded(call, functools.partial(_device_context, fn)):
         result = _base_call(op, fn, bound, {n: t.cpu() for n, t in call.inputs.items()}, notes)
         probed = _probe(invoke, shapes)
     if isinstance(probed, Exception):

@@ -12,6 +12,8 @@ import contextvars
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+#: The arch of :data:`DEFAULT_DEVICE`, and the one :func:`device` plans for unless told.
+DEFAULT_ARCH = "gfx942"
 #: LDS bytes per CU (``maxSharedMemoryPerMultiProcessor``) of the archs aiter plans for.
 LDS_BYTES = {"gfx942": 65536, "gfx950": 163840}
 #: CU count of each arch's full part (the default when only the arch is named).
@@ -22,10 +24,10 @@ FULL_PART_CUS = {"gfx942": 304, "gfx950": 256}
 class Device:
     """What aiter's planners read from the GPU they run on."""
 
-    arch: str = "gfx942"
-    cu_num: int = FULL_PART_CUS["gfx942"]
+    arch: str = DEFAULT_ARCH
+    cu_num: int = FULL_PART_CUS[DEFAULT_ARCH]
     warp_size: int = 64
-    lds_bytes: int = LDS_BYTES["gfx942"]
+    lds_bytes: int = LDS_BYTES[DEFAULT_ARCH]
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, str) or not self.arch.startswith("gfx"):
@@ -51,7 +53,7 @@ def current_device() -> Device:
 
 @contextlib.contextmanager
 def device(
-    arch: str = "gfx942",
+    arch: str = DEFAULT_ARCH,
     cu_num: int | None = None,
     *,
     warp_size: int = 64,

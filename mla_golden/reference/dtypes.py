@@ -11,14 +11,16 @@ they are read; every other name is fixed, as in aiter.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from mla_golden.reference._device import current_device
 
-#: aiter's 8-bit stand-in where torch (or the arch) has no such dtype.
-_FALLBACK_8BIT = torch.uint8
+#: aiter's 8-bit stand-in where torch (or the arch) has no such dtype (its ``_8bit_fallback``): also the fp8 of
+#: an arch its ``defaultDtypes`` does not list.
+FALLBACK_8BIT = torch.uint8
 
 #: fp8 per arch, as aiter's ``defaultDtypes`` lists them.
 FP8_BY_ARCH: dict[str, torch.dtype] = {
@@ -29,9 +31,9 @@ FP8_BY_ARCH: dict[str, torch.dtype] = {
     },
 }
 
-i4x2: torch.dtype = getattr(torch, "int4", _FALLBACK_8BIT)
-fp4x2: torch.dtype = getattr(torch, "float4_e2m1fn_x2", _FALLBACK_8BIT)
-fp8_e8m0: torch.dtype = getattr(torch, "float8_e8m0fnu", _FALLBACK_8BIT)
+i4x2: torch.dtype = getattr(torch, "int4", FALLBACK_8BIT)
+fp4x2: torch.dtype = getattr(torch, "float4_e2m1fn_x2", FALLBACK_8BIT)
+fp8_e8m0: torch.dtype = getattr(torch, "float8_e8m0fnu", FALLBACK_8BIT)
 fp16 = torch.float16
 bf16 = torch.bfloat16
 fp32 = torch.float32
@@ -48,9 +50,15 @@ AITER_DTYPE_NAMES = ("fp8", "fp8_e8m0", "fp16", "bf16", "fp32", "i4x2", "fp4x2",
 globals().update({f"AITER_DTYPE_{name}": index for index, name in enumerate(AITER_DTYPE_NAMES)})
 
 
+def fp8_of(arch: str, by_arch: Mapping[str, torch.dtype] = FP8_BY_ARCH) -> torch.dtype:
+    """``arch``'s fp8 in a ``defaultDtypes`` table (this port's, or an aiter tree's own): :data:`FALLBACK_8BIT`
+    where the table lists none, as aiter's ``get_dtype_fp8`` falls back."""
+    return by_arch.get(arch, FALLBACK_8BIT)
+
+
 def get_dtype_fp8() -> torch.dtype:
     """fp8 of the device the reference plans for now (aiter's ``get_dtype_fp8``)."""
-    return FP8_BY_ARCH.get(current_device().arch, _FALLBACK_8BIT)
+    return fp8_of(current_device().arch)
 
 
 def __getattr__(name: str) -> Any:

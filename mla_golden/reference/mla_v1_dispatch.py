@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from mla_golden.reference._cint import c_div
 from mla_golden.reference._device import Device
+from mla_golden.reference.dtypes import AITER_DTYPE_NAMES
 from mla_golden.reference.errors import AiterCheckError, UndefinedResultError
 from mla_golden.reference.features import Dispatch, PlannerFeatures
 from mla_golden.reference.mla_v1_comm import (
@@ -34,8 +35,8 @@ from mla_golden.reference.mla_v1_serial import kn_get_mla_metadata_v1_2
 V1_2_DEVICE = "csrc/kernels/mla/metadata/v1_2_device.cuh"
 
 #: aiter's ``AiterDtype`` ids that the planner tells apart.
-AITER_DTYPE_FP8 = 0
-AITER_DTYPE_BF16 = 3
+AITER_DTYPE_FP8 = AITER_DTYPE_NAMES.index("fp8")
+AITER_DTYPE_BF16 = AITER_DTYPE_NAMES.index("bf16")
 
 Kernel = Callable[
     [MlaV12Params, MlaV12Traits, Sequence[int], Sequence[int], Sequence[int]], MlaV12Outputs

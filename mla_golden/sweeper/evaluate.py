@@ -16,7 +16,6 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,7 @@ from mla_golden import cases
 from mla_golden.binding import as_aiter_callers_pass, build_arguments, signature_of
 from mla_golden.call import Call
 from mla_golden.capture.canary import CANARIES, _message, replay
-from mla_golden.context import planner_env
+from mla_golden.context import as_recorded, planner_env
 from mla_golden.errors import AdaptationError, BufferTooSmallError
 from mla_golden.reference import kernel_log
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for, to_dtype
@@ -203,13 +202,7 @@ def _planning_for(planner: Planner, call: Call) -> contextlib.AbstractContextMan
     device_set = planner.plans_for_now(call.device)
     if env_set:
         return contextlib.nullcontext() if device_set else planner.device_context(call.device)
-    return planner_env(call.env) if device_set else _both(planner, call)
-
-
-@contextlib.contextmanager
-def _both(planner: Planner, call: Call) -> Iterator[None]:
-    with planner_env(call.env), planner.device_context(call.device):
-        yield
+    return planner_env(call.env) if device_set else as_recorded(call, planner.device_context)
 
 
 def _arguments(planner: Planner, call: Call, buffers: dict[str, torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -448,7 +441,7 @@ def _where_defined(point: Point, a: Planner, b: Planner, inputs: dict[str, torch
 def capture(point: Point, planner: Planner) -> Call:
     """The full call (written masks from two canary runs, as ``mla-golden diff`` replays it) for a golden."""
     call, sizing = template(point, planner)
-    with planner_env(call.env), planner.device_context(call.device):
+    with as_recorded(call, planner.device_context):
         try:
             sized = _size(planner, point.op, sizing)
         except Exception as exc:  # the helper rejected the inputs: no buffer could be sized

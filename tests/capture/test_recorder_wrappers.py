@@ -23,6 +23,7 @@ from mla_golden import reference as ref
 from mla_golden.call import CallNotFound
 from mla_golden.reference.dtypes import FP8_BY_ARCH
 
+#: The fp8 of the device the calls here plan for (gfx950).
 FP8 = FP8_BY_ARCH["gfx950"]
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
 KV_PAGES = torch.tensor([0, 4, 13, 14], dtype=torch.int32)

@@ -18,13 +18,9 @@ from helpers.conformance import record_call, records
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-import mla_golden
-from mla_golden import reference
 from mla_golden.call import Call
 from mla_golden.checks import CheckResult, check, decode, decode_sparse_fast
 from mla_golden.errors import AiterCheckError, BufferTooSmallError, UndefinedResultError
-from mla_golden.reference.dtypes import FP8_BY_ARCH
-from mla_golden.schema import OUTPUTS
 from mla_golden.schema import WorkColumn as C
 
 
@@ -56,32 +52,6 @@ def _same(call: Call, monkeypatch: pytest.MonkeyPatch) -> tuple[CheckResult, boo
     assert fast.to_dict() == walked.to_dict()
     assert fast.folding == walked.folding == 1  # sparse works name the request itself
     return fast, used
-
-
-def sparse_call(
-    kv_lens: list[int], heads: int = 16, *, qo_lens: list[int] | None = None, page_size: int = 1, causal: bool = True,
-    bf16: bool = False, topk: int = 64, device: tuple[str, int] = ("gfx942", 304), uniform: bool = True,
-) -> Call:
-    """A sparse decode (MTP with ``qo_lens`` > 1) of requests of ``kv_lens`` kv tokens on the reference, buffers
-    sized by its helper for every query token (sparse plans one batch per token)."""
-    batch, dtype = len(kv_lens), torch.bfloat16 if bf16 else FP8_BY_ARCH[device[0]]
-    qo_lens = qo_lens or [1] * batch
-    longest, pages = max(qo_lens), [-(-n // page_size) for n in kv_lens]
-    with reference.device(*device):
-        shapes = reference.get_mla_metadata_info_v1(batch * longest, longest, heads, dtype, dtype, True)
-        bufs = {n: torch.empty(shape, dtype=dt) for n, (shape, dt) in zip(OUTPUTS, shapes)}
-        kv, qo = torch.zeros(batch + 1, dtype=torch.int32), torch.zeros(batch + 1, dtype=torch.int32)
-        kv[1:] = torch.cumsum(torch.tensor(pages, dtype=torch.int32), 0)
-        qo[1:] = torch.cumsum(torch.tensor(qo_lens, dtype=torch.int32), 0)
-        last = torch.tensor([n - (p - 1) * page_size if n else 1 for n, p in zip(kv_lens, pages)], dtype=torch.int32)
-        with mla_golden.spy(reference) as spy:
-            reference.get_mla_metadata_v1(
-                qo, kv, last, heads, 1, causal, bufs["work_metadata_ptrs"], bufs["work_info_set"], bufs["work_indptr"],
-                bufs["reduce_indptr"], bufs["reduce_final_map"], bufs["reduce_partial_map"], page_size=page_size,
-                max_seqlen_qo=longest, uni_seqlen_qo=longest if uniform else -1, topk=topk, dtype_q=dtype, dtype_kv=dtype,
-            )  # fmt: skip
-    call: Call = spy.calls.one()
-    return call
 
 
 def _sparse_records() -> list[Any]:
@@ -135,8 +105,8 @@ SHAPES = [
 def test_sparse_calls_of_many_shapes_read_the_same_and_take_the_pass(shape: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     heads, qo_lens, page_size, causal, bf16, device, uniform, topk, folding = shape
     kv_lens = [[3000, 0, 100, 5, 2048, 0, 4097][i % 7] for i in range(len(qo_lens))]
-    call = sparse_call(kv_lens, heads, qo_lens=qo_lens, page_size=page_size, causal=causal, bf16=bf16, topk=topk,
-                       device=device, uniform=uniform)  # fmt: skip
+    call = decode_call(kv_lens, heads, qo_lens=qo_lens, page_size=page_size, causal=causal, topk=topk, device=device,
+                       dtype=torch.bfloat16 if bf16 else None, uniform=uniform)  # fmt: skip
     result, used = _same(call, monkeypatch)
     assert used and result.ok, result.to_dict()
     assert (result.kernel or "").endswith(f"folded x{folding}" if folding > 1 else "native")
@@ -202,7 +172,7 @@ PLANTED: dict[str, tuple[Callable[[Call], None], str | None]] = {
 @pytest.fixture(scope="module")
 def mid_size() -> Call:
     """A clean sparse MTP plan (2 tokens, topk 2048) of 320 requests, some empty, some split."""
-    call = sparse_call([3000] * 20 + [100, 0] * 150, qo_lens=[2] * 320, topk=2048)
+    call = decode_call([3000] * 20 + [100, 0] * 150, qo_lens=[2] * 320, topk=2048)
     assert len(_rows(call, True)) > 100 and len(_rows(call, False)) > 100
     return call
 
@@ -223,7 +193,7 @@ def test_planted_violations_are_walked_and_read_as_the_walk_says(name: str, mid_
 
 
 def test_a_paged_plan_with_a_bad_last_page_is_walked(monkeypatch: pytest.MonkeyPatch) -> None:
-    call = sparse_call([3000, 100, 0, 5] * 10, 128, page_size=64, topk=2048)
+    call = decode_call([3000, 100, 0, 5] * 10, 128, page_size=64, topk=2048)
     assert _same(call, monkeypatch)[1]
     call.inputs["kv_last_page_lens"][1] = 65
     result, used = _same(call, monkeypatch)
@@ -240,9 +210,10 @@ def _calls(draw: st.DrawFn) -> Call:
     qo_lens = [qlen] * batch if uniform else draw(st.lists(st.integers(1, qlen), min_size=batch, max_size=batch))
     kv_lens = draw(st.lists(st.sampled_from([0, 1, 15, 64, 100, 700, 2048, 3000]), min_size=batch, max_size=batch))
     try:
-        return sparse_call(
+        return decode_call(
             kv_lens, draw(st.sampled_from([16, 32, 64, 128])), qo_lens=qo_lens, page_size=draw(st.sampled_from([1, 1, 16, 64])),
-            causal=draw(st.booleans()), bf16=draw(st.booleans()), topk=draw(st.sampled_from([16, 64, 100, 2048])),
+            causal=draw(st.booleans()), dtype=torch.bfloat16 if draw(st.booleans()) else None,
+            topk=draw(st.sampled_from([16, 64, 100, 2048])),
             device=draw(st.sampled_from([("gfx942", 304), ("gfx950", 256), ("gfx942", 80)])), uniform=uniform,
         )  # fmt: skip
     except _ERRORS:

@@ -42,6 +42,7 @@ from mla_golden.reference import (
     get_ps_metadata_v1,
 )
 from mla_golden.reference import device as reference_device
+from mla_golden.reference.dtypes import FP8_BY_ARCH
 from mla_golden.render.report import render_check_text
 from mla_golden.schema import OUTPUTS, WorkColumn
 
@@ -513,7 +514,7 @@ def _random_decode(rng: random.Random) -> Call:
     arch = rng.choice(["gfx942", "gfx950"])
     cu_num = rng.choice([304, 80]) if arch == "gfx942" else 256
     batches, heads, page = rng.randint(1, 12), rng.choice([16, 32, 48, 64, 128]), rng.choice([1, 1, 16, 64])
-    fp8 = "torch.float8_e4m3fnuz" if arch == "gfx942" else "torch.float8_e4m3fn"
+    fp8 = str(FP8_BY_ARCH[arch])
     dtype = rng.choice([fp8, "torch.bfloat16", None])
     uniform, qlen = rng.random() < 0.7, rng.randint(1, 4)
     qlens = [qlen] * batches if uniform else [rng.randint(1, 4) for _ in range(batches)]

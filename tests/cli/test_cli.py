@@ -14,43 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import small_tree
 from helpers.cli import cli, cli_json
 from helpers.matrices import SMALL_MATRIX as MATRIX
 from helpers.repo import ROOT, TESTS
+from helpers.small_tree import KEY_16, KEY_128, rewrite
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
 from mla_golden.golden.store import Golden, GoldenStore, load
 
-KEY_128 = "decode/small/gfx942-cu304/h128-fp8-q1-b4-jitter2000-p1"
-KEY_16 = "decode/small/gfx942-cu304/h16-fp8-q1-b4-jitter2000-p1"
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A golden tree of the small matrix, recorded on the reference."""
-    root = tmp_path_factory.mktemp("recorded")
-    (root / "matrix.toml").write_text(MATRIX)
-    code, report = cli_json("record", "--matrix", root / "matrix.toml", "--backend", "reference", "--out", root / "goldens")
-    assert code == 0 and report["summary"] == {"written": 3}
-    assert report["backend"]["name"] == "reference"
-    return root
-
-
-@pytest.fixture
-def tree(recorded: Path, tmp_path: Path) -> Path:
-    """A fresh copy of the recorded tree, free to damage."""
-    shutil.copytree(recorded / "goldens", tmp_path / "goldens")
-    shutil.copy(recorded / "matrix.toml", tmp_path / "matrix.toml")
-    return tmp_path / "goldens"
-
-
-def rewrite(root: Path, key: str, change: Any) -> None:
-    """Load a golden, let ``change`` edit its call, and store it back in place."""
-    store = GoldenStore(root)
-    golden = store.read(key)
-    change(golden.call)
-    assert store.write(Golden(key, golden.call), update=True).value == "updated"
+#: The small matrix's tree (module-scoped) and a fresh copy of it per test.
+recorded, tree = small_tree.recorded, small_tree.tree
 
 
 def test_help_is_instant_and_imports_nothing_heavy() -> None:

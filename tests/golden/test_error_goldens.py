@@ -14,7 +14,8 @@ from mla_golden import reference
 from mla_golden.golden.store import GoldenStore
 from mla_golden.reference.dtypes import FP8_BY_ARCH
 
-FP8 = FP8_BY_ARCH["gfx950"]
+#: The fp8 of the device these calls plan for (the reference's default).
+FP8 = FP8_BY_ARCH[reference.DEFAULT_DEVICE.arch]
 
 
 def i32(values: Any) -> Any:

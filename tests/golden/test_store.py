@@ -31,6 +31,7 @@ from mla_golden.golden.store import (
     to_bytes,
     write,
 )
+from mla_golden.schema import OUTPUTS
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +60,8 @@ def test_file_holds_exactly_the_documented_format(tmp_path: Path, call: mla_gold
     with safe_open(str(path), "pt") as fh:
         keys = set(fh.keys())
         meta = fh.metadata()
-    names = ("work_metadata_ptrs", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
     assert keys == {f"input.{n}" for n in ("seqlens_qo_indptr", "seqlens_kv_indptr", "kv_last_page_lens")} | {
-        f"{k}.{n}" for k in ("written", "data", "values") for n in names
+        f"{k}.{n}" for k in ("written", "data", "values") for n in OUTPUTS
     }
     assert meta["format"] == FORMAT == "mla-golden/2" and meta["digest"].startswith("sha256:")
     assert meta["format"] == FORMAT and meta["op"] == "get_mla_metadata_v1" and meta["key"] == "case/one"

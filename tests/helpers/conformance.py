@@ -13,11 +13,11 @@ import gzip
 import inspect
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import pytest
 import torch
@@ -25,7 +25,7 @@ import torch
 from helpers.repo import ROOT
 from mla_golden.binding import canonical_params, implied_input
 from mla_golden.call import Call
-from mla_golden.context import planner_env
+from mla_golden.context import as_recorded
 from mla_golden.reference import (
     UNDEFINED_PLACEHOLDER,
     AiterCheckError,
@@ -33,10 +33,9 @@ from mla_golden.reference import (
     UndefinedResultError,
     UnknownVersionError,
     allow_undefined,
-    device,
 )
 from mla_golden.reference.versions import resolve_version
-from mla_golden.schema import schema_for
+from mla_golden.schema import MLA_OP, OUTPUTS, PS_OP, schema_for
 
 DATA_DIR = ROOT / "tests" / "data" / "conformance"
 CONFORMANCE_DIR = Path(os.environ.get("MLA_GOLDEN_CONFORMANCE", DATA_DIR))
@@ -50,24 +49,29 @@ class MissingConformanceData(FileNotFoundError):
 
 #: Fill of every output buffer before a planner call: an element still holding it was not written.
 CANARY = 0x5A5A5A5A
+
+
+def buffer_names(op: str) -> tuple[str, ...]:
+    """``op``'s output buffers in its argument order, spelled as its signature spells them (the schema's)."""
+    schema = schema_for(op)
+    return tuple(name for name in schema.signature if schema.canonical(name) in OUTPUTS)
+
+
 #: get_mla_metadata_v1's buffers in aiter's C++ argument order (the order an overflowing buffer is reported in).
-MLA_BUFFER_NAMES = (
-    "work_metadata_ptrs",
-    "work_info_set",
-    "work_indptr",
-    "reduce_indptr",
-    "reduce_final_map",
-    "reduce_partial_map",
-)
+MLA_BUFFER_NAMES = buffer_names(MLA_OP)
 #: get_ps_metadata_v1's buffers, in argument order (= get_ps_metadata_info_v1's return order).
-PS_BUFFER_NAMES = (
-    "work_metadata_ptrs",
-    "work_indptr",
-    "work_info",
-    "reduce_indptr",
-    "reduce_final_map",
-    "reduce_partial_map",
-)
+PS_BUFFER_NAMES = buffer_names(PS_OP)
+
+
+class RecordedOn(NamedTuple):
+    """A record's env and device, which :func:`mla_golden.context.as_recorded` reads as a call's."""
+
+    env: dict[str, str | None]
+    device: dict[str, Any]
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> RecordedOn:
+        return cls(record["env"], record["device"])
 
 
 #: The PS planner's six output buffers, in its argument order.
@@ -407,9 +411,8 @@ def call_arguments(call: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
 def replay(module: object, case: VersionCase, buffers: dict[str, torch.Tensor]) -> None:
     """Call ``case`` on ``module`` (a reference version) on the case's device and env."""
     args, kwargs = call_arguments(case.call)
-    order = MLA_BUFFER_NAMES if case.op == "get_mla_metadata_v1" else PS_BUFFER_NAMES
-    dev = case.device
-    with planner_env(case.env), device(dev["arch"], dev["cu_num"], warp_size=dev["warp_size"], lds_bytes=dev["lds_bytes"]):
+    order = buffer_names(case.op)
+    with as_recorded(case):
         getattr(module, case.op)(*args, *(buffers[name] for name in order), **kwargs)
 
 
@@ -419,11 +422,10 @@ def sizing(module: object, case: VersionCase) -> list[tuple[tuple[int, ...], tor
     Arguments the helper does not take are left out (33d168a0's has no
     ``max_split_per_batch``; an old caller could not pass one).
     """
-    helper = getattr(module, "get_mla_metadata_info_v1" if case.op == "get_mla_metadata_v1" else "get_ps_metadata_info_v1")
+    helper = getattr(module, schema_for(case.op).sizer)
     accepted = inspect.signature(helper).parameters
     call = {k: torch_dtype(v) if k.endswith("dtype") else v for k, v in case.expected["buffers"]["sizing_call"].items() if k in accepted}
-    dev = case.device
-    with planner_env(case.env), device(dev["arch"], dev["cu_num"], warp_size=dev["warp_size"], lds_bytes=dev["lds_bytes"]):
+    with as_recorded(case):
         info = helper(**call)
     return [((shape,) if isinstance(shape, int) else tuple(shape), dtype) for shape, dtype in info]
 
@@ -486,7 +488,7 @@ def check_case(module: object, case: VersionCase) -> None:
         return
 
     expected = expected_outputs(expected_side["outputs"])
-    order = MLA_BUFFER_NAMES if case.op == "get_mla_metadata_v1" else PS_BUFFER_NAMES
+    order = buffer_names(case.op)
     beyond = [name for name in order if expected[name].beyond_end]
     if beyond:
         with pytest.raises(BufferTooSmallError) as too_small:

@@ -114,9 +114,6 @@ def test_versions_differ_exactly_where_aiter_did(stem: str) -> None:
     )
 
 
-FP8 = FP8_BY_ARCH
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     gpu=st.sampled_from([("gfx942", 304), ("gfx950", 256), ("gfx942", 80)]),
@@ -136,7 +133,7 @@ def test_versions_agree_where_no_rule_differs(
     """
     arch, cu_num = gpu
     heads, fp8 = heads_fp8
-    dtype = FP8[arch] if fp8 else torch.bfloat16
+    dtype = FP8_BY_ARCH[arch] if fp8 else torch.bfloat16
     batch = len(kv_lens)
     plans = []
     for version in ("v0.1.16.post2", "v0.1.16.post4", "aded0f84", "e4048607"):

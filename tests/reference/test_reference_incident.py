@@ -15,51 +15,24 @@ with fp8 kv still folds at e4048607, as it did at v0.1.16.post2.)
 
 from __future__ import annotations
 
-import itertools
-
 import torch
+from helpers.calls import decode_call
 
 import mla_golden
-from mla_golden.reference import ReferenceVersion, at
+from mla_golden.reference import at
 from mla_golden.reference.dtypes import FP8_BY_ARCH
 
-FP8 = FP8_BY_ARCH["gfx950"]
+GFX950 = ("gfx950", 256)
 HEADS = 32
 KV_LENS = [137 + 97 * (i % 13) + 31 * i for i in range(32)]
 DTYPE_PARAMS = ("dtype_q_nope", "dtype_q_rope", "dtype_kv_nope", "dtype_kv_rope")
 
 
-def _build(module: ReferenceVersion, dtype_q: torch.dtype | None, dtype_kv: torch.dtype | None) -> None:
-    """vLLM's decode build: size with the helper, plan one token per sequence (dtypes if any)."""
-    batch = len(KV_LENS)
-    info = module.get_mla_metadata_info_v1(batch, 1, HEADS, dtype_q, dtype_kv, False)
-    names = ("work_metadata_ptrs", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
-    bufs = {name: torch.empty(shape, dtype=dt) for name, (shape, dt) in zip(names, info, strict=True)}
-    module.get_mla_metadata_v1(
-        torch.arange(batch + 1, dtype=torch.int32),
-        torch.tensor([0, *itertools.accumulate(KV_LENS)], dtype=torch.int32),
-        torch.ones(batch, dtype=torch.int32),
-        HEADS,
-        1,
-        True,
-        bufs["work_metadata_ptrs"],
-        bufs["work_info_set"],
-        bufs["work_indptr"],
-        bufs["reduce_indptr"],
-        bufs["reduce_final_map"],
-        bufs["reduce_partial_map"],
-        max_seqlen_qo=1,
-        uni_seqlen_qo=1,
-        **({} if dtype_q is None else {"dtype_q": dtype_q, "dtype_kv": dtype_kv}),
-    )
-
-
 def _good_and_bad(version: str) -> tuple[mla_golden.Call, mla_golden.Call]:
+    """vLLM's decode build on gfx950 with fp8 q and kv (one token per sequence), then with its dtypes dropped."""
     module = at(version)
-    with module.device("gfx950", 256), mla_golden.spy(module) as spy:
-        _build(module, FP8, FP8)
-        _build(module, None, None)
-    good, bad = spy.calls
+    good = decode_call(KV_LENS, HEADS, planner=module, device=GFX950)
+    bad = decode_call(KV_LENS, HEADS, planner=module, device=GFX950, pass_dtypes=False)
     return good, bad
 
 
@@ -99,7 +72,5 @@ def test_the_same_pair_plans_alike_at_e4048607() -> None:
 
 def test_bf16_q_with_fp8_kv_folds_at_both_versions() -> None:
     for version in ("v0.1.16.post2", "e4048607"):
-        module = at(version)
-        with module.device("gfx950", 256), mla_golden.spy(module) as spy:
-            _build(module, torch.bfloat16, FP8)
-        assert max(_batches(spy.calls.one())) == 2 * len(KV_LENS) - 1, version
+        call = decode_call(KV_LENS, HEADS, planner=at(version), device=GFX950, dtype=torch.bfloat16, kv_dtype=FP8_BY_ARCH["gfx950"])
+        assert max(_batches(call)) == 2 * len(KV_LENS) - 1, version

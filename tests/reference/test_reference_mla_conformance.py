@@ -13,7 +13,7 @@ import pytest
 import torch
 from helpers.conformance import CANARY, MLA_BUFFER_NAMES, canary_buffers
 
-from mla_golden.reference import _device, get_mla_metadata_info_v1, get_mla_metadata_v1
+from mla_golden.reference import device, get_mla_metadata_info_v1, get_mla_metadata_v1
 from mla_golden.reference.errors import AiterCheckError
 from mla_golden.schema import OUTPUTS
 
@@ -95,7 +95,7 @@ def test_legacy_alias_fills_only_missing_dtypes(
     """
     monkeypatch.setenv("AITER_ENABLE_EXPERIMENTAL", "1")
     fp8 = torch.float8_e4m3fn
-    with _device.device("gfx950", 256):
+    with device("gfx950", 256):
         args, kwargs = _decode_args(
             fp8, seqlen_qo=4, mla_version=1, dtype_q_rope=rope, dtype_kv_rope=rope
         )

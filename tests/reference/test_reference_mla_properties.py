@@ -8,11 +8,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,19 +19,18 @@ from helpers.conformance import canary_buffers
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from mla_golden.reference import _device, get_mla_metadata_info_v1, get_mla_metadata_v1
+from mla_golden.context import planner_env
+from mla_golden.reference import device, get_mla_metadata_info_v1, get_mla_metadata_v1
 from mla_golden.reference.dtypes import FP8_BY_ARCH
 from mla_golden.reference.errors import AiterCheckError, UndefinedResultError
 from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.reference.mla_v1_comm import MlaV12Traits
-from mla_golden.reference.mla_v1_dispatch import MlaV12Dispatch
+from mla_golden.reference.mla_v1_dispatch import AITER_DTYPE_BF16, AITER_DTYPE_FP8, MlaV12Dispatch
 from mla_golden.reference.mla_v1_parallel import kn_get_mla_metadata_v1_2_parallel
 from mla_golden.reference.mla_v1_serial import kn_get_mla_metadata_v1_2
 from mla_golden.schema import OUTPUTS
 
-SIZING_ORDER = OUTPUTS  # get_mla_metadata_info_v1 return order
 DEVICES = [("gfx942", 304), ("gfx950", 256), ("gfx942", 80), ("gfx950", 8)]
-FP8 = FP8_BY_ARCH
 PROPERTY_SETTINGS = settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -114,27 +110,8 @@ def _indptr(lengths: list[int]) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.int32)
 
 
-@contextlib.contextmanager
-def _env_context(env: dict[str, str | None]) -> Iterator[None]:
-    """Set (or, for None, unset) environment variables inside the block."""
-    saved = {name: os.environ.get(name) for name in env}
-    try:
-        for name, value in env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def _call_kwargs(case: Decode) -> dict[str, Any]:
-    dtype = FP8[case.arch] if case.fp8 else torch.bfloat16
+    dtype = FP8_BY_ARCH[case.arch] if case.fp8 else torch.bfloat16
     return dict(
         page_size=case.page_size,
         kv_granularity=max(case.page_size, 16),
@@ -159,7 +136,7 @@ def _plan(case: Decode, env: dict[str, str | None] | None = None) -> dict[str, t
     """Run the reference on ``case``; skip inputs aiter rejects or leaves undefined."""
     kwargs = _call_kwargs(case)
     dtype = kwargs["dtype_q"]
-    with _device.device(case.arch, case.cu_num), _env_context({**case.env, **(env or {})}):
+    with device(case.arch, case.cu_num), planner_env({**case.env, **(env or {})}):
         info = get_mla_metadata_info_v1(
             len(case.qo_lens),
             case.max_seqlen_qo,
@@ -169,7 +146,7 @@ def _plan(case: Decode, env: dict[str, str | None] | None = None) -> dict[str, t
             is_sparse=False,
             max_split_per_batch=case.max_split_per_batch,
         )
-        buffers = canary_buffers(SIZING_ORDER, info)
+        buffers = canary_buffers(OUTPUTS, info)
         try:
             get_mla_metadata_v1(
                 *_inputs(case),
@@ -191,8 +168,8 @@ def _plan(case: Decode, env: dict[str, str | None] | None = None) -> dict[str, t
 
 def _dispatch(case: Decode) -> MlaV12Dispatch:
     kwargs = _call_kwargs(case)
-    dtype_id = 0 if case.fp8 else 3
-    with _device.device(case.arch, case.cu_num), _env_context(case.env):
+    dtype_id = AITER_DTYPE_FP8 if case.fp8 else AITER_DTYPE_BF16
+    with device(case.arch, case.cu_num), planner_env(case.env):
         return plan_mla_metadata_v1(
             *_inputs(case),
             case.heads,

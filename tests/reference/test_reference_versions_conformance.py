@@ -36,8 +36,8 @@ from helpers.conformance import (
     version_params,
 )
 
-from mla_golden.context import planner_env
-from mla_golden.reference import UNDEFINED_PLACEHOLDER, allow_undefined, at, device, versions
+from mla_golden.context import as_recorded
+from mla_golden.reference import UNDEFINED_PLACEHOLDER, allow_undefined, at, versions
 from mla_golden.reference.mla_v1 import _aiter_dtype_id, plan_mla_metadata_v1
 from mla_golden.schema import OUTPUTS
 
@@ -149,9 +149,8 @@ def _check_internals(case: VersionCase) -> None:
     call = case.call
     inputs = input_tensors(call)
     args, kwargs = call["args"], call["kwargs"]
-    dev = case.device
     ids = _dtype_ids(call)
-    with planner_env(case.env), device(dev["arch"], dev["cu_num"], warp_size=dev["warp_size"], lds_bytes=dev["lds_bytes"]):
+    with as_recorded(case):
         dispatch = plan_mla_metadata_v1(
             inputs["seqlens_qo_indptr"],
             inputs["seqlens_kv_indptr"],

@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_cli
+from helpers import small_tree
 from helpers.cli import cli, cli_json
-from test_cli import KEY_16, KEY_128, rewrite
+from helpers.small_tree import KEY_16, KEY_128, rewrite
 
 import mla_golden
 from mla_golden.golden.store import GoldenStore, load
 from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK, Result, Status, diff_trees, exit_code
 
-#: The CLI tests' recorded tree (module-scoped) and a fresh copy of it per test.
-recorded, tree = test_cli.recorded, test_cli.tree
+#: The small matrix's tree (module-scoped) and a fresh copy of it per test.
+recorded, tree = small_tree.recorded, small_tree.tree
 
 
 def test_exit_policy_is_the_worst_status() -> None:

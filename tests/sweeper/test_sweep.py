@@ -21,9 +21,8 @@ from typer.testing import CliRunner
 
 import mla_golden
 from mla_golden.cli import app
-from mla_golden.context import planner_env
+from mla_golden.context import as_recorded
 from mla_golden.golden.store import load
-from mla_golden.reference import device as reference_device
 from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate, template
 from mla_golden.sweeper.planners import parse_planner_spec, resolve_planner
@@ -138,7 +137,7 @@ def _parallel_kernel(point: Point) -> bool:
     call, _ = template(point, resolve_planner(PARALLEL))
     ids = {None: None, "torch.bfloat16": 3, "torch.float8_e4m3fnuz": 0, "torch.float8_e4m3fn": 0}
     p = call.params
-    with planner_env(call.env), reference_device(point.arch, point.cu_num):
+    with as_recorded(call):
         dispatch = plan_mla_metadata_v1(
             call.inputs["seqlens_qo_indptr"], call.inputs["seqlens_kv_indptr"], call.inputs["kv_last_page_lens"],
             p["num_heads_per_head_k"], 1, p["is_causal"], 1 << 20, page_size=1, kv_granularity=16, max_seqlen_qo=1,

@@ -80,7 +80,7 @@ def _is_one_minimal(point: Point, diverges: Any) -> bool:
 
 
 def test_a_divergence_that_needs_many_requests_of_any_length_shrinks_to_them_at_the_shortest() -> None:
-    # As in the issue: 34 long requests diverge, and so do 8 of 2 tokens: what matters is the count.
+    # A divergence that needs 8 requests: 34 long ones diverge, and so do 8 of 2 tokens: what matters is the count.
     def diverges(p: Point) -> bool:
         return p.batch >= 8
 
@@ -118,7 +118,7 @@ def test_a_deadline_stops_shrinking_and_says_so(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_divergence_on_a_tile_multiple_shrinks_to_the_tile_not_where_bisection_lands() -> None:
-    # As in the issue: a bug on KV lengths that are multiples of 16 shrank to 288 by bisection; 16 shows it too.
+    # A bug on KV lengths that are multiples of 16: bisection alone shrinks it to 288, while 16 shows it too.
     def diverges(p: Point) -> bool:
         return all(n % 16 == 0 for n in p.seq_lens)
 
