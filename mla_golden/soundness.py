@@ -14,6 +14,8 @@ no port knows. The side says so.
 
 from __future__ import annotations
 
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -162,11 +164,32 @@ def judge(call: Call, shape: Geometry | None = None) -> Side:
     )
 
 
+#: From this many work rows on each side, the two sides are judged at once, the expected one on a second thread:
+#: a check is whole-tensor passes in numpy and torch, which let go of the GIL, and a big diverged pair's two checks
+#: are most of its diff. Below it a thread costs more than it saves.
+CONCURRENT_ROWS = 1 << 16
+
+
 def judge_pair(
     expected: Call, actual: Call, shapes: tuple[Geometry | None, Geometry | None] = (None, None)
 ) -> Soundness:
-    """Both sides judged; ``shapes``: their geometries where known (see :func:`judge`)."""
-    return Soundness(judge(expected, shapes[0]), judge(actual, shapes[1]))
+    """Both sides judged; ``shapes``: their geometries where known (see :func:`judge`).
+
+    The checks share no state but the env a planner reads, which :func:`mla_golden.context.planner_env` sets one
+    thread at a time, and the reference's device, which is the thread's own (a context variable).
+    """
+    if min(_rows(expected), _rows(actual)) < CONCURRENT_ROWS:
+        return Soundness(judge(expected, shapes[0]), judge(actual, shapes[1]))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mla-golden-judge") as pool:
+        other = pool.submit(contextvars.copy_context().run, judge, expected, shapes[0])
+        mine = judge(actual, shapes[1])
+        return Soundness(other.result(), mine)
+
+
+def _rows(call: Call) -> int:
+    """Work rows of ``call``'s work_info_set buffer (0 when it kept none: a call that raised)."""
+    info = call.outputs.get("work_info_set")
+    return int(info.shape[0]) if info is not None and info.dim() else 0
 
 
 def _split_requests(call: Call, folding: int) -> int:

@@ -131,3 +131,38 @@ def test_a_diverged_diff_computes_each_sides_geometry_once_and_judges_with_it(mo
     assert found.soundness is not None
     assert found.soundness.to_dict() == soundness.judge_pair(old, new).to_dict()
     assert judge(new, geometry(new)) == judge(new)
+
+
+def test_big_pairs_are_judged_on_two_threads_as_they_are_one_after_the_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From soundness.CONCURRENT_ROWS work rows a side, the expected side is judged on a second thread: each side's
+    verdict is the one the serial judge gives, whichever side breaks, and each thread plans with its own call's
+    env and device (set here to differ: one side recorded on gfx942/304 under AITER_MLA_META_USE_PARALLEL=0, which
+    plans serially and fits none of gfx942's 304 CU parts, beside sound gfx950 plans)."""
+    import threading
+
+    from mla_golden import soundness
+
+    old, new = _pair()
+    elsewhere = copy.deepcopy(new)
+    elsewhere.env = {**elsewhere.env, "AITER_MLA_META_USE_PARALLEL": "0"}
+    elsewhere.device = {**elsewhere.device, "arch": "gfx942", "cu_num": 304}
+    pairs = [(old, new), (old, _drop_last_work(new)), (_drop_last_work(old), new), (elsewhere, new), (new, elsewhere)]
+    serial = [soundness.judge_pair(a, b).to_dict() for a, b in pairs]
+    assert serial[3]["expected"]["kernel"] == "serial/native" and serial[3]["actual"]["kernel"] == "parallel/native"
+    assert not serial[3]["expected"]["sound"] and serial[3]["actual"]["sound"]
+    threads: list[str] = []
+    judged = soundness.judge
+
+    def noted(call: Call, shape: object = None) -> soundness.Side:
+        threads.append(threading.current_thread().name)
+        return judged(call, shape)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(soundness, "judge", noted)
+    monkeypatch.setattr(soundness, "CONCURRENT_ROWS", 1)
+    for _ in range(3):  # the env and device of one side must never leak into the other's check
+        assert [soundness.judge_pair(a, b).to_dict() for a, b in pairs] == serial
+    assert sum(name.startswith("mla-golden-judge") for name in threads) == 3 * len(pairs)
+    monkeypatch.setattr(soundness, "CONCURRENT_ROWS", 1 << 62)
+    threads.clear()
+    soundness.judge_pair(old, new)
+    assert threads == [threading.current_thread().name] * 2
