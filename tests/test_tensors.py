@@ -1,0 +1,32 @@
+"""The whole-tensor helpers give what torch's plain operations give, for every dtype and size they take."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mla_golden.tensors import _BLOCK_ROWS, widened_columns
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8, torch.int64])
+@pytest.mark.parametrize("rows", [0, 1, _BLOCK_ROWS - 1, _BLOCK_ROWS, 2 * _BLOCK_ROWS + 5])
+def test_widened_columns_is_the_table_as_int64_each_column_contiguous(dtype: torch.dtype, rows: int) -> None:
+    info = dtype_extremes(dtype, rows)
+    columns = widened_columns(info)
+    assert columns.dtype == torch.int64 and columns.shape == info.shape
+    assert torch.equal(columns, info.to(torch.int64))  # values above int32's range and negatives kept
+    assert all(columns[:, j].is_contiguous() for j in range(info.shape[1]))
+
+
+def test_widened_columns_of_a_strided_slice_reads_only_its_rows() -> None:
+    info = dtype_extremes(torch.int32, 3 * _BLOCK_ROWS)
+    part = info[5 : 2 * _BLOCK_ROWS + 7]
+    assert torch.equal(widened_columns(part), part.to(torch.int64))
+
+
+def dtype_extremes(dtype: torch.dtype, rows: int) -> torch.Tensor:
+    """``rows`` rows of eight, cycling through the dtype's smallest, largest and a few plain values."""
+    info = torch.iinfo(dtype)
+    values = torch.tensor([info.min, info.max, 0, 1, -1 if info.min < 0 else 2, 7, info.max - 1, info.min + 1])
+    flat = values[torch.arange(rows * 8) % values.numel()] if rows else torch.zeros(0, dtype=torch.int64)
+    return flat.to(dtype).reshape(rows, 8)
