@@ -114,12 +114,11 @@ def _compare(
         expected_dtype=str(expected.dtype),
         actual_dtype=str(actual.dtype),
     )
-    if (
-        expected.shape == actual.shape
-        and expected.dtype == actual.dtype
-        and (mask_e is None and mask_a is None or mask_e is not None and mask_a is not None and torch.equal(mask_e, mask_a))
-        and (not values_matter or torch.equal(expected, actual))
-    ):
+    same_layout = expected.shape == actual.shape and expected.dtype == actual.dtype
+    same_masks = same_layout and (
+        mask_e is None and mask_a is None or mask_e is not None and mask_a is not None and torch.equal(mask_e, mask_a)
+    )
+    if same_masks and (not values_matter or torch.equal(expected, actual)):
         return fd, torch.empty(0, dtype=torch.int64)  # equal: values outside the written region are 0 on both sides
     e, a = expected.reshape(-1), actual.reshape(-1)
     n = max(e.numel(), a.numel())
@@ -130,14 +129,18 @@ def _compare(
     else:
         ev = _padded(widened(e) if e.dtype != torch.uint64 else e.view(torch.int64), n)
         av = _padded(widened(a) if a.dtype != torch.uint64 else a.view(torch.int64), n)
-    both = we & wa
-    value_diff = both & (ev != av) if values_matter else torch.zeros_like(both)
-    only_e, only_a = we & ~wa, wa & ~we
-    divergent = value_diff | only_e | only_a
-    fd.value_diffs = count_true(value_diff)
-    fd.written_only_expected = count_true(only_e)
-    fd.written_only_actual = count_true(only_a)
-    fd.count = count_true(divergent)
+    if same_masks:  # values alone differ (a diverged plan's usual case): no element is written on one side only
+        divergent = value_diff = we & (ev != av)
+        fd.value_diffs = fd.count = count_true(value_diff)
+    else:
+        both = we & wa
+        value_diff = both & (ev != av) if values_matter else torch.zeros_like(both)
+        only_e, only_a = we & ~wa, wa & ~we
+        divergent = value_diff | only_e | only_a
+        fd.value_diffs = count_true(value_diff)
+        fd.written_only_expected = count_true(only_e)
+        fd.written_only_actual = count_true(only_a)
+        fd.count = count_true(divergent)
     idx = divergent.nonzero().reshape(-1)
     shape = list(actual.shape) if actual.numel() >= expected.numel() else list(expected.shape)
     for flat in idx[:max_items].tolist():
