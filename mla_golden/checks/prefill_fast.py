@@ -143,7 +143,10 @@ def _all_tiles(c: Checker, q_gran: int, kv_gran: int, block: int) -> Tiles | Non
     blocks = -torch.div(-effective, kv_gran, rounding_mode="floor") * (kv_gran // block)
     base = qo[unit]
     kv_end = torch.minimum(kv[unit] + blocks, kv[unit + 1])
-    return Tiles(batches, num_tiles, first, qo[:-1], unit, base + k * q_gran, base + local_end, kv[unit], kv_end)
+    return Tiles(
+        batches=batches, num_tiles=num_tiles, first=first, qo_begin=qo[:-1], unit=unit, start=base + k * q_gran,
+        stop=base + local_end, kv_begin=kv[unit], kv_end=kv_end,
+    )
 
 
 def _planes(c: Checker, works: Columns, heads: int) -> tuple[torch.Tensor | None, int]:

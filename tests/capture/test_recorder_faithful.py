@@ -16,6 +16,7 @@ from mla_golden import reference as ref
 from mla_golden.call import CallNotFound
 from mla_golden.capture.canary import replay
 from mla_golden.golden.store import Golden, load, to_bytes
+from mla_golden.schema import OUTPUTS
 
 QO = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
 KV = torch.tensor([0, 50, 200, 210], dtype=torch.int32)
@@ -72,8 +73,7 @@ def test_a_recordable_call_is_unchanged_by_the_recorder() -> None:
             _plan(ref.get_mla_metadata_v1, bufs=spied)
     call = spy.calls.one()
     assert spy.missed == []
-    names = ("work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map", "reduce_partial_map")
-    for name, a, b in zip(names, plain[1:], spied[1:]):
+    for name, a, b in zip(OUTPUTS[1:], plain[1:], spied[1:]):
         mask = call.written[name]
         assert bool(mask.any()) and torch.equal(a[mask], b[mask]), name
 

@@ -22,11 +22,12 @@ import torch
 from helpers.browser import ARTIFACTS, Browser, find_browser
 from helpers.cli import run
 from helpers.repo import ROOT
+from helpers.small_tree import rewrite
 
 import mla_golden
 from mla_golden.diff_data import Cause
 from mla_golden.geometry import works_by_cu
-from mla_golden.golden.store import Golden, GoldenStore
+from mla_golden.golden.store import GoldenStore
 
 SCREEN = (1400, 900)
 #: A shipped 256-CU decode golden (gfx950) and two neighbours for the tree.
@@ -59,13 +60,6 @@ def _copy_tree(dest: Path, keys: list[str]) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "goldens" / f"{key}.safetensors", target)
     return dest
-
-
-def _rewrite(root: Path, key: str, change: Any) -> None:
-    store = GoldenStore(root)
-    golden = store.read(key)
-    change(golden.call)
-    assert store.write(Golden(key, golden.call), update=True).value == "updated"
 
 
 def _box(b: Browser, selector: str) -> dict[str, Any]:
@@ -107,7 +101,7 @@ def flipped(tmp_path: Path) -> tuple[Path, Path, int, int]:
     def longer(c: Any) -> None:
         c.outputs["work_info_set"][work, KV_END] += 400
 
-    _rewrite(actual, KEY, longer)
+    rewrite(actual, KEY, longer)
     return expected, actual, work, 127
 
 
@@ -160,9 +154,9 @@ def test_tree_diff_opens_with_divergences_grouped_by_cause(browser: Browser, fli
         c.provenance["backend"] = "aiter"
         c.outputs["work_info_set"][0, KV_END] += 1
 
-    _rewrite(actual, h32, params)
-    _rewrite(actual, h64, unwritten)
-    _rewrite(actual, bf16, other_planner)
+    rewrite(actual, h32, params)
+    rewrite(actual, h64, unwritten)
+    rewrite(actual, bf16, other_planner)
     page = tmp_path / "tree.html"
     assert run("diff", actual, "--against", expected, "--html", page).code == 1
     _open(browser, page, "diff-tree-grouped")
@@ -474,8 +468,8 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     def values(c: Any) -> None:
         c.outputs["work_info_set"][:40, KV_END] += 3  # 40 works in 26 CU parts: more than are enlarged
 
-    _rewrite(actual, KEY, values)
-    _rewrite(actual, OTHERS[0], _resized)
+    rewrite(actual, KEY, values)
+    rewrite(actual, OTHERS[0], _resized)
     out = {name: tmp / f"{name}.html" for name in ("tree", "check", "dtype", "show")}
     assert run("diff", actual, "--against", expected, "--html", out["tree"], "-q").code == 1
     assert run("check", actual, "--html", out["check"], "-q").code == 1
@@ -553,7 +547,7 @@ def _plant_violations(root: Path, keys: list[str]) -> None:
         c.outputs["work_info_set"][part[0].index, KV_END] += 400
 
     for key in keys:
-        _rewrite(root, key, longer)
+        rewrite(root, key, longer)
 
 
 @pytest.mark.slow
