@@ -14,7 +14,7 @@ import torch
 
 from mla_golden.call import Call
 from mla_golden.schema import WORK_ROW, WorkColumn, schema_for
-from mla_golden.tensors import all_true, count_true, leading_true, widened
+from mla_golden.tensors import all_true, count_true, leading_true, running_difference
 
 
 @dataclass
@@ -385,7 +385,7 @@ def geometry(call: Call) -> Geometry:
     )
     parts = per_cu.numel()
     # each part's kv: a difference of running sums at its bounds (the rows come part by part)
-    running = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(widened(kv_end) - widened(kv_start), 0)])
+    running = running_difference(kv_end, kv_start)
     ends = torch.cumsum(per_cu, 0)
     kv_per_cu = running[ends] - running[ends - per_cu]
     reduce_indptr = written_run(call.outputs["reduce_indptr"], call.written["reduce_indptr"]).to(torch.int64)

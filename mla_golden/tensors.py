@@ -57,6 +57,16 @@ def widened(tensor: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(tensor.numpy().astype(np.int64, order="C"))  # one copy, contiguous whatever the strides
 
 
+def running_difference(end: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    """The running sums of ``end - start`` as int64, from 0 (n + 1 values): numpy widens inside the subtraction,
+    where widening each column first (strided columns of a work table) cost two more passes and copies."""
+    if any(t.device.type != "cpu" or t.dtype not in NARROW_INTS for t in (end, start)):
+        return torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(widened(end) - widened(start), 0)])
+    sums = np.zeros(end.numel() + 1, dtype=np.int64)
+    np.cumsum(np.subtract(end.numpy(), start.numpy(), dtype=np.int64), out=sums[1:])
+    return torch.from_numpy(sums)
+
+
 #: Rows per block when a table is widened into columns: a block's rows (512 KB of int32) and its columns stay in cache.
 _BLOCK_ROWS = 1 << 14
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mla_golden.tensors import _BLOCK_ROWS, widened_columns
+from mla_golden.tensors import _BLOCK_ROWS, running_difference, widened_columns
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8, torch.int64])
@@ -30,3 +30,13 @@ def dtype_extremes(dtype: torch.dtype, rows: int) -> torch.Tensor:
     values = torch.tensor([info.min, info.max, 0, 1, -1 if info.min < 0 else 2, 7, info.max - 1, info.min + 1])
     flat = values[torch.arange(rows * 8) % values.numel()] if rows else torch.zeros(0, dtype=torch.int64)
     return flat.to(dtype).reshape(rows, 8)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.uint8])
+def test_running_difference_sums_end_minus_start_without_overflow(dtype: torch.dtype) -> None:
+    table = dtype_extremes(dtype, 1000)
+    end, start = table[:, 1], table[:, 0]  # strided columns, as a work table's are: max - min in each row
+    wide = end.to(torch.int64) - start.to(torch.int64)  # an int32 max - min overflows int32: the sum must not
+    expected = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(wide, 0)])
+    assert torch.equal(running_difference(end, start), expected)
+    assert running_difference(end[:0], start[:0]).tolist() == [0]
