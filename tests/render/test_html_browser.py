@@ -382,7 +382,7 @@ def test_the_drawing_cap_is_spent_on_behaviour_changes_before_resize_only_calls(
     from mla_golden.runs import Status
 
     def result(name: str, cause: Cause) -> Any:  # a stand-in for a Result: what _drawn reads
-        return SimpleNamespace(key=name, status=Status.DIVERGED, found=SimpleNamespace(cause=cause), calls=("a", "b"))
+        return SimpleNamespace(key=name, status=Status.DIVERGED, diff=SimpleNamespace(cause=cause), calls=("a", "b"))
 
     results = [result(f"resized{i}", Cause.RESIZED) for i in range(5)] + [result("geometry", Cause.PLANNER_GEOMETRY),
                                                                           result("values", Cause.VALUES)]  # fmt: skip
