@@ -29,6 +29,7 @@ from mla_golden.diff_data import (
     WorkItemDiff,
 )
 from mla_golden.geometry import (
+    Geometry,
     ReduceGroup,
     bounded_indptr,
     geometry,
@@ -275,20 +276,23 @@ def diff(
     _decode_work(result, expected, actual, divergent, schema.work_columns, max_items)
     _decode_reduce(result, expected, actual, divergent, max_items)
     if not all(f.equal for f in result.fields):
-        result.geometry = {"expected": geometry(expected), "actual": geometry(actual)}
-    _attribute(result)
-    if judge:
+        # each side's geometry is made where it is judged (a big pair's two sides on two threads) when it is judged
+        shapes = _judge(result, expected, actual) if judge else (geometry(expected), geometry(actual))
+        result.geometry = {"expected": shapes[0], "actual": shapes[1]}
+    elif judge:
         _judge(result, expected, actual)
+    _attribute(result)
     return result
 
 
-def _judge(result: Diff, expected: Call, actual: Call) -> None:
-    """Judge both sides of a pair whose content differs: is each a plan the kernels can run?"""
+def _judge(result: Diff, expected: Call, actual: Call) -> tuple[Geometry, Geometry]:
+    """Judge both sides of a pair whose content differs (is each a plan the kernels can run?); each side's geometry."""
     if result.same_content:
-        return
-    from mla_golden.soundness import judge_pair
+        return geometry(expected), geometry(actual)
+    from mla_golden.soundness import shaped_pair
 
-    result.soundness = judge_pair(expected, actual, (result.geometry.get("expected"), result.geometry.get("actual")))
+    result.soundness, shapes = shaped_pair(expected, actual)
+    return shapes
 
 
 def same_content(a: Call, b: Call) -> bool:

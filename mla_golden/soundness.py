@@ -178,12 +178,27 @@ def judge_pair(
     The checks share no state but the env a planner reads, which :func:`mla_golden.context.planner_env` sets one
     thread at a time, and the reference's device, which is the thread's own (a context variable).
     """
+    return shaped_pair(expected, actual, shapes)[0]
+
+
+def shaped_pair(
+    expected: Call, actual: Call, shapes: tuple[Geometry | None, Geometry | None] = (None, None)
+) -> tuple[Soundness, tuple[Geometry, Geometry]]:
+    """:func:`judge_pair`, and each side's geometry: made where that side is judged, unless given (a diff of two
+    big plans summarises each on the thread that judges it)."""
     if min(_rows(expected), _rows(actual)) < CONCURRENT_ROWS:
-        return Soundness(judge(expected, shapes[0]), judge(actual, shapes[1]))
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mla-golden-judge") as pool:
-        other = pool.submit(contextvars.copy_context().run, judge, expected, shapes[0])
-        mine = judge(actual, shapes[1])
-        return Soundness(other.result(), mine)
+        (old, old_shape), (new, new_shape) = _shaped(expected, shapes[0]), _shaped(actual, shapes[1])
+    else:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mla-golden-judge") as pool:
+            other = pool.submit(contextvars.copy_context().run, _shaped, expected, shapes[0])
+            new, new_shape = _shaped(actual, shapes[1])
+            old, old_shape = other.result()
+    return Soundness(old, new), (old_shape, new_shape)
+
+
+def _shaped(call: Call, shape: Geometry | None) -> tuple[Side, Geometry]:
+    shape = geometry(call) if shape is None else shape
+    return judge(call, shape), shape
 
 
 def _rows(call: Call) -> int:
