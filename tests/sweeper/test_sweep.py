@@ -23,6 +23,7 @@ import mla_golden
 from mla_golden.cli import app
 from mla_golden.context import as_recorded
 from mla_golden.golden.store import load
+from mla_golden.reference.dtypes import AITER_DTYPE_NAMES, FP8_BY_ARCH
 from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.sweeper.evaluate import DIVERGED, EQUAL, evaluate, template
 from mla_golden.sweeper.planners import parse_planner_spec, resolve_planner
@@ -135,7 +136,8 @@ def test_a_reproducer_is_read_back_from_the_goldens_its_worker_wrote(tmp_path: P
 def _parallel_kernel(point: Point) -> bool:
     """Does aiter's dispatch pick the parallel planner for ``point`` when it is allowed to?"""
     call, _ = template(point, resolve_planner(PARALLEL))
-    ids = {None: None, "torch.bfloat16": 3, "torch.float8_e4m3fnuz": 0, "torch.float8_e4m3fn": 0}
+    fp8, bf16 = AITER_DTYPE_NAMES.index("fp8"), AITER_DTYPE_NAMES.index("bf16")  # aiter's AiterDtype ids
+    ids = {None: None, "torch.bfloat16": bf16, **{str(dtype): fp8 for dtype in FP8_BY_ARCH.values()}}
     p = call.params
     with as_recorded(call):
         dispatch = plan_mla_metadata_v1(
