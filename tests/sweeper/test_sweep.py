@@ -137,7 +137,7 @@ def _parallel_kernel(point: Point) -> bool:
     """Does aiter's dispatch pick the parallel planner for ``point`` when it is allowed to?"""
     call, _ = template(point, resolve_planner(PARALLEL))
     fp8, bf16 = AITER_DTYPE_NAMES.index("fp8"), AITER_DTYPE_NAMES.index("bf16")  # aiter's AiterDtype ids
-    ids = {None: None, "torch.bfloat16": bf16, **{str(dtype): fp8 for dtype in FP8_BY_ARCH.values()}}
+    ids: dict[str | None, int | None] = {None: None, "torch.bfloat16": bf16, **{str(dtype): fp8 for dtype in FP8_BY_ARCH.values()}}
     p = call.params
     with as_recorded(call):
         dispatch = plan_mla_metadata_v1(
