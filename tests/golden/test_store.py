@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -558,3 +559,17 @@ def test_a_store_refuses_a_golden_copied_by_hand_under_another_key(tmp_path: Pat
     assert store.read("tests/test_a").key == "tests/test_a"
     with pytest.raises(GoldenError, match="holds the golden of key 'tests/test_a', not 'tests/test_b'"):
         store.read("tests/test_b")
+
+
+@pytest.mark.parametrize("size", [16, 3 << 20])  # a golden of tens of KiB, and one past the joined-update bound
+def test_the_content_digest_is_sha256_of_the_documented_bytes_whatever_the_size(size: int) -> None:
+    from mla_golden.golden.format import content_digest
+
+    metadata = {"key": "case/one", "digest": "ignored", "format": "mla-golden/2"}
+    raw = {"values.b": ("I32", [size // 4], bytes(range(256)) * (size // 256) + bytes(size % 256)), "input.a": ("I64", [0], b"")}
+    plain = json.dumps({"key": "case/one", "format": "mla-golden/2"}, sort_keys=True, separators=(",", ":")).encode()
+    joined = b"mla-golden content digest 1\n" + plain
+    for name in ("input.a", "values.b"):
+        code, shape, data = raw[name]
+        joined += b"\n" + json.dumps([name, code, shape, len(data)]).encode() + b"\n" + data
+    assert content_digest(metadata, raw) == "sha256:" + hashlib.sha256(joined).hexdigest()
