@@ -16,13 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from mla_golden.checks.common import Checker
 from mla_golden.geometry import written_run
 from mla_golden.schema import WORK_ROW, pack_head_range
 from mla_golden.schema import WorkColumn as C
-from mla_golden.tensors import all_true, any_true, floor_divmod, stable_order, widened
+from mla_golden.tensors import all_true, any_true, floor_divmod, stable_order, widened_columns
 
 I64 = torch.int64
 #: int32 values shifted by this are non-negative and below 2**32: a sort key of (group, value) in one int64.
@@ -87,13 +88,20 @@ def clean_plan(c: Checker, indptr: list[int], num_works: int) -> bool:
         return False
     if not integer_inputs(c, ("seqlens_qo_indptr", "pages_kv_indptr", "context_lens")):
         return False
-    works = _written_works(c, indptr, num_works)
-    tiles = _all_tiles(c, q_gran, kv_gran, block) if works is not None else None
-    if works is None or tiles is None or tiles.total == 0:
+    if not _written_whole(c, indptr, num_works):
         return False
-    plane, planes = _planes(c, works, heads)
+    tiles = _all_tiles(c, q_gran, kv_gran, block)
+    if tiles is None or tiles.total == 0:
+        return False
+    plane: torch.Tensor | None
+    one = _one_plane(c, num_works, heads)
+    if one is not None:  # the planes are copies of the first: what the passes find in it they find in each
+        works, plane, planes = one, torch.zeros(one[0].numel(), dtype=I64), 1
+    else:
+        works = _columns(c, num_works)
+        plane, planes = _planes(c, works, heads)
     tile = _placed(c, works, tiles, q_gran)
-    if plane is None or tile is None or planes * tiles.total > num_works:
+    if plane is None or tile is None or planes * tiles.total > works[0].numel():
         return False
     group = plane * tiles.total + tile  # (head plane, query tile): the walk's tile of that plane
     per_group = torch.bincount(group, minlength=planes * tiles.total)
@@ -108,18 +116,45 @@ def clean_plan(c: Checker, indptr: list[int], num_works: int) -> bool:
     return _reduce_is_clean(c, slot_loc, slot_tile, tiles)
 
 
-def _written_works(c: Checker, indptr: list[int], num_works: int) -> Columns | None:
-    """The works as int64 columns when work_indptr is a sane CSR ending at the works written (``decoded_works``
-    flags nothing and hands them over in row order), each row written in full (every column the walk reads)."""
+def _written_whole(c: Checker, indptr: list[int], num_works: int) -> bool:
+    """work_indptr is a sane CSR ending at the works written (``decoded_works`` flags nothing and hands them over in
+    row order), each row written in full (every column the walk reads)."""
     call = c.call
     info, mask = call.outputs["work_info_set"], call.written["work_info_set"]
     if not indptr or indptr[-1] != num_works or num_works > info.shape[0] or info.dtype != torch.int32:
+        return False
+    return _ascending(torch.tensor(indptr, dtype=I64)) and all_true(mask[:num_works])
+
+
+def _columns(c: Checker, rows: int) -> Columns:
+    """The first ``rows`` works as int64 columns, each contiguous."""
+    table = widened_columns(c.call.outputs["work_info_set"][:rows])
+    return [table[:, column] for column in range(WORK_ROW)]
+
+
+def _one_plane(c: Checker, num_works: int, heads: int) -> Columns | None:
+    """The first head plane's works as int64 columns, when the works are ``heads`` runs of one length, each run one
+    plane (its q_head_range, one of the ranges :func:`_planes` wants, each once) and otherwise a copy of the first
+    run: as the planner lays every plan out. Then each plane's tiles, coverage, chains and slots are the first's,
+    and the passes read one run instead of all (the walk's comparison of planes finds them equal); else None."""
+    info = c.call.outputs["work_info_set"]
+    if heads < 2 or num_works % heads or info.device.type != "cpu":
         return None
-    if not _ascending(torch.tensor(indptr, dtype=I64)):
+    wanted = _wanted(c, heads)
+    runs = info[:num_works].numpy().reshape(heads, num_works // heads, WORK_ROW)
+    extra = runs[:, :, C.EXTRA]
+    if sorted(extra[:, 0].tolist()) != wanted or not (extra == extra[:, :1]).all():
         return None
-    if not all_true(mask[:num_works]):
+    rest = runs[:, :, : C.EXTRA]
+    if not all(np.array_equal(rest[k], rest[0]) for k in range(1, heads)):
         return None
-    return [widened(info[:num_works, column]) for column in range(WORK_ROW)]  # each column contiguous, and no more
+    return _columns(c, num_works // heads)
+
+
+def _wanted(c: Checker, heads: int) -> list[int]:
+    """Each head plane's q_head_range (packed), ascending: one per KV head of ``qhead_granularity`` heads."""
+    qhg = c.call.params.get("qhead_granularity", 1)
+    return sorted({pack_head_range(k * qhg, (k + 1) * qhg) for k in range(heads)})
 
 
 def _all_tiles(c: Checker, q_gran: int, kv_gran: int, block: int) -> Tiles | None:
@@ -152,8 +187,7 @@ def _all_tiles(c: Checker, q_gran: int, kv_gran: int, block: int) -> Tiles | Non
 def _planes(c: Checker, works: Columns, heads: int) -> tuple[torch.Tensor | None, int]:
     """Each work's head plane (its rank among the q_head_range values, as the walk's ``sorted(planes)``) and how
     many there are, when they are exactly one per KV head (else the walk flags work.head_range)."""
-    qhg = c.call.params.get("qhead_granularity", 1)
-    wanted = sorted({pack_head_range(k * qhg, (k + 1) * qhg) for k in range(heads)})
+    wanted = _wanted(c, heads)
     if wanted[0] < -_SHIFT or wanted[-1] >= _SHIFT:
         return None, 0  # no int32 q_head_range holds it
     values, extra = torch.tensor(wanted, dtype=I64), works[C.EXTRA]

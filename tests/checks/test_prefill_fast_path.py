@@ -444,3 +444,28 @@ def test_one_token_queries_count_as_tiles_against_the_rows() -> None:
     call.params["num_heads_k"] = 2
     result = _passes_and_loops(call)
     assert [v.where for v in result.violations if v.invariant == "coverage"] == ["work_info_set"]
+
+
+@pytest.mark.parametrize(("name", "runs"), [("ragged, causal", 16), ("many short requests", 2), ("3 KV heads in one cluster (planes interleaved)", None)])
+def test_planes_laid_out_as_copies_of_the_first_are_passed_over_one(name: str, runs: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the works are one run per head plane, each a copy of the first but for its q_head_range, the pass reads
+    the first run alone; interleaved planes, or a later plane that differs anywhere, are read whole: each answer is
+    the walk's."""
+    from mla_golden.checks.common import Checker
+
+    call = prefill_call(**VARIED[name][0])
+    works = int(call.outputs["work_indptr"][-1])
+    one = prefill_fast._one_plane(Checker(call), works, call.params["num_heads_k"])
+    assert (None if one is None else works // one[0].numel()) == runs
+    fast, used = _taken(call, monkeypatch)
+    assert used and fast.ok
+    _same(fast, _walked(call, monkeypatch))
+    if runs is None:
+        return
+    for column in (C.QO_END, C.KV_OFFSET, C.EXTRA):  # the last plane's last work, changed in one column
+        broken = copy.deepcopy(call)
+        broken.outputs["work_info_set"][works - 1, column] += 1
+        assert prefill_fast._one_plane(Checker(broken), works, call.params["num_heads_k"]) is None
+        fast, used = _taken(broken, monkeypatch)
+        assert not used and not fast.ok
+        _same(fast, _walked(broken, monkeypatch))
