@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from mla_golden.call import Call
 from mla_golden.schema import WORK_ROW, WorkColumn, schema_for
-from mla_golden.tensors import all_true, count_true, leading_true, running_difference
+from mla_golden.tensors import NARROW_INTS, all_true, count_true, leading_true, running_difference
 
 
 @dataclass
@@ -163,7 +164,11 @@ def clamped_run(indptr: torch.Tensor, limit: int) -> torch.Tensor:
     if not indptr.numel():
         return indptr.to(torch.int64)
     # floor_i = min(max(v_i, floor_i-1), limit) from 0 is the running max of max(v, 0), capped at limit
-    return torch.cummax(indptr.to(torch.int64).clamp(min=0), 0).values.clamp(max=limit)
+    if indptr.device.type != "cpu" or indptr.dtype not in (*NARROW_INTS, torch.int64):
+        return torch.cummax(indptr.to(torch.int64).clamp(min=0), 0).values.clamp(max=limit)
+    run = np.maximum(indptr.numpy(), 0).astype(np.int64, copy=False)  # numpy's running max: torch's cummax also
+    np.maximum.accumulate(run, out=run)  # makes the indices, about half its time on a million entries
+    return torch.from_numpy(np.minimum(run, limit, out=run))
 
 
 def bounded_indptr(call: Call, name: str) -> list[int]:

@@ -40,3 +40,19 @@ def test_running_difference_sums_end_minus_start_without_overflow(dtype: torch.d
     expected = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(wide, 0)])
     assert torch.equal(running_difference(end, start), expected)
     assert running_difference(end[:0], start[:0]).tolist() == [0]
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_clamped_run_is_the_running_max_of_the_non_negative_values_capped(dtype: torch.dtype) -> None:
+    from mla_golden.geometry import clamped_run
+
+    generator = torch.Generator().manual_seed(7)
+    low = 0 if dtype == torch.uint8 else -50
+    values = torch.randint(low, 200, (5000,), generator=generator).to(dtype)
+    for limit in (0, 120, 10**6):
+        expected, floor = [], 0
+        for v in values.tolist():
+            floor = min(max(v, floor), limit)
+            expected.append(floor)
+        assert clamped_run(values, limit).tolist() == expected
+    assert values.dtype == dtype and int(values.min()) == low and clamped_run(values[:0], 5).numel() == 0
