@@ -39,7 +39,7 @@ def test_a_run_without_the_data_fails(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
          "tests/reference/test_reference_versions_conformance.py", "-k", "test_call_arguments"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert run.returncode != 0
     assert "skipped" not in run.stdout.splitlines()[-1]

@@ -117,8 +117,8 @@ def test_the_same_sweep_runs_on_a_local_ray_cluster() -> None:
         crowded: list[Any] = []
         thread = threading.Thread(target=lambda: crowded.append(mla_golden.sweep("reference@33d168a0", NEW, points, ray="local")))
         thread.start()
-        thread.join(timeout=300)
-        assert crowded, "the sweep still waits for a CPU other work holds"
+        thread.join()  # no deadline a loaded machine could miss: a sweep that waits for the held CPU keeps this waiting
+        assert crowded, "the crowded sweep ended without a result"
     finally:
         ray.shutdown()
     # The verdicts and the causes are the same; a reproducer may differ: a worker tries a case of a cause it knows at
