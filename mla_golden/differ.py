@@ -275,20 +275,20 @@ def diff(
         divergent[name] = idx.tolist()
     _decode_work(result, expected, actual, divergent, schema.work_columns, max_items)
     _decode_reduce(result, expected, actual, divergent, max_items)
+    shapes = _judge(result, expected, actual) if judge else None
     if not all(f.equal for f in result.fields):
-        # each side's geometry is made where it is judged (a big pair's two sides on two threads) when it is judged
-        shapes = _judge(result, expected, actual) if judge else (geometry(expected), geometry(actual))
+        # each side's geometry, made where that side was judged (a big pair's two sides on two threads) when it was
+        shapes = shapes or (geometry(expected), geometry(actual))
         result.geometry = {"expected": shapes[0], "actual": shapes[1]}
-    elif judge:
-        _judge(result, expected, actual)
     _attribute(result)
     return result
 
 
-def _judge(result: Diff, expected: Call, actual: Call) -> tuple[Geometry, Geometry]:
-    """Judge both sides of a pair whose content differs (is each a plan the kernels can run?); each side's geometry."""
+def _judge(result: Diff, expected: Call, actual: Call) -> tuple[Geometry, Geometry] | None:
+    """Judge both sides of a pair whose content differs (is each a plan the kernels can run?): each side's geometry,
+    or None when the two hold the same content and nothing is judged."""
     if result.same_content:
-        return geometry(expected), geometry(actual)
+        return None
     from mla_golden.soundness import shaped_pair
 
     result.soundness, shapes = shaped_pair(expected, actual)

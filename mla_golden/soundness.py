@@ -173,11 +173,7 @@ CONCURRENT_ROWS = 1 << 16
 def judge_pair(
     expected: Call, actual: Call, shapes: tuple[Geometry | None, Geometry | None] = (None, None)
 ) -> Soundness:
-    """Both sides judged; ``shapes``: their geometries where known (see :func:`judge`).
-
-    The checks share no state but the env a planner reads, which :func:`mla_golden.context.planner_env` sets one
-    thread at a time, and the reference's device, which is the thread's own (a context variable).
-    """
+    """Both sides judged; ``shapes``: their geometries where known (see :func:`judge`)."""
     return shaped_pair(expected, actual, shapes)[0]
 
 
@@ -185,7 +181,11 @@ def shaped_pair(
     expected: Call, actual: Call, shapes: tuple[Geometry | None, Geometry | None] = (None, None)
 ) -> tuple[Soundness, tuple[Geometry, Geometry]]:
     """:func:`judge_pair`, and each side's geometry: made where that side is judged, unless given (a diff of two
-    big plans summarises each on the thread that judges it)."""
+    big plans summarises each on the thread that judges it).
+
+    The two checks share no state but the env a planner reads, which :func:`mla_golden.context.planner_env` sets
+    one thread at a time, and the reference's device, which is the thread's own (a context variable).
+    """
     if min(_rows(expected), _rows(actual)) < CONCURRENT_ROWS:
         (old, old_shape), (new, new_shape) = _shaped(expected, shapes[0]), _shaped(actual, shapes[1])
     else:

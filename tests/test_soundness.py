@@ -128,6 +128,8 @@ def test_a_diverged_diff_computes_each_sides_geometry_once_and_judges_with_it(mo
     monkeypatch.setattr(soundness, "geometry", counted)
     found = mla_golden.diff(old, new)
     assert [id(c) for c in computed] == [id(old), id(new)]
+    computed.clear()
+    assert mla_golden.diff(old, copy.deepcopy(old)).geometry == {} and computed == []  # equal: nothing to summarise
     assert found.soundness is not None
     assert found.soundness.to_dict() == soundness.judge_pair(old, new).to_dict()
     assert judge(new, geometry(new)) == judge(new)
