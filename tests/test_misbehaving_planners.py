@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.aiter_trees import entry_point, fake_compiler, tree_at
 from helpers.processes import children, wait_gone
 from helpers.repo import ROOT, TESTS
 from typer.testing import CliRunner
 
 from mla_golden.cli import app
+from mla_golden.schema import ATTENTION_PY, CPP_FILE
 
 CLI = str(Path(sys.executable).parent / "mla-golden")
 #: A few shipped goldens of both ops to replay.
@@ -152,19 +154,11 @@ def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens,
 def test_sigterm_ends_an_aiter_src_run_whose_tree_loops_and_its_processes_with_it(
     tmp_path: Path, looping_env: dict[str, str], where: str
 ) -> None:
-    tree = tmp_path / "aiter"
-    cu = tree / "csrc" / "kernels" / "mla" / "metadata.cu"
-    cu.parent.mkdir(parents=True)
-    cu.write_text("void get_mla_metadata_v1(const int32_t num_heads_k)\n{\n}\n")
-    (tree / "csrc" / "include").mkdir(parents=True)
-    (tree / "aiter" / "ops").mkdir(parents=True)
-    (tree / "aiter" / "ops" / "attention.py").write_text(LOOPING_TREE.replace("LOOP_IN_PYTHON", str(where == "python")))
+    tree = tree_at(tmp_path / "aiter", {CPP_FILE: entry_point(), ATTENTION_PY: LOOPING_TREE.replace("LOOP_IN_PYTHON", str(where == "python"))})
     harness = tmp_path / "looping-harness"  # a built planner that never returns
     harness.write_text('#!/bin/sh\ntouch "$MLA_GOLDEN_TEST_LOOPING"\nwhile :; do :; done\n')
     harness.chmod(0o755)
-    fake = tmp_path / "fake-cxx"  # "builds" it
-    fake.write_text(f'#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\ncp {harness} "$2"\n')
-    fake.chmod(0o755)
+    fake = fake_compiler(tmp_path, f'cp {harness} "$2"')  # "builds" it
     env = {**looping_env, "CXX": str(fake), "MLA_GOLDEN_CACHE": str(tmp_path / "cache")}
     args = ["record", "--backend", f"aiter-src:{tree}", "--out", str(tmp_path / "out"), *DEVICE, "--format", "json", "--jobs", "1"]
     proc, stdout, stderr, helpers = _terminated(args, env, tmp_path / "looping")

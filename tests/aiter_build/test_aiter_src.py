@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.aiter_trees import entry_point, fake_compiler, tree_at
 from helpers.conformance import VersionCase, check_case, version_cases
 from helpers.repo import ROOT
 from typer.testing import CliRunner
@@ -40,6 +41,7 @@ from mla_golden.cli import app
 from mla_golden.errors import AiterCheckError, BufferTooSmallError
 from mla_golden.golden.store import load
 from mla_golden.reference import versions
+from mla_golden.schema import ATTENTION_PY, CPP_FILE
 
 HAS_GXX = shutil.which("g++") is not None
 needs_gxx = pytest.mark.skipif(not HAS_GXX, reason="g++ is not installed")
@@ -100,13 +102,7 @@ def test_a_revision_the_repo_lacks_is_named(tmp_path: Path, monkeypatch: pytest.
 
 def _fake_tree(root: Path, body: str = "") -> Path:
     """The smallest tree the build accepts: one entry point, an empty attention.py."""
-    cu = root / "csrc" / "kernels" / "mla" / "metadata.cu"
-    cu.parent.mkdir(parents=True)
-    cu.write_text(f"void get_mla_metadata_v1(const int32_t num_heads_k)\n{{\n{body}\n}}\n")
-    (root / "csrc" / "include").mkdir(parents=True)
-    (root / "aiter" / "ops").mkdir(parents=True)
-    (root / "aiter" / "ops" / "attention.py").write_text("")
-    return root
+    return tree_at(root, {CPP_FILE: entry_point(body), ATTENTION_PY: ""})
 
 
 def test_an_installed_aiter_is_found_from_site_packages_or_its_package(tmp_path: Path) -> None:
@@ -145,14 +141,6 @@ def test_a_revision_is_extracted_once_into_the_cache_by_its_commit(tmp_path: Pat
     assert not [p for p in first.csrc_root.parent.iterdir() if p.name.endswith(".tmp")]
 
 
-def _fake_compiler(tmp_path: Path) -> Path:
-    """A "compiler" that writes the file named after -o: a build that costs nothing (its harness never runs)."""
-    fake = tmp_path / "fake-cxx"
-    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho > "$2"\n')
-    fake.chmod(0o755)
-    return fake
-
-
 def _sparse(path: Path, size: int) -> None:
     """``path`` made ``size`` bytes long without writing them (a hole)."""
     with path.open("r+b") as handle:
@@ -180,7 +168,7 @@ def test_a_broken_or_huge_tree_is_exit_2_naming_the_file(tmp_path: Path, monkeyp
     relative, breaks, expected = BROKEN_TREES[broken]
     breaks(tree / relative)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.setenv("CXX", str(_fake_compiler(tmp_path)))
+    monkeypatch.setenv("CXX", str(fake_compiler(tmp_path)))
     result = CliRunner().invoke(app, ["diff", str(ROOT / "goldens"), "--backend", f"aiter-src:{tree}"])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
@@ -236,7 +224,7 @@ def test_a_build_killed_mid_way_leaves_a_temp_folder_the_next_build_removes(tmp_
         proc.wait()
     left = [p for p in cache.iterdir() if p.name.endswith(".tmp")]
     assert len(left) == 1
-    monkeypatch.setenv("CXX", str(_fake_compiler(tmp_path)))
+    monkeypatch.setenv("CXX", str(fake_compiler(tmp_path)))
     built = build.build(tree, cache)
     assert built.binary.is_file()
     assert not [p for p in cache.iterdir() if p.name.endswith(".tmp")], "the killed build's folder was removed"
@@ -251,7 +239,7 @@ def test_threads_asking_for_one_tree_at_once_get_one_module_built_once(tmp_path:
 
     tree = _fake_tree(tmp_path / "aiter")
     log = tmp_path / "cxx.log"
-    fake = _fake_compiler(tmp_path)
+    fake = fake_compiler(tmp_path)
     counting = tmp_path / "counting-cxx"
     counting.write_text(f"#!/bin/sh\necho run >> {log}\nexec {fake} \"$@\"\n")
     counting.chmod(0o755)

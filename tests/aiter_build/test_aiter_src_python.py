@@ -16,11 +16,13 @@ from typing import Any
 
 import pytest
 import torch
+from helpers.aiter_trees import entry_point, fake_compiler, tree_at
 from helpers.processes import wait_gone
 
 from mla_golden import AiterSourceError, aiter_src
 from mla_golden.aiter_build import python_process, wire
 from mla_golden.aiter_build.tree import CACHE_ENV
+from mla_golden.schema import ATTENTION_PY, CPP_FILE
 
 #: One tree's sizing helper, misbehaving as its batch size says (the others plan nothing here).
 MISBEHAVING = """
@@ -60,16 +62,9 @@ RAISED = [
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
     """The misbehaving tree (its folder, its module), built by a stand-in compiler (its harness never runs)."""
     root = tmp_path_factory.mktemp("aiter")
-    fake = root / "fake-cxx"
-    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho > "$2"\n')
-    fake.chmod(0o755)
-    cu = root / "csrc" / "kernels" / "mla" / "metadata.cu"
-    cu.parent.mkdir(parents=True)
-    cu.write_text("void get_mla_metadata_v1(const int32_t num_heads_k)\n{\n}\n")
-    (root / "csrc" / "include").mkdir(parents=True)
-    (root / "aiter" / "ops").mkdir(parents=True)
+    fake = fake_compiler(root)
     source = MISBEHAVING.replace("MEMORY", str(python_process.MEMORY_BYTES)).replace("RAISED", f"[{', '.join(RAISED)}]")
-    (root / "aiter" / "ops" / "attention.py").write_text(source)
+    tree_at(root, {CPP_FILE: entry_point(), ATTENTION_PY: source})
     with pytest.MonkeyPatch.context() as env:
         env.setenv("CXX", str(fake))
         env.setenv(CACHE_ENV, str(root / "cache"))

@@ -7,12 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.aiter_trees import entry_point, fake_compiler, tree_at
 from helpers.repo import ROOT
 from typer.testing import CliRunner
 
 from mla_golden.aiter_build import build
 from mla_golden.aiter_build.tree import CACHE_ENV
 from mla_golden.cli import app
+from mla_golden.schema import ATTENTION_PY, CPP_FILE
 
 NOTICE = "mla-golden: building aiter's planner of "
 GOLDEN = ROOT / "goldens" / "decode" / "dsv3-tp" / "gfx950-cu256" / "h128-bf16-q1-b1-jitter8192-p1.safetensors"
@@ -21,17 +23,8 @@ GOLDEN = ROOT / "goldens" / "decode" / "dsv3-tp" / "gfx950-cu256" / "h128-bf16-q
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The smallest tree the build accepts, with a compiler that costs nothing and a cache of its own."""
-    root = tmp_path / "aiter"
-    cu = root / "csrc" / "kernels" / "mla" / "metadata.cu"
-    cu.parent.mkdir(parents=True)
-    cu.write_text("void get_mla_metadata_v1(const int32_t num_heads_k)\n{\n}\n")
-    (root / "csrc" / "include").mkdir(parents=True)
-    (root / "aiter" / "ops").mkdir(parents=True)
-    (root / "aiter" / "ops" / "attention.py").write_text("")
-    fake = tmp_path / "fake-cxx"
-    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho > "$2"\n')
-    fake.chmod(0o755)
-    monkeypatch.setenv("CXX", str(fake))
+    root = tree_at(tmp_path / "aiter", {CPP_FILE: entry_point(), ATTENTION_PY: ""})
+    monkeypatch.setenv("CXX", str(fake_compiler(tmp_path)))
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     return root
 

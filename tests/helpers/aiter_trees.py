@@ -161,6 +161,21 @@ def toy_call(planner: object, kv_lens: list[int], cu_num: int = 16) -> mla_golde
     return spy.calls.one()
 
 
+def entry_point(body: str = "") -> str:
+    """The least planner source a tree's build accepts: aiter's entry point, holding ``body`` (for tests whose
+    compiler is :func:`fake_compiler`, or that only read the source)."""
+    return f"void get_mla_metadata_v1(const int32_t num_heads_k)\n{{\n{body}\n}}\n"
+
+
+def fake_compiler(folder: Path, built: str = 'echo > "$2"') -> Path:
+    """A "compiler" for ``CXX`` that only runs ``built`` with the file named after -o as ``$2``: a build that costs
+    nothing (by default an empty file, a harness that never runs)."""
+    fake = folder / "fake-cxx"
+    fake.write_text(f'#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\n{built}\n')
+    fake.chmod(0o755)
+    return fake
+
+
 def tree_at(root: Path, files: dict[str, str]) -> Path:
     """``files`` written under ``root``: a toy tree ``aiter_src(root)`` builds."""
     for rel, text in files.items():
