@@ -28,6 +28,11 @@ a floor whose parts run in turn with it in every round:
 
 ``--only prefill`` builds and measures the prefill golden alone (its rows above).
 
+The process keeps freed memory for reuse, as the ``mla-golden`` command's
+does (:mod:`mla_golden.allocator`), the floor's parts included;
+``--default-allocator`` measures with glibc's defaults, as a program calling
+the library (a pytest run) has them.
+
 Goal (issue 30): show and textconv in seconds; check and diff within 2x of
 their floor.
 """
@@ -251,7 +256,12 @@ def main() -> None:
     parser.add_argument("--works", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", choices=["prefill"], help="measure only these rows (and build only their golden)")
+    parser.add_argument("--default-allocator", action="store_true", help="leave glibc's malloc as a program has it")
     args = parser.parse_args()
+    if not args.default_allocator:
+        from mla_golden.allocator import keep_freed_memory
+
+        print(f"freed memory kept for reuse, as the command line does: {keep_freed_memory()}")
     measure = bench_prefill if args.only == "prefill" else bench
     for works in args.works:
         rows = measure(works, args.rounds)

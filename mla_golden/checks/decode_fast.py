@@ -42,18 +42,20 @@ def _ascending(values: torch.Tensor) -> bool:
     return values.numel() == 0 or (int(values[0]) == 0 and not any_true(values[1:] < values[:-1]))
 
 
-def sorted_by(*keys: torch.Tensor) -> torch.Tensor | None:
-    """The permutation that sorts by ``keys[0]``, then ``keys[1]``, ... (stable, as Python's sort of tuples); None
-    when the rows are in that order already (the usual case: works come in tile order), so no gather is needed."""
+def sorted_by(*keys: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``keys`` with their rows sorted by ``keys[0]``, then ``keys[1]``, ... (stable, as Python's sort of tuples):
+    ``keys`` themselves when their rows are in that order already (the usual case: works come in tile order), so
+    nothing is gathered, and each key gathered once otherwise."""
     if _in_order(keys):
-        return None
+        return keys
     order = stable_order(keys[0])
-    if _in_order(tuple(key[order] for key in keys)):
-        return order  # a few works out of tile order (a diverged plan): one sort, the same permutation as all keys'
+    by_first = tuple(key[order] for key in keys)
+    if _in_order(by_first):
+        return by_first  # a few works out of tile order (a diverged plan): one sort, the same permutation as all keys'
     order = torch.arange(keys[0].numel())
     for key in reversed(keys):
         order = order[stable_order(key[order])]
-    return order
+    return tuple(key[order] for key in keys)
 
 
 def _in_order(keys: tuple[torch.Tensor, ...]) -> bool:
@@ -284,11 +286,14 @@ def placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, tiles: Tile
     is inside its batch (or is the tile's own empty range) and its kv_offset is aiter's (``_check_decode_work``)."""
     p = layout.dispatch.params
     b = works[:, C.BATCH_IDX]
-    known = (b >= 0) & (b < tiles.count)
     if tiles.count == 0:
         nothing = torch.zeros(works.shape[0], dtype=torch.bool)
         return Placement(nothing, nothing, torch.zeros(works.shape[0], dtype=I64), nothing)
-    b = torch.where(known, b, 0)
+    if b.numel() and int(b.min()) >= 0 and int(b.max()) < tiles.count:  # every batch_idx planned (the usual case):
+        known = torch.ones((), dtype=torch.bool).expand(b.shape)  # two reductions, no mask and no gather index made
+    else:
+        known = (b >= 0) & (b < tiles.count)
+        b = torch.where(known, b, 0)
     tile, placed = tile_of(works, tiles, b, known)
     ke, u_end = works[:, C.KV_END], tiles.kv_end[b]
     if p.page_size == 1:
@@ -296,7 +301,10 @@ def placement(c: Checker, layout: DecodeLayout, works: torch.Tensor, tiles: Tile
     else:  # every batch has its last_page_len (all_tiles checked it)
         last_page = c.input("kv_last_page_lens")[: tiles.count][b]
         wanted = torch.where(ke == u_end, 0, (u_end - ke - 1) * p.page_size + last_page)
-    return Placement(known, placed, tile, placed & kv_fits(works, tiles, b, tile, u_end) & (works[:, C.KV_OFFSET] == wanted))
+    ok = kv_fits(works, tiles, b, tile, u_end)
+    ok &= placed
+    ok &= works[:, C.KV_OFFSET] == wanted
+    return Placement(known, placed, tile, ok)
 
 
 def tile_of(works: torch.Tensor, tiles: Tiles, unit: torch.Tensor, known: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -311,8 +319,12 @@ def tile_of(works: torch.Tensor, tiles: Tiles, unit: torch.Tensor, known: torch.
         tile = torch.where(in_unit, tiles.first[unit] + w_k, 0)
     qs, qe = works[:, C.QO_START], works[:, C.QO_END]
     if tiles.step is not None:
-        return tile, in_unit & (qs == tile * tiles.step) & (qe == qs + tiles.step)
-    return tile, in_unit & (qs == tiles.start[tile]) & (qe == tiles.stop[tile])
+        placed = qs == tile * tiles.step
+        placed &= qe == qs + tiles.step
+    else:
+        placed = qs == tiles.start[tile]
+        placed &= qe == tiles.stop[tile]
+    return tile, placed & in_unit
 
 
 def kv_fits(works: torch.Tensor, tiles: Tiles, unit: torch.Tensor, tile: torch.Tensor, u_end: torch.Tensor) -> torch.Tensor:
@@ -321,8 +333,14 @@ def kv_fits(works: torch.Tensor, tiles: Tiles, unit: torch.Tensor, tile: torch.T
     ks, ke, u_begin = works[:, C.KV_START], works[:, C.KV_END], tiles.kv_begin[unit]
     own_tiles = tiles.kv_stop is tiles.kv_end and tile is unit  # one tile per unit, with its unit's kv end
     stop = u_end if own_tiles else tiles.kv_stop[tile]
-    inside = ((u_begin <= ks) & (ks < ke) & (ke <= u_end)) | ((ks == ke) & (ke == u_end) & (u_end == u_begin))
-    return torch.where(stop <= u_begin, (ks == u_begin) & (ke == stop), inside)
+    inside = u_begin <= ks
+    inside &= ks < ke
+    inside &= ke <= u_end
+    sees_no_kv = stop <= u_begin
+    if all_true(inside) and not any_true(sees_no_kv):
+        return inside  # what the expression below gives where every tile sees kv and every range is inside
+    inside |= (ks == ke) & (ke == u_end) & (u_end == u_begin)
+    return torch.where(sees_no_kv, (ks == u_begin) & (ke == stop), inside)
 
 
 @dataclass
@@ -339,9 +357,7 @@ class Chain:
 
 
 def chain(tiles: Tiles, tile: torch.Tensor, kv_start: torch.Tensor, kv_end: torch.Tensor) -> Chain:
-    order = sorted_by(tile, kv_start, kv_end)
-    if order is not None:
-        tile, kv_start, kv_end = tile[order], kv_start[order], kv_end[order]
+    tile, kv_start, kv_end = sorted_by(tile, kv_start, kv_end)
     opens = torch.ones(tile.numel(), dtype=torch.bool)
     opens[1:] = tile[1:] != tile[:-1]
     tile_begin = tiles.kv_begin if tiles.total == tiles.count else tiles.kv_begin[tiles.unit]  # (tile u is unit u's)

@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from mla_golden.allocator import keep_freed_memory
 from mla_golden.cli.bisect import bisect, history
 from mla_golden.cli.check import check
 from mla_golden.cli.diff import diff
@@ -86,8 +87,11 @@ def main() -> None:
 
     Output into a pipe its reader closed (``mla-golden versions | head -1``)
     ends with ``EXIT_PIPE``, 141, as other tools do; the reports' consoles do
-    that themselves, and here click's own output (help, usage) does too.
+    that themselves, and here click's own output (help, usage) does too. The
+    process is the command's own, so freed memory is kept for reuse
+    (:mod:`mla_golden.allocator`).
     """
+    keep_freed_memory()
     try:
         app(prog_name="mla-golden")
     except SystemExit as exc:
