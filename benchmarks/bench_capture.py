@@ -143,7 +143,7 @@ def _passes(buffers: list[torch.Tensor], rounds: int) -> tuple[float, float]:
     """Best seconds of the two canary fills of ``buffers`` and of two byte compares of each (the least a
     capture passes over them: it fills both probes' stand-ins, then compares probe A with B and the program's
     run with A, as memcmp does when both probes wrote a buffer whole: equal bytes, read to the end)."""
-    from mla_golden.capture.buffer_bytes import bytes_equal  # the compare the capture itself uses
+    from mla_golden.tensors import bytes_equal  # the compare the capture itself uses
 
     probes = [[torch.empty_like(b) for b in buffers] for _ in range(2)]
     alike = [[b.clone().numpy() for b in buffers] for _ in range(3)]  # probe A, probe B, the program's run

@@ -40,7 +40,7 @@ from mla_golden.geometry import (
 )
 from mla_golden.planner_id import planner_label
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
-from mla_golden.tensors import count_true, widened
+from mla_golden.tensors import all_true, count_true, flat_nonzero, same, widened
 
 if TYPE_CHECKING:
     pass
@@ -117,9 +117,9 @@ def _compare(
     )
     same_layout = expected.shape == actual.shape and expected.dtype == actual.dtype
     same_masks = same_layout and (
-        mask_e is None and mask_a is None or mask_e is not None and mask_a is not None and torch.equal(mask_e, mask_a)
+        mask_e is None and mask_a is None or mask_e is not None and mask_a is not None and same(mask_e, mask_a)
     )
-    if same_masks and (not values_matter or torch.equal(expected, actual)):
+    if same_masks and (not values_matter or same(expected, actual)):
         return fd, torch.empty(0, dtype=torch.int64)  # equal: values outside the written region are 0 on both sides
     e, a = expected.reshape(-1), actual.reshape(-1)
     n = max(e.numel(), a.numel())
@@ -131,7 +131,9 @@ def _compare(
         ev = _padded(widened(e) if e.dtype != torch.uint64 else e.view(torch.int64), n)
         av = _padded(widened(a) if a.dtype != torch.uint64 else a.view(torch.int64), n)
     if same_masks:  # values alone differ (a diverged plan's usual case): no element is written on one side only
-        divergent = value_diff = we & (ev != av)
+        divergent = value_diff = ev != av
+        if not all_true(we):  # (a plan written whole, the usual case, needs no mask)
+            value_diff &= we
         fd.value_diffs = fd.count = count_true(value_diff)
     else:
         both = we & wa
@@ -142,7 +144,7 @@ def _compare(
         fd.written_only_expected = count_true(only_e)
         fd.written_only_actual = count_true(only_a)
         fd.count = count_true(divergent)
-    idx = divergent.nonzero().reshape(-1)
+    idx = flat_nonzero(divergent)
     shape = list(actual.shape) if actual.numel() >= expected.numel() else list(expected.shape)
     for flat in idx[:max_items].tolist():
         fd.samples.append(
@@ -182,9 +184,9 @@ def _only_resized(
     if expected.dtype != actual.dtype or expected.shape[1:] != actual.shape[1:]:
         return False
     common = min(expected.numel(), actual.numel())
-    if not torch.equal(we[:common], wa[:common]):
+    if not same(we[:common], wa[:common]):
         return False
-    if values_matter and not torch.equal(ev[:common][we[:common]], av[:common][wa[:common]]):
+    if values_matter and not same(ev[:common][we[:common]], av[:common][wa[:common]]):
         return False
     tail_written, tail_values = (wa, av) if actual.numel() > expected.numel() else (we, ev)
     fill = tail_values[common:][tail_written[common:]]

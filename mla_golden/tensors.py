@@ -8,6 +8,10 @@ On another device each falls back to torch's own operation.
 
 from __future__ import annotations
 
+import ctypes
+from collections.abc import Callable
+from typing import Any, cast
+
 import numpy as np
 import torch
 
@@ -30,6 +34,32 @@ def any_true(flags: torch.Tensor) -> bool:
 def count_true(flags: torch.Tensor) -> int:
     """How many flags are set: numpy counts a million in microseconds, where torch's sum widens each to int64."""
     return int(np.count_nonzero(flags.numpy())) if flags.device.type == "cpu" else int(flags.sum())
+
+
+def flat_nonzero(flags: torch.Tensor) -> torch.Tensor:
+    """The int64 indices of the set flags of a 1-D bool tensor: numpy's, about 7x torch's ``nonzero`` on a million."""
+    if flags.device.type == "cpu" and flags.dim() == 1:
+        return torch.from_numpy(np.flatnonzero(flags.numpy()))
+    return flags.nonzero().reshape(-1)
+
+
+def same(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """``torch.equal`` of integer or bool tensors; two CPU tensors of one dtype and shape, each contiguous, through
+    C's memcmp: 2x torch's speed on int32, 15x on a bool mask (all a golden holds)."""
+    if (
+        MEMCMP is not None and x.dtype == y.dtype and x.shape == y.shape and x.device.type == y.device.type == "cpu"
+        and (x.dtype == torch.bool or not x.dtype.is_floating_point and not x.dtype.is_complex)
+        and x.is_contiguous() and y.is_contiguous()
+    ):  # fmt: skip
+        return x.numel() == 0 or MEMCMP(x.data_ptr(), y.data_ptr(), x.numel() * x.element_size()) == 0
+    return torch.equal(x, y)
+
+
+def bytes_equal(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> bool:
+    """Do contiguous arrays of one shape and dtype hold the same bytes? C's memcmp: twice numpy's speed, no temporary."""
+    if MEMCMP is None or not (x.flags.c_contiguous and y.flags.c_contiguous):
+        return bool(np.array_equal(x, y))
+    return MEMCMP(x.ctypes.data, y.ctypes.data, x.nbytes) == 0
 
 
 def leading_true(flags: torch.Tensor) -> int:
@@ -99,3 +129,17 @@ def stable_order(key: torch.Tensor) -> torch.Tensor:
     come in (each plane's works in tile and kv order, a diverged plan's few works out of place), where torch.sort
     sorts from scratch."""
     return torch.from_numpy(np.argsort(key.cpu().contiguous().numpy(), kind="stable"))
+
+
+def _libc_memcmp() -> Callable[[int, int, int], int] | None:
+    try:
+        memcmp = ctypes.CDLL(None).memcmp
+    except (AttributeError, OSError, TypeError):  # no C library reachable this way (Windows): numpy / torch compare
+        return None
+    memcmp.restype = ctypes.c_int
+    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return cast(Callable[[int, int, int], int], memcmp)
+
+
+#: C's memcmp (None where no C library is reachable through ctypes).
+MEMCMP = _libc_memcmp()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 
-from mla_golden.tensors import _BLOCK_ROWS, running_difference, widened_columns
+from mla_golden.tensors import _BLOCK_ROWS, flat_nonzero, running_difference, same, widened_columns
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8, torch.int64])
@@ -56,3 +58,32 @@ def test_clamped_run_is_the_running_max_of_the_non_negative_values_capped(dtype:
             expected.append(floor)
         assert clamped_run(values, limit).tolist() == expected
     assert values.dtype == dtype and int(values.min()) == low and clamped_run(values[:0], 5).numel() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.bool, torch.uint64])
+@pytest.mark.parametrize("rows", [0, 1, 1000])
+def test_same_is_torch_equal(dtype: torch.dtype, rows: int) -> None:
+    base = dtype_extremes(torch.int64, rows).to(dtype) if dtype != torch.uint64 else torch.arange(rows * 8).to(dtype).reshape(rows, 8)
+    other = base.clone()
+    cases = [(base, other), (base, other.reshape(-1)), (base, other.t().contiguous().t()), (base.t(), other.t())]
+    if rows:
+        changed = base.clone()
+        changed.view(-1)[-1] = changed.view(-1)[-2] if dtype != torch.bool else ~changed.view(-1)[-1]
+        cases += [(base, changed), (base[:, :4], base[:, 4:]), (base, base.to(torch.int16 if dtype != torch.int16 else torch.int32))]
+    for x, y in cases:
+        assert _outcome(same, x, y) == _outcome(torch.equal, x, y), (x.shape, y.shape, x.dtype, y.dtype)
+
+
+def _outcome(equal: Callable[[torch.Tensor, torch.Tensor], bool], x: torch.Tensor, y: torch.Tensor) -> object:
+    """What ``equal`` answers, or the type of what it raises (torch.equal refuses uint64 against int16)."""
+    try:
+        return equal(x, y)
+    except RuntimeError as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize("size", [0, 1, 17, 100_000])
+def test_flat_nonzero_is_torch_nonzero(size: int) -> None:
+    flags = torch.arange(size) % 7 == 3
+    assert torch.equal(flat_nonzero(flags), flags.nonzero().reshape(-1))
+    assert flat_nonzero(flags).dtype == torch.int64

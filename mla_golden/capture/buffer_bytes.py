@@ -1,14 +1,14 @@
-"""Big buffers compared and kept at the byte level: C memcmp compares, zero checks, and lean copies of a buffer's values on zero pages the kernel maps only when touched."""
+"""Big buffers compared and kept at the byte level: zero checks through C's memcmp (:data:`.tensors.MEMCMP`), and lean copies of a buffer's values on zero pages the kernel maps only when touched."""
 
 from __future__ import annotations
 
-import ctypes
 import math
 import mmap
-from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
+
+from mla_golden.tensors import MEMCMP
 
 
 def lean_copy(values: np.ndarray[Any, Any], end: int | None = None) -> np.ndarray[Any, Any]:
@@ -66,7 +66,7 @@ def nonzero_end(flat: np.ndarray[Any, Any]) -> int:
     Walks back from the end a megabyte at a time, then within the first
     block holding a nonzero byte: it reads the zero tail and little more.
     """
-    if _MEMCMP is None or not flat.flags.c_contiguous:
+    if MEMCMP is None or not flat.flags.c_contiguous:
         found = np.flatnonzero(flat)
         return int(found[-1]) + 1 if found.size else 0
     block = _last_nonzero_block(flat, flat.size, _ZERO_BYTES // flat.itemsize)
@@ -79,11 +79,11 @@ def nonzero_end(flat: np.ndarray[Any, Any]) -> int:
 def _last_nonzero_block(flat: np.ndarray[Any, Any], end: int, step: int) -> tuple[int, int] | None:
     """The last block of ``flat[:end]`` (``step`` elements each, counted back from ``end``) holding a nonzero
     byte, as (start, stop), or None when all of ``flat[:end]`` is zero."""
-    assert _MEMCMP is not None
+    assert MEMCMP is not None
     base, size = flat.ctypes.data, flat.itemsize
     while end > 0:
         start = max(end - step, 0)
-        if _MEMCMP(base + start * size, _ZERO_ADDR, (end - start) * size):
+        if MEMCMP(base + start * size, _ZERO_ADDR, (end - start) * size):
             return start, end
         end = start
     return None
@@ -91,30 +91,10 @@ def _last_nonzero_block(flat: np.ndarray[Any, Any], end: int, step: int) -> tupl
 
 def all_zero(flat: np.ndarray[Any, Any]) -> bool:
     """Is every element of a 1-D array 0? memcmp against zero pages in steps: no temporary, stops early."""
-    if _MEMCMP is None or not flat.flags.c_contiguous:
+    if MEMCMP is None or not flat.flags.c_contiguous:
         return not flat.any()
     base, nbytes = flat.ctypes.data, flat.nbytes
     for start in range(0, nbytes, _ZERO_BYTES):
-        if _MEMCMP(base + start, _ZERO_ADDR, min(_ZERO_BYTES, nbytes - start)):
+        if MEMCMP(base + start, _ZERO_ADDR, min(_ZERO_BYTES, nbytes - start)):
             return False
     return True
-
-
-def bytes_equal(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> bool:
-    """Do contiguous arrays of one shape and dtype hold the same bytes? C's memcmp: twice numpy's speed, no temporary."""
-    if _MEMCMP is None or not (x.flags.c_contiguous and y.flags.c_contiguous):
-        return bool(np.array_equal(x, y))
-    return _MEMCMP(x.ctypes.data, y.ctypes.data, x.nbytes) == 0
-
-
-def _libc_memcmp() -> Callable[[int, int, int], int] | None:
-    try:
-        memcmp = ctypes.CDLL(None).memcmp
-    except (AttributeError, OSError, TypeError):  # no C library reachable this way (Windows): numpy compares
-        return None
-    memcmp.restype = ctypes.c_int
-    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-    return cast(Callable[[int, int, int], int], memcmp)
-
-
-_MEMCMP = _libc_memcmp()

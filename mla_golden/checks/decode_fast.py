@@ -23,7 +23,7 @@ from mla_golden.geometry import written_run
 from mla_golden.reference.layout import DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
-from mla_golden.tensors import all_true, any_true, stable_order, widened_columns
+from mla_golden.tensors import all_true, any_true, flat_nonzero, same, stable_order, widened_columns
 
 I64 = torch.int64
 
@@ -121,7 +121,7 @@ def proved_clean(c: Checker, works: torch.Tensor, tiles: Tiles, placed: Placemen
     no_kv = no_kv if tiles.total == tiles.count else no_kv[tiles.unit]  # (tile u is unit u's)
     if not _covered(works, tiles, tile, per_tile, no_kv) or not _split_cleanly(c, works, tiles, tile, per_tile):
         return None
-    empty = ((per_tile == 0) & no_kv).nonzero().reshape(-1)
+    empty = flat_nonzero((per_tile == 0) & no_kv)
     first = None
     if empty.numel():
         at = int(empty[0])
@@ -382,7 +382,7 @@ def _split_cleanly(c: Checker, works: torch.Tensor, tiles: Tiles, tile: torch.Te
     split = per_tile[tile] > 1
     if not all_true((loc == -1) | split) or any_true((loc < 0) & split):
         return False
-    slots = split.nonzero().reshape(-1)
+    slots = flat_nonzero(split)
     slot_order = torch.sort(loc[slots], stable=True).indices
     slot_loc, slot_tile = loc[slots][slot_order], tile[slots][slot_order]
     slot_rows = (tiles.stop - tiles.start)[slot_tile]
@@ -407,7 +407,7 @@ def _reduce_is_clean(
     if last != int(pwritten.sum()) or last > pmap.numel():
         return False
     lo, hi = indptr[:-1], indptr[1:]
-    groups = (hi > lo).nonzero().reshape(-1)
+    groups = flat_nonzero(hi > lo)
     sizes = (hi - lo)[groups]
     element = (
         torch.repeat_interleave(lo[groups], sizes)
@@ -418,12 +418,12 @@ def _reduce_is_clean(
         return False
     locs = pmap[element]
     at = torch.searchsorted(slot_loc, locs).clamp(max=max(slot_loc.numel() - 1, 0))
-    if slot_loc.numel() == 0 or not torch.equal(slot_loc[at], locs):
+    if slot_loc.numel() == 0 or not same(slot_loc[at], locs):
         return last == 0  # a partial of no split work
     owner = slot_tile[at]
     group_of = torch.repeat_interleave(torch.arange(groups.numel()), sizes)
     first_owner = owner[torch.cumsum(sizes, 0) - sizes]
-    if not torch.equal(owner, first_owner[group_of]) or not torch.equal(sizes, per_tile[first_owner]):
+    if not same(owner, first_owner[group_of]) or not same(sizes, per_tile[first_owner]):
         return False  # a group listing partials of other tiles, or not all of its tile's
     if torch.unique(locs).numel() != locs.numel():
         return False  # a partial listed twice
@@ -434,4 +434,4 @@ def _reduce_is_clean(
     g, tiles = groups[has_final], first_owner[has_final]
     both = fwritten[2 * g] & fwritten[2 * g + 1]
     g, tiles = g[both], tiles[both]
-    return torch.equal(fmap[2 * g], start[tiles]) and torch.equal(fmap[2 * g + 1], stop[tiles])
+    return same(fmap[2 * g], start[tiles]) and same(fmap[2 * g + 1], stop[tiles])

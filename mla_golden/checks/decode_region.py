@@ -28,7 +28,7 @@ from mla_golden.geometry import Work
 from mla_golden.reference.layout import DecodeBatch, DecodeLayout
 from mla_golden.schema import WORK_ROW
 from mla_golden.schema import WorkColumn as C
-from mla_golden.tensors import all_true, any_true
+from mla_golden.tensors import all_true, any_true, flat_nonzero
 
 
 @dataclass
@@ -62,10 +62,10 @@ def region(
     hit[starts_in[starts_in >= 0]] = True
     per_tile = torch.bincount(at.tile[at.placed], minlength=tiles.total)
     hit[tiles.unit[_tiles_to_walk(works, tiles, at.tile, at.placed, per_tile)]] = True
-    chosen = hit.nonzero().reshape(-1)
-    rows = (~at.known | hit[torch.where(at.known, works[:, C.BATCH_IDX], 0)]).nonzero().reshape(-1)
+    chosen = flat_nonzero(hit)
+    rows = flat_nonzero(~at.known | hit[torch.where(at.known, works[:, C.BATCH_IDX], 0)])
     walked = hit if tiles.total == tiles.count else hit[tiles.unit]
-    empty = ((per_tile == 0) & _no_kv(tiles) & ~walked).nonzero().reshape(-1)
+    empty = flat_nonzero((per_tile == 0) & _no_kv(tiles) & ~walked)
     first = _tile(tiles, int(empty[0])) if empty.numel() else None
     return Region(_units(tiles, chosen, last), _works(works, rows, indptr), tiles.count, int(empty.numel()), first)
 
@@ -79,7 +79,7 @@ def _tiles_to_walk(
     if all_true(placed):  # (as in a plan with one bad value): every row, no gathers
         mine, ks, ke, loc = tile, works[:, C.KV_START], works[:, C.KV_END], works[:, C.PARTIAL_QO_LOC]
     else:
-        rows = placed.nonzero().reshape(-1)
+        rows = flat_nonzero(placed)
         mine, ks, ke, loc = tile[rows], works[rows, C.KV_START], works[rows, C.KV_END], works[rows, C.PARTIAL_QO_LOC]
     s = chain(tiles, mine, ks, ke)
     walk[s.tile[s.kv_start != s.covered_to]] = True

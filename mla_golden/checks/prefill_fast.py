@@ -23,7 +23,7 @@ from mla_golden.checks.common import Checker
 from mla_golden.geometry import written_run
 from mla_golden.schema import WORK_ROW, pack_head_range
 from mla_golden.schema import WorkColumn as C
-from mla_golden.tensors import all_true, any_true, floor_divmod, stable_order, widened_columns
+from mla_golden.tensors import all_true, any_true, flat_nonzero, floor_divmod, same, stable_order, widened_columns
 
 I64 = torch.int64
 #: int32 values shifted by this are non-negative and below 2**32: a sort key of (group, value) in one int64.
@@ -192,7 +192,7 @@ def _planes(c: Checker, works: Columns, heads: int) -> tuple[torch.Tensor | None
         return None, 0  # no int32 q_head_range holds it
     values, extra = torch.tensor(wanted, dtype=I64), works[C.EXTRA]
     plane = torch.searchsorted(values, extra).clamp(max=len(wanted) - 1)
-    if not torch.equal(values[plane], extra) or any_true(torch.bincount(plane, minlength=len(wanted)) == 0):
+    if not same(values[plane], extra) or any_true(torch.bincount(plane, minlength=len(wanted)) == 0):
         return None, 0
     return plane, len(wanted)
 
@@ -232,7 +232,7 @@ def _chained(c: Checker, works: Columns, tiles: Tiles, tile: torch.Tensor, group
         return False
     ctx = c.input("context_lens")[tiles.unit][s_tile]  # (per tile, then per work)
     used = s_end - begin if block == 1 else (s_end - begin) * block
-    return torch.equal(s_offset, torch.where(closes, 0, ctx - used))
+    return same(s_offset, torch.where(closes, 0, ctx - used))
 
 
 def _slots(
@@ -244,7 +244,7 @@ def _slots(
     loc = works[C.PARTIAL_QO_LOC]
     if not all_true((loc == -1) | split) or any_true((loc < 0) & split):
         return None
-    at = split.nonzero().reshape(-1)
+    at = flat_nonzero(split)
     order = _order(plane[at] * 2 * _SHIFT + loc[at])
     s_plane, s_loc, s_tile = ((v[at] if order is None else v[at][order]) for v in (plane, loc, tile))
     rows = (tiles.stop - tiles.start)[s_tile]
@@ -254,7 +254,7 @@ def _slots(
     if at.numel() % planes:
         return None
     per_plane = at.numel() // planes
-    if not torch.equal(torch.bincount(s_plane, minlength=planes), torch.full((planes,), per_plane, dtype=I64)):
+    if not same(torch.bincount(s_plane, minlength=planes), torch.full((planes,), per_plane, dtype=I64)):
         return None
     # locs are distinct within a plane: equal (loc, tile) rows mean equal sorted slots per tile in every plane
     locs, owners = s_loc.reshape(planes, per_plane), s_tile.reshape(planes, per_plane)
@@ -279,7 +279,7 @@ def _reduce_is_clean(c: Checker, slot_loc: torch.Tensor, slot_tile: torch.Tensor
     if last > pmap.numel():
         return False
     lo, hi = indptr[:-1], indptr[1:]
-    groups = (hi > lo).nonzero().reshape(-1)
+    groups = flat_nonzero(hi > lo)
     sizes = (hi - lo)[groups]
     offsets = torch.cumsum(sizes, 0) - sizes
     element = torch.repeat_interleave(lo[groups] - offsets, sizes) + torch.arange(last, dtype=I64)
@@ -287,13 +287,13 @@ def _reduce_is_clean(c: Checker, slot_loc: torch.Tensor, slot_tile: torch.Tensor
         return False
     locs = pmap[element]
     at = torch.searchsorted(slot_loc, locs).clamp(max=slot_loc.numel() - 1)
-    if not torch.equal(slot_loc[at], locs):
+    if not same(slot_loc[at], locs):
         return False  # a partial of no split work
     if torch.unique(locs).numel() != locs.numel():
         return False  # a partial listed twice (so, as many as the slots: each slot listed once)
     owner = slot_tile[at]
     first_owner = owner[offsets]
-    if not torch.equal(owner, torch.repeat_interleave(first_owner, sizes)):
+    if not same(owner, torch.repeat_interleave(first_owner, sizes)):
         return False  # a group listing partials of other tiles
     if torch.unique(first_owner).numel() != first_owner.numel():
         return False  # a tile with two groups (so each split tile has one, listing all its slots)
@@ -302,4 +302,4 @@ def _reduce_is_clean(c: Checker, slot_loc: torch.Tensor, slot_tile: torch.Tensor
     g, owners = groups[has_final], first_owner[has_final]
     both = fwritten[2 * g] & fwritten[2 * g + 1]
     g, owners = g[both], owners[both]
-    return torch.equal(fmap[2 * g], tiles.start[owners]) and torch.equal(fmap[2 * g + 1], tiles.stop[owners])
+    return same(fmap[2 * g], tiles.start[owners]) and same(fmap[2 * g + 1], tiles.stop[owners])
