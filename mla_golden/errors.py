@@ -105,6 +105,11 @@ class PlannerExited(MlaGoldenError):
         return cls(f"planner code raised {raised!r}: that call failed (planner code cannot end the command)")
 
 
+class WorkerDied(MlaGoldenError, RuntimeError):
+    """A ``--jobs`` worker process ended abruptly: planner code that ends its process (``os._exit``) or crashes it (a
+    segfault) cannot be one call's failure, so the run stops there and reports nothing it had not finished."""
+
+
 class PlotExtraMissing(MlaGoldenError, ImportError):
     """matplotlib is not installed."""
 

@@ -12,10 +12,13 @@ pool given up on kills its workers, so none writes after the run is gone.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
+from mla_golden.errors import WorkerDied
 from mla_golden.workers import init_worker, usable_cpus
 
 #: After a stop, how long workers get to finish the item they are on before they are killed.
@@ -61,9 +64,12 @@ class Pool(Generic[T]):
             initargs=(os.getpid(), self.stopping, context.Barrier(self.workers), setup, setup_args),
         )  # fmt: skip
         try:
-            for future in [self._pool.submit(_ready) for _ in range(self.workers)]:
-                future.result()
-        except BaseException:  # a setup that raised, a Ctrl-C while the workers start: none is left running
+            started = [self._pool.submit(_ready) for _ in range(self.workers)]  # each submit starts a worker
+            #: Every worker: what ended one that died is read from these (the executor forgets them).
+            self._processes = list((getattr(self._pool, "_processes", None) or {}).values())
+            for future in started:
+                self._result(future)
+        except BaseException:  # a setup that raised or a worker that died, a Ctrl-C while the workers start: none is left running
             self._kill()
             self._pool.shutdown(wait=True, cancel_futures=True)
             raise
@@ -90,7 +96,16 @@ class Pool(Generic[T]):
         if not done:
             return None
         future = done.pop()
-        return self._tags.pop(future), future.result()
+        return self._tags.pop(future), self._result(future)
+
+    def _result(self, future: Future[Any]) -> Any:
+        """``future.result()``; :class:`WorkerDied`, saying how, where a worker process ended under it."""
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            raise WorkerDied(f"a --jobs worker process died ({self._how_it_ended()}): planner code that ends its "
+                             "process or crashes it (or a kill from outside) cannot be one call's failure, so the run "
+                             "stopped there and reports nothing") from None  # fmt: skip
 
     def stop(self, grace: float = STOP_GRACE_S) -> list[tuple[T, Any]]:
         """Stop the tasks: each worker is asked to end its item (:attr:`stopping`), queued tasks are dropped, those
@@ -113,6 +128,20 @@ class Pool(Generic[T]):
             self._kill()
             self._tags.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _how_it_ended(self) -> str:
+        """How the worker that died ended: ``exit status 3``, ``killed by signal SIGSEGV`` (the executor ends the
+        others with SIGTERM, which is left out unless it is all there is)."""
+        ended = set()
+        for process in self._processes:
+            process.join(timeout=STOP_GRACE_S)  # the executor notices the death before the process is reaped
+            code = process.exitcode
+            if code is not None and code < 0:
+                ended.add(f"killed by signal {signal.Signals(-code).name if -code in signal.valid_signals() else -code}")
+            elif code is not None:
+                ended.add(f"exit status {code}")
+        cause = ended - {"killed by signal SIGTERM"} or ended
+        return ", ".join(sorted(cause)) or "how is unknown"
 
     def _kill(self) -> None:
         for process in list((getattr(self._pool, "_processes", None) or {}).values()):

@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 from mla_golden.cli import app
 from mla_golden.schema import ATTENTION_PY, CPP_FILE
+from mla_golden.workers import usable_cpus
 
 CLI = str(Path(sys.executable).parent / "mla-golden")
 #: A few shipped goldens of both ops to replay.
@@ -87,6 +88,24 @@ def test_a_planner_that_exits_fails_its_calls_and_the_run_is_exit_2_with_its_sum
         assert {r["status"] for r in document["results"]} == {"failed"}
         details = {r["message"] for r in document["results"]}
     assert all(f"planner code raised {raised}: that call failed" in d for d in details), details
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(usable_cpus() < 2, reason="--jobs 2 runs in this process on one CPU")
+@pytest.mark.parametrize(
+    ("command", "plugin", "ended"),
+    [("record", "dies", "exit status 3"), ("diff", "crashes", "killed by signal SIGSEGV"), ("sweep", "dies", "exit status 3")],
+)
+def test_a_planner_that_ends_its_worker_process_is_exit_2_saying_how(
+    tmp_path: Path, command: str, plugin: str, ended: str, looping_env: dict[str, str]
+) -> None:
+    """No call can fail for a planner that takes its process down: the run stops with exit 2 (never 1, which reads as
+    a divergence) and says how the worker ended, with no traceback."""
+    args = [*_command(command, f"python:helpers.planted_planners:{plugin}", tmp_path), "--jobs", "2"]
+    run = subprocess.run([CLI, *args], capture_output=True, text=True, env=looping_env)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert f"error: a --jobs worker process died ({ended}): planner code that ends its process" in " ".join(run.stderr.split())
+    assert "Traceback" not in run.stderr + run.stdout
 
 
 @pytest.fixture

@@ -25,12 +25,14 @@ from mla_golden.cli.bisect import bisect, history
 from mla_golden.cli.check import check
 from mla_golden.cli.diff import diff
 from mla_golden.cli.listing import list_goldens
-from mla_golden.cli.output import EXIT_PIPE
+from mla_golden.cli.output import EXIT_PIPE, say
 from mla_golden.cli.record import RecordCommand, record
 from mla_golden.cli.show import show, textconv
 from mla_golden.cli.sweep import sweep
 from mla_golden.cli.usage import Command
 from mla_golden.cli.versions import versions
+from mla_golden.errors import WorkerDied
+from mla_golden.runs import EXIT_BAD
 
 app = typer.Typer(
     name="mla-golden",
@@ -94,6 +96,9 @@ def main() -> None:
     keep_freed_memory()
     try:
         app(prog_name="mla-golden")
+    except WorkerDied as exc:  # record, diff and check (sweep says it with its other errors)
+        say(f"error: {exc}")
+        raise SystemExit(EXIT_BAD) from None
     except SystemExit as exc:
         if exc.code == 1 and "PacifyFlushWrapper" in type(sys.stdout).__name__:  # click's mark of a closed pipe
             raise SystemExit(EXIT_PIPE) from None

@@ -161,12 +161,18 @@ incomplete = SimpleNamespace(get_mla_metadata_v1=reference.get_mla_metadata_v1)
 
 
 def _misbehaving(what: str) -> Any:
-    """A planner with aiter's signature (either op's) that raises ``what``, or (``loops``) never returns.
+    """A planner with aiter's signature (either op's) that raises ``what``, never returns (``loops``), ends its
+    process with exit status 3 (``dies``) or is killed by SIGSEGV (``crashes``).
 
     The looping one first touches the file env ``MLA_GOLDEN_TEST_LOOPING`` names, so a test knows it is looping.
     """
 
     def planner(*args: Any, **kwargs: Any) -> None:
+        if what in ("dies", "crashes"):
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGSEGV) if what == "crashes" else os._exit(3)
         if what == "loops":
             import os
             from pathlib import Path
@@ -183,12 +189,13 @@ def _with_signature(fn: Any, like: Any) -> Any:
     return functools.wraps(like)(fn)
 
 
-#: Planners raising SystemExit(0) (as a plug-in calling sys.exit would), KeyboardInterrupt, or looping forever.
-exits, interrupts, loops = (
+#: Planners raising SystemExit(0) (as a plug-in calling sys.exit would), KeyboardInterrupt, looping forever, ending
+#: their process (os._exit) or crashing it.
+exits, interrupts, loops, dies, crashes = (
     SimpleNamespace(
         **{**_REFERENCE, **{op: _with_signature(_misbehaving(what), _REFERENCE[op]) for op in ("get_mla_metadata_v1", "get_ps_metadata_v1")}}
     )
-    for what in ("exit", "interrupt", "loops")
+    for what in ("exit", "interrupt", "loops", "dies", "crashes")
 )
 #: Sizing helpers raising SystemExit(0).
 exiting_sizers = SimpleNamespace(
