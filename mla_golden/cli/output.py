@@ -187,11 +187,16 @@ def emit(
         _print_not_ok(out, problems)
     for line in wrote:
         say(line, quiet)
-    verdict = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
-    out.print(f"exit {code} ({verdict})", markup=False)
+    out.print(exit_line(code), markup=False)
     if fmt.value == "github":
         _github(command, results, code)
     return code
+
+
+def exit_line(code: int, verdict: str | None = None) -> str:
+    """The last line of a command's text report: ``exit 1 (divergence)``; ``verdict`` for a status of its own."""
+    verdict = verdict or {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
+    return f"exit {code} ({verdict})"
 
 
 def _print_not_ok(out: Any, problems: list[Result]) -> None:

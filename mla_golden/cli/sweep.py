@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from mla_golden.cli.options import AiterRepoOption, Format, FormatOption
-from mla_golden.cli.output import echo_json, say, stderr, stdout
+from mla_golden.cli.output import echo_json, exit_line, say, stderr, stdout
 from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK
 
 #: No divergence found, but too many cases were not compared (skipped, undefined) to call it a pass.
@@ -66,6 +66,7 @@ def sweep(
     except MlaGoldenError as exc:  # bad specs, space, journal, an executor that cannot start
         say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
+    code = EXIT_BAD if findings.failed else {"diverged": EXIT_DIVERGED, "inconclusive": EXIT_INCONCLUSIVE}.get(findings.verdict, EXIT_OK)
     if format is Format.json:
         echo_json(findings.to_dict())
     else:
@@ -73,9 +74,10 @@ def sweep(
     if html is not None:
         atomic_write(html, render_html(findings))
         say(f"HTML report: {html}", quiet)
-    if findings.failed:
-        raise typer.Exit(EXIT_BAD)
-    raise typer.Exit({"diverged": EXIT_DIVERGED, "inconclusive": EXIT_INCONCLUSIVE}.get(findings.verdict, EXIT_OK))
+    if format is not Format.json:  # last, as record, diff and check end theirs
+        verdict = "failed cases" if findings.failed else "inconclusive" if code == EXIT_INCONCLUSIVE else None
+        stdout().print(exit_line(code, verdict), markup=False)
+    raise typer.Exit(code)
 
 
 @contextlib.contextmanager

@@ -51,6 +51,21 @@ def labels(point: Point) -> dict[str, str]:
     }
 
 
+#: Axes whose every value says which axis it is (``noncausal``, ``topk 64``): a condition on one shows the value alone.
+SELF_NAMED = frozenset({"causal", "sparse"})
+
+
+def condition(axis: str, value: str) -> str:
+    """An axis value as reports name it: ``heads 32``, ``env none``, ``noncausal``, ``topk 64``."""
+    return value if axis in SELF_NAMED else f"{axis} {value}"
+
+
+def listed(values: list[str]) -> str:
+    """Values of one axis in a line: ``16, 64, 128``; joined by `` | `` where a value holds a comma itself (an env of
+    two variables, ``A=1,B=0``), so that no reader takes it for two."""
+    return (" | " if any("," in value for value in values) else ", ").join(values)
+
+
 @dataclass
 class Region:
     """Parameter values (axis -> value; absent axes: any) where points diverged."""
@@ -67,8 +82,9 @@ class Region:
         return self.diverged == self.cases
 
     def scope(self) -> str:
-        """``heads 32 x dtype fp8 x device gfx950:256`` (axes in a fixed order), or ``everywhere``."""
-        shown = [f"{axis} {self.where[axis]}" for axis in reversed(AXES) if axis in self.where]
+        """``heads 32 x dtype fp8 x noncausal`` (axes in a fixed order, each as :func:`condition` names it), or
+        ``everywhere``."""
+        shown = [condition(axis, self.where[axis]) for axis in reversed(AXES) if axis in self.where]
         return " x ".join(shown) or "everywhere"
 
     def describe(self) -> str:

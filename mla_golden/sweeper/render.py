@@ -22,8 +22,8 @@ from mla_golden.render.views import diff_marks, focus, parts_of, schedule
 from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, TOP_REASONS, Findings
 from mla_golden.sweeper.evaluate import FAILED
 from mla_golden.sweeper.groups import Group, Reproducer
-from mla_golden.sweeper.regions import NOT_APPLICABLE
-from mla_golden.sweeper.space import Point
+from mla_golden.sweeper.regions import NOT_APPLICABLE, condition, listed
+from mla_golden.sweeper.space import Point, default_space
 
 #: Reproducers shown in full (text report and page); the JSON lists every one.
 MAX_SHOWN = 20
@@ -43,10 +43,24 @@ def headline(findings: Findings) -> str:
     resumed = f", {findings.resumed} resumed from the journal" if findings.resumed else ""
     this_run = " (this run)" if findings.resumed else ""
     return (
-        f"{verdict} A {findings.a} ({findings.labels[0]}) vs B {findings.b} ({findings.labels[1]}) "
-        f"over {findings.space} (seed {findings.seed}): {len(findings.results)} cases ({tally}){resumed}, "
+        f"{verdict} {_sides(findings)} over {_space(findings)} (seed {findings.seed}): {len(findings.results)} cases ({tally}){resumed}, "
         f"{budget} in {findings.elapsed_s:.1f} s{this_run} ({findings.planner_s:.1f} s in the planners)"
     )
+
+
+def _sides(findings: Findings) -> str:
+    """``A reference@aded0f84 vs B aiter-src:PATH (aiter-src of PATH at 1a2b3c4d)``: each planner as given, with its
+    label where that says more (``reference@aded0f84`` is labelled ``reference aded0f84``: nothing more)."""
+
+    def side(name: str, spec: str, label: str) -> str:
+        return f"{name} {spec}" if label.replace(" ", "@") == spec or label == spec else f"{name} {spec} ({label})"
+
+    return f"{side('A', findings.a, findings.labels[0])} vs {side('B', findings.b, findings.labels[1])}"
+
+
+def _space(findings: Findings) -> str:
+    """The space file as given; the shipped one by name (its path is the package's, of no use to a reader)."""
+    return "the default space" if findings.space == str(default_space()) else findings.space
 
 
 def not_compared_lines(findings: Findings) -> list[str]:
@@ -158,7 +172,7 @@ def render_text(findings: Findings, *, quiet: bool = False) -> str:
     lines += _regions(findings)
     never = findings.summary.never()
     if never:
-        lines.append("never diverged: " + "; ".join(f"{axis} {', '.join(values)}" for axis, values in never.items()))
+        lines.append("never diverged: " + "; ".join(condition(axis, listed(values)) for axis, values in never.items()))
     if findings.diverged:
         lines.append("diverged / cases per value:")
         for axis, values in findings.summary.marginals.items():
@@ -229,8 +243,7 @@ def _compared(findings: Findings) -> str:
         return ", ".join(found) or "-"
 
     return (
-        f"A {findings.a} ({findings.labels[0]}) vs B {findings.b} ({findings.labels[1]}); "
-        f"space {findings.space}, seed {findings.seed}; devices {values('device')}; heads {values('heads')}; "
+        f"{_sides(findings)}; space {_space(findings)}, seed {findings.seed}; devices {values('device')}; heads {values('heads')}; "
         f"decode dtypes {values('dtype')}"
     )
 

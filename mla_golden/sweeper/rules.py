@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mla_golden.sweeper.regions import NOT_APPLICABLE, labels
+from mla_golden.sweeper.regions import NOT_APPLICABLE, condition, labels
 from mla_golden.sweeper.space import Point
 
 #: Most conditions in a rule.
@@ -37,7 +37,7 @@ class Condition:
     value: str
 
     def __str__(self) -> str:
-        return f"{self.axis} {self.value}" if self.op == "==" else f"{self.axis} {self.op} {self.value}"
+        return condition(self.axis, self.value) if self.op == "==" else f"{self.axis} {self.op} {self.value}"
 
 
 @dataclass

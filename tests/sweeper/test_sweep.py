@@ -280,7 +280,7 @@ def test_quiet_prints_the_verdict_and_the_regions_only(tmp_path: Path) -> None:
     headline, *rest = quiet.stdout.splitlines()
     assert re.fullmatch(r"DIVERGED \(2 group\(s\), all sound on both sides\): A reference .* 9 cases \(diverged 5, equal 4\), .*", headline)
     regions = [region["description"] for region in document["regions"]]
-    assert regions and rest == ["regions:", *(f"  {region}" for region in regions)]
+    assert regions and rest == ["regions:", *(f"  {region}" for region in regions), "exit 1 (divergence)"]
     full = runner.invoke(app, args).stdout.splitlines()
     assert full[0].split(" in ")[0] == headline.split(" in ")[0]  # the same verdict, up to its times
     assert len(full) > len(rest) + 10, "the full report also gives causes, counts per value, reproducers"

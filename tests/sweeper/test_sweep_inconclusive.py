@@ -63,7 +63,8 @@ def test_a_sweep_that_could_compare_only_a_minority_is_inconclusive_with_its_own
                                      str(tmp_path / "space.toml"), "--cases", "60", "--quiet"]).stdout.splitlines()  # fmt: skip
     full = text.splitlines()
     assert quiet[0].split(" in ")[0] == full[0].split(" in ")[0]  # the same verdict, up to its times
-    assert quiet[1:] == full[1 : 2 + len(reasons[:TOP_REASONS])], "quiet: the verdict and why (no region diverges)"
+    assert quiet[1:-1] == full[1 : 2 + len(reasons[:TOP_REASONS])], "quiet: the verdict and why (no region diverges)"
+    assert quiet[-1] == full[-1] == "exit 3 (inconclusive)"
     clean, document, text = _sweep(tmp_path, "1")
     assert clean == 0 and document["verdict"] == "equal" and text.startswith("no divergence: ")
 
