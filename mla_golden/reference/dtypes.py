@@ -49,6 +49,24 @@ u64 = torch.uint64
 AITER_DTYPE_NAMES = ("fp8", "fp8_e8m0", "fp16", "bf16", "fp32", "i4x2", "fp4x2", "u32", "i32", "i16", "i8", "u8", "i64", "u64")
 globals().update({f"AITER_DTYPE_{name}": index for index, name in enumerate(AITER_DTYPE_NAMES)})
 
+#: ``AiterDtype`` ids of the torch dtypes aiter maps (its ``_aiter_dtype_id``): both fp8 flavours are ``fp8``; every
+#: other name of :data:`AITER_DTYPE_NAMES` is its dtype (a fallback uint8, such as i4x2 where torch has no int4,
+#: takes u8's id: the later entry wins, as in aiter's own map).
+AITER_DTYPE_IDS: dict[torch.dtype, int] = {
+    torch.float8_e4m3fnuz: 0,
+    torch.float8_e4m3fn: 0,
+    **{globals()[name]: index for index, name in enumerate(AITER_DTYPE_NAMES) if name != "fp8"},
+}
+
+
+def aiter_dtype_id(dtype: object) -> int:
+    """torch dtype -> ``AiterDtype`` id (aiter/utility/dtypes.py's ``_aiter_dtype_id``); aiter's message for dtypes
+    it cannot pass."""
+    try:
+        return AITER_DTYPE_IDS[dtype]  # type: ignore[index]
+    except (KeyError, TypeError):
+        raise AssertionError(f"Unsupported dtype: {dtype}") from None
+
 
 def fp8_of(arch: str, by_arch: Mapping[str, torch.dtype] = FP8_BY_ARCH) -> torch.dtype:
     """``arch``'s fp8 in a ``defaultDtypes`` table (this port's, or an aiter tree's own): :data:`FALLBACK_8BIT`

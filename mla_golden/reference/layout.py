@@ -20,8 +20,9 @@ from typing import Any
 import torch
 
 from mla_golden.reference._cint import c_div, c_mod, integer_divide_ceil
+from mla_golden.reference.dtypes import aiter_dtype_id
 from mla_golden.reference.features import PlannerFeatures
-from mla_golden.reference.mla_v1 import _aiter_dtype_id, plan_mla_metadata_v1
+from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.reference.mla_v1_comm import QoState, mla_v12_num_qo_tiles
 from mla_golden.reference.mla_v1_dispatch import MlaV12Dispatch
 from mla_golden.schema import to_dtype
@@ -44,7 +45,7 @@ def _dtype_id(name: str | None) -> int | None:
     """AiterDtype id of a dtype param, as aiter's wrapper converts it: AssertionError ("Unsupported dtype") for
     one it cannot pass, as the planner raises."""
     dtype = to_dtype(name)
-    return None if dtype is None else _aiter_dtype_id(dtype)
+    return None if dtype is None else aiter_dtype_id(dtype)
 
 
 @dataclass(frozen=True)

@@ -84,21 +84,7 @@ __all__ = [
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-#: ``AiterDtype`` ids of the torch dtypes aiter maps: both fp8 flavours are ``fp8``; every other name of
-#: :data:`~mla_golden.reference.dtypes.AITER_DTYPE_NAMES` is its dtype (a fallback uint8, such as i4x2 where torch
-#: has no int4, takes u8's id: the later entry wins, as in aiter's own map).
-_AITER_DTYPE_IDS: dict[torch.dtype, int] = {torch.float8_e4m3fnuz: 0, torch.float8_e4m3fn: 0}
-_AITER_DTYPE_IDS.update(
-    {getattr(dtypes, name): index for index, name in enumerate(dtypes.AITER_DTYPE_NAMES) if name != "fp8"}
-)
 _AITER_DTYPE_I32 = dtypes.AITER_DTYPE_NAMES.index("i32")
-
-def _aiter_dtype_id(dtype: object) -> int:
-    """torch dtype -> ``AiterDtype`` id; aiter's message for dtypes it cannot pass."""
-    try:
-        return _AITER_DTYPE_IDS[dtype]  # type: ignore[index]
-    except (KeyError, TypeError):
-        raise AssertionError(f"Unsupported dtype: {dtype}") from None
 
 
 def _check_input(tensor: torch.Tensor, name: str, lines: Iterator[int]) -> None:
@@ -108,7 +94,7 @@ def _check_input(tensor: torch.Tensor, name: str, lines: Iterator[int]) -> None:
         raise AiterCheckError(
             f"get_mla_metadata_v1: {name} should be continuous!", f"{CPP_FILE}:{stride_line}"
         )
-    if _aiter_dtype_id(tensor.dtype) != _AITER_DTYPE_I32:
+    if dtypes.aiter_dtype_id(tensor.dtype) != _AITER_DTYPE_I32:
         raise AiterCheckError(
             f"get_mla_metadata_v1: {name}'s element type should be int!",
             f"{CPP_FILE}:{dtype_line}",
@@ -515,7 +501,7 @@ def fill_mla_metadata_v1(
     """
     read = preconditions.require("get_mla_metadata_v1", locals())
     dtype_ids = [
-        None if dtype is None else _aiter_dtype_id(dtype)
+        None if dtype is None else dtypes.aiter_dtype_id(dtype)
         for dtype in (dtype_q_nope, dtype_q_rope, dtype_kv_nope, dtype_kv_rope)
     ]
     tensors = (
@@ -530,7 +516,7 @@ def fill_mla_metadata_v1(
         reduce_partial_map,
     )
     for tensor in tensors:  # aiter converts each tensor to an aiter_tensor_t
-        _aiter_dtype_id(tensor.dtype)
+        dtypes.aiter_dtype_id(tensor.dtype)
 
     dispatch = plan_mla_metadata_v1(
         seqlens_qo_indptr,

@@ -38,7 +38,8 @@ from helpers.conformance import (
 
 from mla_golden.context import as_recorded
 from mla_golden.reference import UNDEFINED_PLACEHOLDER, allow_undefined, at, versions
-from mla_golden.reference.mla_v1 import _aiter_dtype_id, plan_mla_metadata_v1
+from mla_golden.reference.dtypes import aiter_dtype_id
+from mla_golden.reference.mla_v1 import plan_mla_metadata_v1
 from mla_golden.schema import OUTPUTS
 
 MLA = "get_mla_metadata_v1"
@@ -134,7 +135,7 @@ def _dtype_ids(call: dict[str, Any]) -> dict[str, int | None]:
     for part in ("q", "kv"):
         for half in ("nope", "rope"):
             name = kwargs.get(f"dtype_{part}_{half}") or kwargs.get(f"dtype_{part}")
-            ids[f"dtype_{part}_{half}"] = None if name is None else _aiter_dtype_id(torch_dtype(name))
+            ids[f"dtype_{part}_{half}"] = None if name is None else aiter_dtype_id(torch_dtype(name))
     return ids
 
 
