@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -63,10 +64,13 @@ class Pool(Generic[T]):
             self.workers, context, initializer=_init,
             initargs=(os.getpid(), self.stopping, context.Barrier(self.workers), setup, setup_args),
         )  # fmt: skip
+        #: Every worker: what ended one that died is read from these (the executor forgets them).
+        self._processes: list[Any] = []
         try:
-            started = [self._pool.submit(_ready) for _ in range(self.workers)]  # each submit starts a worker
-            #: Every worker: what ended one that died is read from these (the executor forgets them).
-            self._processes = list((getattr(self._pool, "_processes", None) or {}).values())
+            started = []
+            for _ in range(self.workers):
+                started.append(self._submit(_ready))  # each submit starts a worker
+                self._processes = list((getattr(self._pool, "_processes", None) or {}).values())
             for future in started:
                 self._result(future)
         except BaseException:  # a setup that raised or a worker that died, a Ctrl-C while the workers start: none is left running
@@ -86,8 +90,15 @@ class Pool(Generic[T]):
         return bool(self._tags)
 
     def submit(self, tag: T, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` in a worker (``fn`` and its arguments pickled: a module's function, plain data)."""
-        self._tags[self._pool.submit(fn, *args)] = tag
+        """Run ``fn(*args)`` in a worker (``fn`` and its arguments pickled: a module's function, plain data);
+        :class:`WorkerDied` where a worker has died since (the executor takes no more tasks)."""
+        self._tags[self._submit(fn, *args)] = tag
+
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        try:
+            return self._pool.submit(fn, *args)
+        except BrokenProcessPool:
+            raise self._died() from None
 
     def next_done(self, timeout: float | None = None) -> tuple[T, Any] | None:
         """A finished task's tag and what it returned (what it raised is raised here), waiting at most ``timeout``
@@ -103,9 +114,12 @@ class Pool(Generic[T]):
         try:
             return future.result()
         except BrokenProcessPool:
-            raise WorkerDied(f"a --jobs worker process died ({self._how_it_ended()}): planner code that ends its "
-                             "process or crashes it (or a kill from outside) cannot be one call's failure, so the run "
-                             "stopped there and reports nothing") from None  # fmt: skip
+            raise self._died() from None
+
+    def _died(self) -> WorkerDied:
+        return WorkerDied(f"a --jobs worker process died ({self._how_it_ended()}): planner code that ends its process "
+                          "or crashes it (or a kill from outside) cannot be one call's failure, so the run stopped "
+                          "there and reports nothing")  # fmt: skip
 
     def stop(self, grace: float = STOP_GRACE_S) -> list[tuple[T, Any]]:
         """Stop the tasks: each worker is asked to end its item (:attr:`stopping`), queued tasks are dropped, those
@@ -130,19 +144,26 @@ class Pool(Generic[T]):
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _how_it_ended(self) -> str:
-        """How the worker that died ended: ``exit status 3``, ``killed by signal SIGSEGV`` (the executor ends the
-        others with SIGTERM, which is left out unless it is all there is)."""
-        ended = set()
-        for process in self._processes:
-            process.join(timeout=STOP_GRACE_S)  # the executor notices the death before the process is reaped
-            code = process.exitcode
-            if code is not None and code < 0:
-                ended.add(f"killed by signal {signal.Signals(-code).name if -code in signal.valid_signals() else -code}")
-            elif code is not None:
-                ended.add(f"exit status {code}")
-        cause = ended - {"killed by signal SIGTERM"} or ended
-        return ", ".join(sorted(cause)) or "how is unknown"
+        """How the worker that died ended: ``exit status 3``, ``killed by signal SIGSEGV``. The others end on their
+        own once the executor gives up (exit 0, or SIGTERM where one was idle in a wait), which is told only when it
+        is all there is. The executor sees a death before the process is reaped: polled for :data:`STOP_GRACE_S` at
+        most, never waiting on a worker still busy."""
+        deadline = time.monotonic() + STOP_GRACE_S
+        while True:
+            codes = [process.exitcode for process in self._processes]  # (each read polls the process)
+            ended = {_ended(code) for code in codes if code is not None}
+            cause = ended - {_ended(0), _ended(-signal.SIGTERM)}
+            if cause or None not in codes or time.monotonic() >= deadline:
+                return ", ".join(sorted(cause or ended)) or "how is unknown"
+            time.sleep(0.01)
 
     def _kill(self) -> None:
         for process in list((getattr(self._pool, "_processes", None) or {}).values()):
             process.kill()
+
+
+def _ended(code: int) -> str:
+    """A process's exit code in words: ``exit status 3``, ``killed by signal SIGSEGV``."""
+    if code >= 0:
+        return f"exit status {code}"
+    return f"killed by signal {signal.Signals(-code).name if -code in signal.valid_signals() else -code}"

@@ -87,3 +87,11 @@ def test_flat_nonzero_is_torch_nonzero(size: int) -> None:
     flags = torch.arange(size) % 7 == 3
     assert torch.equal(flat_nonzero(flags), flags.nonzero().reshape(-1))
     assert flat_nonzero(flags).dtype == torch.int64
+
+
+def test_same_reads_bools_as_torch_does_whatever_their_bytes() -> None:
+    """A bool viewed from bytes may hold 2 for True: equal to 1 as a bool, though not as a byte."""
+    twos = torch.tensor([2, 1, 0], dtype=torch.uint8).view(torch.bool)
+    ones = torch.tensor([1, 1, 0], dtype=torch.uint8).view(torch.bool)
+    assert same(twos, ones) == torch.equal(twos, ones) is True
+    assert same(twos, torch.tensor([1, 0, 0], dtype=torch.bool)) is False

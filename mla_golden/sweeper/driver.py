@@ -74,11 +74,15 @@ class NotCompared:
 
     @property
     def inconclusive(self) -> bool:
-        """More than :data:`INCONCLUSIVE_SHARE` of the cases went uncompared: no verdict can say "equal"."""
-        return self.total > INCONCLUSIVE_SHARE * self.cases
+        """More than :data:`INCONCLUSIVE_SHARE` of the cases went uncompared, or none ran (a time budget spent before
+        the first): no verdict can say "equal"."""
+        return self.total > INCONCLUSIVE_SHARE * self.cases or self.cases == 0
 
     def phrase(self) -> str:
-        """``140 of 200 skipped``, or ``60 of 200 not compared (40 skipped, 20 undefined on both sides)``."""
+        """``140 of 200 skipped``, or ``60 of 200 not compared (40 skipped, 20 undefined on both sides)``, or ``no case
+        ran``."""
+        if self.cases == 0:
+            return "no case ran"
         parts = [f"{self.skipped} skipped"] if self.skipped else []
         for side, where in ((BOTH, "both sides"), ("A", "A only"), ("B", "B only")):
             if self.undefined.get(side):
@@ -317,12 +321,13 @@ def sweep(
     # what the workers resolve: the same planners, with no clone to read
     wa, wb = (p.portable for p in planners)
     journal = Journal(out_path, {"a": a, "b": b, "space": space.digest, "seed": seed}) if out_path else None
-    run = _Run(space, cases, seconds, seed, started, journal, progress)
+    run = _Run(space, cases, seconds, seed, journal, progress)
     opened = time.monotonic()
     with marking_interrupts(), executors.make(wa, wb, shrink, jobs, ray) as executor:
         startup = time.monotonic() - opened
+        run.started = time.monotonic()  # a time budget is the sweep's own: it starts once the workers are up
         if seconds is not None:  # shrinking stops with the budget too (workers compare against wall-clock time)
-            executor.deadline = time.time() + seconds - (time.monotonic() - started)
+            executor.deadline = time.time() + seconds
         executor.out = str(out_path) if out_path is not None else None  # workers write the reproducers
         executor.sweep = uuid.uuid4().hex
         run.drive(executor)
@@ -348,10 +353,12 @@ class _Run:
     and how big the next chunk is."""
 
     def __init__(
-        self, space: Space, cases: int | None, seconds: float | None, seed: int, started: float, journal: Journal | None,
+        self, space: Space, cases: int | None, seconds: float | None, seed: int, journal: Journal | None,
         progress: Progress | None,
     ) -> None:  # fmt: skip
-        self.seconds, self.started = seconds, started
+        self.seconds = seconds
+        #: When the time budget started (set again once the executor's workers are up).
+        self.started = time.monotonic()
         self.journal, self.progress = journal, progress
         done = journal.resume() if journal else []
         self.results = list(done)

@@ -35,7 +35,7 @@ ANSWER = {"diverged": "diverged", "equal": "no divergence"}
 
 def headline(findings: Findings) -> str:
     counts = findings.counts
-    tally = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
+    tally = ", ".join(f"{status} {n}" for status, n in sorted(counts.items())) or "none ran"
     sound = f" ({len(findings.groups)} group(s), {findings.soundness})" if findings.soundness else ""
     verdict = {"diverged": f"DIVERGED{sound}:", "equal": "no divergence:"}.get(findings.verdict)
     verdict = verdict or f"INCONCLUSIVE: {findings.not_compared.phrase()};"
@@ -44,8 +44,13 @@ def headline(findings: Findings) -> str:
     this_run = " (this run)" if findings.resumed else ""
     return (
         f"{verdict} {_sides(findings)} over {_space(findings)} (seed {findings.seed}): {len(findings.results)} cases ({tally}){resumed}, "
-        f"{budget} in {findings.elapsed_s:.1f} s{this_run} ({findings.planner_s:.1f} s in the planners)"
+        f"{budget} in {findings.elapsed_s:.1f} s{this_run} ({findings.planner_s:.1f} s in the planners{_startup(findings)})"
     )
+
+
+def _startup(findings: Findings) -> str:
+    """``, 2.3 s starting workers`` where starting them took a noticeable share (worker processes import torch)."""
+    return f", {findings.startup_s:.1f} s starting workers" if findings.startup_s >= 0.1 else ""
 
 
 def _sides(findings: Findings) -> str:

@@ -183,3 +183,25 @@ def test_a_signal_to_record_command_reaches_the_programs_group_and_leaves_nothin
     assert f"interrupted by {sig.name}" in stderr
     assert not _alive(int(program_pid)) and not _alive(int(child_pid))
     assert not Path(hook_dir).exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(usable_cpus() < 2, reason="two workers")
+def test_a_worker_that_dies_between_tasks_stops_the_pool_with_how_it_ended(tmp_path: Path) -> None:
+    """A planner that takes its worker down on one case only: the task that finished comes back, and the next
+    submit, which the broken executor refuses, says how the worker ended (never a raw BrokenProcessPool)."""
+    from helpers import pool_tasks
+
+    from mla_golden.errors import WorkerDied
+    from mla_golden.pool import Pool
+
+    flag = tmp_path / "die"
+    with Pool[str](2) as pool:
+        pool.submit("dies", pool_tasks.exit_when, str(flag))
+        pool.submit("ok", pool_tasks.echo, 7)
+        assert pool.next_done() == ("ok", 7)
+        flag.touch()
+        with pytest.raises(WorkerDied, match=r"worker process died \(exit status 3\)"):
+            while True:  # the executor notices the death a moment later: until then it takes tasks
+                pool.submit("next", pool_tasks.echo, 1)
+                time.sleep(0.01)

@@ -106,3 +106,10 @@ def test_undefined_on_both_sides_is_compared_where_defined() -> None:
     findings = mla_golden.sweep("reference", "reference", [FOLDED] * 3)
     assert findings.not_compared.where_defined == 3 and findings.verdict == "equal"
     assert "compared where defined: 3 case(s) undefined on both sides, equal wherever defined" in render_text(findings)
+
+
+def test_a_sweep_that_ran_no_case_is_inconclusive_never_equal() -> None:
+    """A time budget spent before the first case (workers slow to start, a budget of a millisecond) compared nothing:
+    that is no pass."""
+    nothing = not_compared([])
+    assert nothing.inconclusive and nothing.phrase() == "no case ran"
