@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 _GEOMETRY = "written region changed (tile geometry: q tiles / works / groups)"
 
 
-_VALUES = "values only (same geometry, moved split points)"
+_VALUES = "values only (the same elements written, other values)"
 
 
 _PLANNER = "planner behaviour changed with equal params: "

@@ -12,7 +12,7 @@ arguments of another signature back, is :mod:`mla_golden.binding`'s.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -78,11 +78,15 @@ def pack_head_range(start: int, end: int) -> int:
     return (end << 16) | (start & 0xFFFF)
 
 
+def span(bounds: Sequence[int]) -> str:
+    """A range as every report writes one, half-open: ``[0, 4)`` (``[112, 112)`` is empty)."""
+    return f"[{bounds[0]}, {bounds[1]})"
+
+
 def format_cell(column: str, value: int) -> str:
-    """A work_info_set value as reports show it; head ranges as ``[start, end)`` like every range."""
+    """A work_info_set value as reports show it; head ranges as ``[start, end)`` like every range (:func:`span`)."""
     if column == "q_head_range":
-        start, end = head_range(value)
-        return f"[{start}, {end})"
+        return span(head_range(value))
     return str(value)
 
 

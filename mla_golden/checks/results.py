@@ -96,11 +96,14 @@ class CheckResult:
     def hazard_names(self) -> set[str]:
         return {h.hazard for h in self.hazards}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, max_violations: int | None = None) -> dict[str, Any]:
+        """JSON-ready; ``max_violations``: list only the first that many (``violation_count`` counts them all: a
+        broken plan of a million works can break an invariant at every work)."""
         return {
             "op": self.op,
             "ok": self.ok,
-            "violations": [asdict(v) for v in self.violations],
+            "violation_count": len(self.violations),
+            "violations": [asdict(v) for v in self.violations[:max_violations]],
             "hazards": [asdict(h) for h in self.hazards],
             "skipped": list(self.skipped),
             "rules": self.rules,

@@ -27,8 +27,9 @@ REPLAY_HELP = (
     "on NEW, in the buffers NEW's sizing helper gives (what changes if we bump aiter). Not with --against."
 )
 RUN_FORMAT_HELP = (
-    "text for people, json for machines, github: the text with its reports folded per cause, an annotation per golden "
-    "not ok (::error, ::warning for a resize; 10 a level, a notice counts the rest) and a step summary."
+    "text for people, json for machines, github: the text with its reports folded (per cause where a diff gives "
+    "one), an annotation per golden not ok (::error, ::warning for a diff's resize; 10 a level, a notice counts the "
+    "rest) and a step summary."
 )
 JUNIT_HELP = "Also write the results as JUnit XML (one testcase per golden) for CI test reports."
 

@@ -20,13 +20,12 @@ from mla_golden.cli.stops import interrupted_by
 from mla_golden.render.sanitize import inline, json_text, log_lines, visible
 from mla_golden.runs import (
     EXIT_BAD,
-    EXIT_DIVERGED,
-    EXIT_OK,
     STATUS_EXIT,
     CauseGroup,
     Result,
     by_cause,
     exit_code,
+    exit_words,
     not_comparable,
     soundness_verdict,
 )
@@ -187,16 +186,16 @@ def emit(
         _print_not_ok(out, problems)
     for line in wrote:
         say(line, quiet)
-    out.print(exit_line(code), markup=False)
+    out.print(exit_line(code, command), markup=False)
     if fmt.value == "github":
         _github(command, results, code)
     return code
 
 
-def exit_line(code: int, verdict: str | None = None) -> str:
-    """The last line of a command's text report: ``exit 1 (divergence)``; ``verdict`` for a status of its own."""
-    verdict = verdict or {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
-    return f"exit {code} ({verdict})"
+def exit_line(code: int, command: str = "", verdict: str | None = None) -> str:
+    """The last line of a command's text report: ``exit 1 (divergence)`` (:func:`runs.exit_words`); ``verdict`` for
+    a status of the command's own (sweep's inconclusive)."""
+    return f"exit {code} ({verdict or exit_words(code, command)})"
 
 
 def _print_not_ok(out: Any, problems: list[Result]) -> None:

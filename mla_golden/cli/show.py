@@ -79,12 +79,29 @@ def show(
     check_outputs(("--html", html), ("--png", png))
     require_goldens([golden])
     loaded = _showable(golden)
+    _in_range(loaded, cu, work)
     _pictures(loaded, html, png, cu, work)
     data = _show_data(loaded, cu, work, None if all_items else SHOW_ENDS)
     if format is Format.json:
         echo_json(data)
     else:
         _print_text(data, cu, work)
+
+
+def _in_range(loaded: Golden, cu: int | None, work: int | None) -> None:
+    """Exit 2 for a --cu or --work the golden does not have (an empty table read as "nothing there")."""
+    from mla_golden.geometry import bounded_indptr
+
+    if cu is None and work is None:
+        return
+    call = loaded.call
+    indptr = bounded_indptr(call, "work_indptr") if call.error is None and call.outputs else []
+    parts, works = max(len(indptr) - 1, 0), (indptr[-1] if indptr else 0)
+    for option, value, count, what in (("--cu", cu, parts, "CU part"), ("--work", work, works, "work item")):
+        if value is not None and value >= count:
+            has = f"{count} {what}s (0..{count - 1})" if count else f"no {what}s" + (" (its call raised)" if call.error else "")
+            say(f"error: {option} {value}: {loaded.path} has {has}")
+            raise typer.Exit(EXIT_BAD)
 
 
 def _showable(golden: Path) -> Golden:
@@ -130,6 +147,7 @@ def _pictures(loaded: Golden, html: Path | None, png: Path | None, cu: int | Non
 def _print_text(data: dict[str, Any], cu: int | None, work: int | None) -> None:
     """The text show: the golden's facts, its inputs and buffers, then its work items and reduce groups."""
     from mla_golden.render.sanitize import inline
+    from mla_golden.schema import span
 
     out = stdout()
 
@@ -162,7 +180,8 @@ def _print_text(data: dict[str, Any], cu: int | None, work: int | None) -> None:
         for i, g in enumerate(data["reduce_groups"]):
             if left_out and i == SHOW_ENDS:
                 p(f"  ... ({left_out} of {data['reduce_group_count']} reduce groups not shown: --all shows every one)")
-            p(f"  group {g['group']}: qo {g['qo_range']} <- partials {g['partials']}")
+            qo = "(not written)" if g["qo_range"] is None else span(g["qo_range"])
+            p(f"  group {g['group']}: qo {qo} <- partials {g['partials']}")
 
 
 def _work_table(data: dict[str, Any], cu: int | None, work: int | None) -> Table:

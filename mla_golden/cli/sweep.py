@@ -76,7 +76,7 @@ def sweep(
         say(f"HTML report: {html}", quiet)
     if format is not Format.json:  # last, as record, diff and check end theirs
         verdict = "failed cases" if findings.failed else "inconclusive" if code == EXIT_INCONCLUSIVE else None
-        stdout().print(exit_line(code, verdict), markup=False)
+        stdout().print(exit_line(code, "sweep", verdict), markup=False)
     raise typer.Exit(code)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from mla_golden.checks.results import INVARIANTS, CheckResult, Violation
 from mla_golden.diff_data import Cause, Diff, FieldDiff, FieldStatus, WorkItem
 from mla_golden.render.sanitize import inline
-from mla_golden.schema import format_cell
+from mla_golden.schema import format_cell, span
 from mla_golden.soundness import Soundness
 
 
@@ -141,7 +141,8 @@ def render_text(diff: Diff, *, width: int = 120, more: str = "max_items") -> str
     if diff.cu_parts:
         say("  CU parts whose work range moved (work_indptr):")
         for cp in diff.cu_parts:
-            say(f"    cu part {cp.cu_part}: works {cp.expected} -> {cp.actual}")
+            sides = ("(none)" if works is None else span(works) for works in (cp.expected, cp.actual))
+            say(f"    cu part {cp.cu_part}: works {' -> '.join(sides)}")
         _more(console, diff.cu_parts_differing - len(diff.cu_parts), "CU part(s) whose work range moved", "    ", more)
     if diff.work_items:
         columns = next(
@@ -166,7 +167,7 @@ def render_text(diff: Diff, *, width: int = 120, more: str = "max_items") -> str
         say("  divergent reduce groups:")
         for g in diff.reduce_groups:
             for side, rg in (("expected", g.expected), ("actual", g.actual)):
-                qo = "(not written)" if rg is None or rg.qo_range is None else rg.qo_range
+                qo = "(not written)" if rg is None or rg.qo_range is None else span(rg.qo_range)
                 text = "(none)" if rg is None else f"qo {qo} <- partials {_clipped(rg.partials)}"
                 say(f"    group {g.group} {side}: {text}")
         _more(console, diff.reduce_groups_differing - len(diff.reduce_groups), "divergent reduce group(s)", "    ", more)

@@ -22,6 +22,7 @@ from mla_golden.runs.results import (
     Status,
     by_cause,
     exit_code,
+    exit_words,
     not_comparable,
     note_copies,
     soundness_verdict,
@@ -31,6 +32,6 @@ from mla_golden.runs.work import check_worker, command_results, record_worker, r
 __all__ = [
     "EXIT_BAD", "EXIT_DIVERGED", "EXIT_OK", "STATUS_EXIT", "STOP_GRACE_S", "Advance", "CauseGroup", "GoldenPair",
     "PlacedGolden", "Result", "Status", "by_cause", "check_worker", "command_results", "diff_trees", "exit_code",
-    "golden_files", "misplaced", "misplaced_files", "not_comparable", "note_copies", "pair_trees", "pair_worker",
+    "exit_words",     "golden_files", "misplaced", "misplaced_files", "not_comparable", "note_copies", "pair_trees", "pair_worker",
     "path_problem", "record_worker", "replay_worker", "run_items", "soundness_verdict",
 ]  # fmt: skip

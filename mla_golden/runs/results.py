@@ -98,6 +98,8 @@ class Result:
     report: str | None = None
     #: The diff as its JSON document (``Diff.to_dict()``), written under the key ``diff``.
     diff_json: dict[str, Any] | None = None
+    #: What ``check`` found, as its JSON document (``CheckResult.to_dict``), written under the key ``check``.
+    check_json: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     #: Why it diverged (a ``diff_data.Cause`` value) and how reports name it, when a diff says.
     cause: str | None = None
@@ -122,7 +124,7 @@ class Result:
 
 
 #: Fields written under another key than their name.
-_JSON_KEYS = {"diff_json": "diff"}
+_JSON_KEYS = {"diff_json": "diff", "check_json": "check"}
 
 
 #: Copies a note names; the rest are counted.
@@ -157,6 +159,14 @@ def soundness_verdict(results: Sequence[Result]) -> str | None:
 
     judged = [(r.key, r.diff_json["soundness"]) for r in results if r.diff_json and r.diff_json.get("soundness")]
     return verdict_of(judged) if judged else None
+
+
+def exit_words(code: int, command: str = "") -> str:
+    """What an exit status means, as every report words it: ``divergence`` (``violation`` for ``check``), ``ok``,
+    ``bad input``; ``interrupted`` for 128 + a signal."""
+    if code == EXIT_DIVERGED and command == "check":
+        return "violation"
+    return {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
 
 
 def exit_code(results: Sequence[Result]) -> int:

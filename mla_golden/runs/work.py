@@ -214,6 +214,10 @@ def replay_worker(paths: list[GoldenFile], backend_spec: str, max_items: int, re
 # ---------------------------------------------------------------- check
 
 
+#: Violations a check result's JSON lists (all are counted).
+JSON_VIOLATIONS = 100
+
+
 def check_worker(paths: list[GoldenFile], keep: bool = False) -> list[Result]:
     """Check each golden's metadata against the planner's invariants; ``keep`` the call and findings of violated ones."""
     from mla_golden.golden.store import content_key
@@ -236,10 +240,11 @@ def _check_one(golden: Golden, path: str, keep: bool) -> Result:
 
     found = check(golden.call)
     notes = [f"hazard {h.hazard}: {h.message}" for h in found.hazards] + [f"skipped: {s}" for s in found.skipped]
+    document = found.to_dict(max_violations=JSON_VIOLATIONS)
     if found.ok:
-        return Result(golden.key, Status.PASSED, path, notes=notes)
+        return Result(golden.key, Status.PASSED, path, notes=notes, check_json=document)
     first = found.violations[0]
     return Result(
         golden.key, Status.VIOLATED, path, f"{first.invariant} at {first.where}: {first.message}",
-        report=render_check_text(found), notes=notes, checked=(golden.call, found) if keep else None,
+        report=render_check_text(found), notes=notes, check_json=document, checked=(golden.call, found) if keep else None,
     )  # fmt: skip

@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 from helpers import small_tree
-from helpers.cli import cli, cli_json
+from helpers.cli import cli, cli_json, run
 from helpers.matrices import SMALL_MATRIX as MATRIX
 from helpers.repo import ROOT, TESTS
 from helpers.small_tree import KEY_16, KEY_128, rewrite
 from typer.testing import CliRunner
 
+from mla_golden.checks import check
 from mla_golden.cli import app
-from mla_golden.golden.store import Golden, GoldenStore, load
+from mla_golden.golden.store import Golden, GoldenStore, load, write
 
 #: The small matrix's tree (module-scoped) and a fresh copy of it per test.
 recorded, tree = small_tree.recorded, small_tree.tree
@@ -187,6 +188,11 @@ def test_show_and_list(tree: Path) -> None:
     assert [item["work"] for item in part["items"]] == [3] and part["works"][0] <= 3 < part["works"][1]
     code, data = cli_json("show", path, "--cu", "0")
     assert [p["cu_part"] for p in data["cu_parts"]] == [0]
+    works, parts = int(load(path).call.outputs["work_indptr"][-1]), load(path).call.outputs["work_indptr"].numel() - 1
+    past = run("show", path, "--work", works)  # one past the last: an empty table read as "nothing there"
+    assert past.code == 2 and f"has {works} work items (0..{works - 1})" in " ".join(past.stderr.split())
+    past = run("show", path, "--cu", parts)
+    assert past.code == 2 and f"has {parts} CU parts (0..{parts - 1})" in " ".join(past.stderr.split())
     code, listing = cli_json("list", tree)
     assert code == 0 and sorted(g["key"] for g in listing["goldens"])[0].startswith("decode/small/")
     assert {g["backend"] for g in listing["goldens"]} == {"reference"}
@@ -333,6 +339,28 @@ def test_check_passes_recorded_goldens_and_flags_a_broken_one(tree: Path) -> Non
     assert code == 1 and report["summary"] == {"passed": 2, "violated": 1}
     bad = next(r for r in report["results"] if r["status"] == "violated")
     assert bad["key"] == KEY_16 and f"work {row}" in bad["message"]
+    # each result says what the check found as data: the rules and kernel path it judged by, every violation
+    found = check(load(GoldenStore(tree).path_for(KEY_16)).call)
+    assert bad["check"]["rules"] == found.rules and bad["check"]["kernel"] == found.kernel and found.kernel
+    assert bad["check"]["violation_count"] == len(found.violations) == len(bad["check"]["violations"])
+    assert bad["check"]["violations"][0]["where"] == found.violations[0].where
+    assert all(r["check"]["ok"] and r["check"]["rules"] for r in report["results"] if r["status"] == "passed")
+    assert cli("check", tree)[1].rstrip().endswith("exit 1 (violation)"), "a check finds violations, not divergences"
+
+
+def test_check_json_lists_a_hundred_violations_and_counts_them_all(tmp_path: Path) -> None:
+    """A broken plan can break an invariant at every work: the JSON stays bounded, and says how many there were."""
+    from mla_golden.runs.work import JSON_VIOLATIONS
+
+    shipped = ROOT / "goldens" / "decode" / "dsv3-b512" / "gfx942-cu304" / "h128-fp8-q1-b512-jitter8192-p1.safetensors"
+    golden = load(shipped)
+    works = int(golden.call.outputs["work_indptr"][-1])
+    golden.call.outputs["work_info_set"][:works, 5].add_(10_000)  # every kv range past its batch
+    broken = tmp_path / "broken.safetensors"
+    write(broken, Golden(golden.key, golden.call))
+    code, report = cli_json("check", broken)
+    found = report["results"][0]["check"]
+    assert code == 1 and found["violation_count"] > JSON_VIOLATIONS == len(found["violations"])
 
 
 def test_html_reports_of_diff_and_show(tree: Path, tmp_path: Path) -> None:

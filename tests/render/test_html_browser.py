@@ -502,7 +502,8 @@ def test_each_page_says_its_verdict_first_and_nothing_on_it_is_broken(browser: B
         first = _box(browser, ".summary" if name != "show" else ".compared")
         assert first["top"] < _box(browser, ".legend")["top"] and first["bottom"] <= SCREEN[1], name
         if name != "show":
-            assert "exit 1 (divergence)" in browser.evaluate("document.querySelector('.summary').innerText")
+            said = "exit 1 (violation)" if name == "check" else "exit 1 (divergence)"  # as each command's text ends
+            assert said in browser.evaluate("document.querySelector('.summary').innerText")
         assert _layout_problems(browser, width) == [], name
         browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
         assert _layout_problems(browser, width) == [], f"{name}, every fold open"

@@ -100,7 +100,7 @@ def render_check_page(
     if facts:
         head += ("; " if head else "") + "drawn goldens: " + "; ".join(facts)
     words = ("invariant", "violated", "passed")
-    lead = [_summary(entries, groups, passed, words, exit_status), _filters([entries[i].status for i in shown])]
+    lead = [_summary(entries, groups, passed, words, exit_status, "check"), _filters([entries[i].status for i in shown])]
     lead += [f'<p class="compared">{_e(head)}</p>'] if head else []
     not_drawn = f"Not drawn: the page draws {most} goldens at most, violated ones first."
     plain = {i: _undrawn_section(entries[i], f"e{i}", not_drawn if i in drawable else entries[i].message) for i in shown if i not in parts}

@@ -15,6 +15,8 @@ from mla_golden.diff_data import Cause, Diff
 from mla_golden.geometry import ReduceGroup
 from mla_golden.render.sanitize import html_text
 from mla_golden.render.svg import SIDE_WIDTH
+from mla_golden.runs.results import exit_words
+from mla_golden.schema import span
 
 T = TypeVar("T")
 
@@ -167,7 +169,7 @@ def _span(parts: list[int]) -> str:
 def _group_text(group: ReduceGroup | None) -> str:
     if group is None:
         return "(none)"
-    qo = "(not written)" if group.qo_range is None else f"[{group.qo_range[0]}, {group.qo_range[1]})"
+    qo = "(not written)" if group.qo_range is None else span(group.qo_range)
     return f"qo {qo} <- partials {_ranges(group.partials)}"
 
 
@@ -326,10 +328,6 @@ def _page_verdict(entries: Sequence[Entry | CheckEntry], words: tuple[str, str, 
     return ", ".join(f"{n} {status}" for status, n in wrong or [c for c in counts if c[1]] or counts[-1:])
 
 
-#: What each exit status means, as the CLI words it.
-_EXIT = {0: "ok", 1: "divergence", 2: "bad input"}
-
-
 def _said(counts: list[tuple[str, int]]) -> str:
     """``6 diverged, 3 resized, 111 equal``, each status in its colour (none counted: not an alarm)."""
     return ", ".join(f'<span class="{_status_class(status) if n else "none"}">{n} {_e(status)}</span>' for status, n in counts)
@@ -354,7 +352,8 @@ def _filters(statuses: Sequence[str]) -> str:
 
 
 def _summary(
-    entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: list[int], words: tuple[str, str, str], exit_status: int | None
+    entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: list[int], words: tuple[str, str, str], exit_status: int | None,
+    command: str,
 ) -> str:
     """Counts and the exit status; for more than one call, one row per group linking to its calls, and the good
     (equal, passed) calls folded into a count."""
@@ -366,7 +365,7 @@ def _summary(
 
         verdict = verdict_of([(name, doc) for _, name, doc in judged])
         sound = f' (<span class="{"bad" if unsound else "equal"}">{_e(verdict)}</span>)'
-    said = f"exit {exit_status} ({_EXIT.get(exit_status, 'interrupted')})" if exit_status is not None else ""
+    said = f"exit {exit_status} ({exit_words(exit_status, command)})" if exit_status is not None else ""
     out = [
         f'<div class="summary"><p><b>{len(entries)} call(s)</b>: {_said(_counts(entries, len(good), words))}{sound}'
         + (f'; <span class="exit {"equal" if exit_status == 0 else _status_class(words[1])}">{said}</span>' if said else "")

@@ -281,7 +281,7 @@ def render_diff_page(
     drawn = [e.diff for e in entries if e.diff is not None and e.expected is not None]
     shared = frozenset.intersection(*(frozenset(d.notes) for d in drawn)) if len(drawn) > 1 else frozenset()
     words = ("cause", "diverged", "equal")
-    lead = [_summary(entries, groups, equal, words, exit_status)]
+    lead = [_summary(entries, groups, equal, words, exit_status, "diff")]
     lead.append(_filters(["resized" if _resize_only(entries[i]) else entries[i].status for g in groups for i in g.members]))
     if compared:
         lead.append(f'<p class="compared">compared: {_e(compared)}{_e(_drawn_facts(entries))}</p>')
