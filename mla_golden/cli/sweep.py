@@ -11,10 +11,9 @@ import typer
 
 from mla_golden.cli.options import AiterRepoOption, Format, FormatOption
 from mla_golden.cli.output import echo_json, exit_line, say, stderr, stdout
-from mla_golden.runs import EXIT_BAD, EXIT_DIVERGED, EXIT_OK
+from mla_golden.runs import EXIT_BAD
 
 #: No divergence found, but too many cases were not compared (skipped, undefined) to call it a pass.
-EXIT_INCONCLUSIVE = 3
 
 
 def sweep(
@@ -66,7 +65,7 @@ def sweep(
     except MlaGoldenError as exc:  # bad specs, space, journal, an executor that cannot start
         say(f"error: {exc}")
         raise typer.Exit(EXIT_BAD) from exc
-    code = EXIT_BAD if findings.failed else {"diverged": EXIT_DIVERGED, "inconclusive": EXIT_INCONCLUSIVE}.get(findings.verdict, EXIT_OK)
+    code = findings.exit_code
     if format is Format.json:
         echo_json(findings.to_dict())
     else:
@@ -75,7 +74,7 @@ def sweep(
         atomic_write(html, render_html(findings))
         say(f"HTML report: {html}", quiet)
     if format is not Format.json:  # last, as record, diff and check end theirs
-        verdict = "failed cases" if findings.failed else "inconclusive" if code == EXIT_INCONCLUSIVE else None
+        verdict = "failed cases" if findings.failed else "inconclusive" if findings.verdict == "inconclusive" else None
         stdout().print(exit_line(code, "sweep", verdict), markup=False)
     raise typer.Exit(code)
 

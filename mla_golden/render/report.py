@@ -29,7 +29,7 @@ def _field_line(fd: FieldDiff) -> str:
     parts = [f"{fd.count} of {fd.numel} elements differ"]
     detail = []
     if fd.value_diffs:
-        detail.append(f"{fd.value_diffs} values")
+        detail.append(f"{fd.value_diffs} value{'s' if fd.value_diffs > 1 else ''}")
     if fd.written_only_expected:
         detail.append(f"{fd.written_only_expected} written only in expected")
     if fd.written_only_actual:

@@ -29,6 +29,7 @@ from mla_golden.call import Call
 from mla_golden.differ import diff
 from mla_golden.errors import PLANNER_EXITS, GoldenError, PlannerExited, SweepError
 from mla_golden.golden.store import load
+from mla_golden.runs.results import EXIT_BAD, EXIT_DIVERGED, EXIT_OK
 from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, FAILED, SKIPPED, UNDEFINED, capture
 from mla_golden.sweeper.groups import CLASSES, SIDES, Group, Reproducer, explain, judge_sides, signature, size
@@ -50,6 +51,8 @@ IN_FLIGHT = 2
 #: A sweep that could not compare more than this share of its cases (skipped, or undefined on a side)
 #: is inconclusive, not a pass: ``mla-golden sweep`` exits EXIT_INCONCLUSIVE.
 INCONCLUSIVE_SHARE = 0.10
+#: The exit status of an inconclusive sweep (``mla-golden sweep``; record, diff and check use 0, 1 and 2).
+EXIT_INCONCLUSIVE = 3
 #: Reasons a report lists for the cases not compared, most frequent first.
 TOP_REASONS = 3
 
@@ -170,6 +173,13 @@ class Findings:
         return any(r.status == FAILED for r in self.results)
 
     @property
+    def exit_code(self) -> int:
+        """2 where a case failed, else 1 diverged, :data:`EXIT_INCONCLUSIVE` inconclusive, 0 equal."""
+        if self.failed:
+            return EXIT_BAD
+        return {"diverged": EXIT_DIVERGED, "inconclusive": EXIT_INCONCLUSIVE}.get(self.verdict, EXIT_OK)
+
+    @property
     def planner_s(self) -> float:
         return sum(r.planner_s for r in self.results)
 
@@ -208,6 +218,7 @@ class Findings:
             "format": "mla-golden-sweep/1", "a": self.a, "b": self.b, "runs": list(self.labels),
             "space": self.space, "seed": self.seed, "out": str(self.out) if self.out else None,
             "cases": len(self.results), "counts": self.counts, "diverged": self.diverged, "verdict": self.verdict,
+            "exit_code": self.exit_code,
             "soundness": self.soundness,
             "not_compared": self.not_compared.to_dict(),
             "stopped_by": self.stopped_by, "resumed": self.resumed, "elapsed_s": round(self.elapsed_s, 3), "startup_s": round(self.startup_s, 3),

@@ -15,6 +15,7 @@ it covers say whether it diverged at every batch or only at some.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,12 @@ def labels(point: Point) -> dict[str, str]:
 SELF_NAMED = frozenset({"causal", "sparse"})
 
 
+def natural(value: str) -> tuple[Any, ...]:
+    """A sort key reading the numbers in a value as numbers: ``qlen 2`` before ``qlen 16``, ``topk 64`` before
+    ``topk 2048``."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", value))
+
+
 def condition(axis: str, value: str) -> str:
     """An axis value as reports name it: ``heads 32``, ``env none``, ``noncausal``, ``topk 64``."""
     return value if axis in SELF_NAMED else f"{axis} {value}"
@@ -90,14 +97,19 @@ class Region:
     def describe(self) -> str:
         scope = "for " + self.scope() if self.where else "everywhere"
         if self.everywhere:
-            extent = f"at every batch ({min(self.all_batches)}..{max(self.all_batches)})"
+            extent = f"at every batch ({_batches(self.all_batches)})"
         else:
-            extent = f"at batch {min(self.batches)}..{max(self.batches)} only"
+            extent = f"at batch {_batches(self.batches)} only"
         return f"diverges {scope}: {self.diverged} of {self.cases} cases, {extent}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"where": self.where, "cases": self.cases, "diverged": self.diverged, "everywhere": self.everywhere,
                 "batches": [min(self.batches), max(self.batches)], "description": self.describe()}  # fmt: skip
+
+
+def _batches(sizes: list[int]) -> str:
+    """``1..296``, or ``163`` where they are one size."""
+    return f"{min(sizes)}" if min(sizes) == max(sizes) else f"{min(sizes)}..{max(sizes)}"
 
 
 @dataclass
@@ -111,7 +123,7 @@ class Summary:
         out = {}
         for axis in reversed(AXES):
             values = {v: counts for v, counts in self.marginals[axis].items() if v != NOT_APPLICABLE}
-            clean = [value for value, (_, diverged) in values.items() if diverged == 0]
+            clean = sorted((value for value, (_, diverged) in values.items() if diverged == 0), key=natural)
             if clean and len(values) > 1:
                 out[axis] = clean
         return out

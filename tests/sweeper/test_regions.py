@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mla_golden.sweeper.regions import Region, condition, listed
+from mla_golden.sweeper.regions import Region, condition, listed, natural
 from mla_golden.sweeper.rules import Condition
 
 
@@ -21,3 +21,12 @@ def test_an_env_of_two_variables_is_never_read_as_two_values() -> None:
     env = ["none", "AITER_ENABLE_EXPERIMENTAL=1,AITER_MLA_META_USE_PARALLEL=0", "AITER_MLA_META_USE_PARALLEL=0"]
     assert listed(env) == "none | AITER_ENABLE_EXPERIMENTAL=1,AITER_MLA_META_USE_PARALLEL=0 | AITER_MLA_META_USE_PARALLEL=0"
     assert listed(env).split(" | ") == env
+
+
+def test_values_sort_as_numbers_and_one_batch_size_reads_as_one() -> None:
+    assert sorted(["2", "16", "1", "4"], key=natural) == ["1", "2", "4", "16"]
+    assert sorted(["topk 2048", "dense", "topk 64"], key=natural) == ["dense", "topk 64", "topk 2048"]
+    one = Region(where={"qlen": "3"}, cases=1, diverged=1, batches=[163], all_batches=[163])
+    assert one.describe() == "diverges for qlen 3: 1 of 1 cases, at every batch (163)"
+    some = Region(where={"qlen": "3"}, cases=3, diverged=2, batches=[5, 9], all_batches=[1, 5, 9])
+    assert some.describe() == "diverges for qlen 3: 2 of 3 cases, at batch 5..9 only"

@@ -12,8 +12,7 @@ from typer.testing import CliRunner
 
 import mla_golden
 from mla_golden.cli import app
-from mla_golden.cli.sweep import EXIT_INCONCLUSIVE
-from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, TOP_REASONS, not_compared
+from mla_golden.sweeper.driver import EXIT_INCONCLUSIVE, INCONCLUSIVE_SHARE, TOP_REASONS, not_compared
 from mla_golden.sweeper.evaluate import BOTH, EQUAL, EQUAL_WHERE_DEFINED, SKIPPED, UNDEFINED, Side, compare, evaluate
 from mla_golden.sweeper.planners import resolve_planner
 from mla_golden.sweeper.render import render_text
@@ -48,7 +47,7 @@ def _sweep(tmp_path: Path, pages: str) -> tuple[int, dict[str, object], str]:
 def test_a_sweep_that_could_compare_only_a_minority_is_inconclusive_with_its_own_exit_status(tmp_path: Path) -> None:
     code, document, text = _sweep(tmp_path, "1, 16, 64")
     skipped = document["counts"]["skipped"]  # type: ignore[index]
-    assert code == EXIT_INCONCLUSIVE == 3 and document["verdict"] == "inconclusive" and document["diverged"] is False
+    assert code == EXIT_INCONCLUSIVE == 3 == document["exit_code"] and document["verdict"] == "inconclusive" and document["diverged"] is False
     assert skipped > 60 * INCONCLUSIVE_SHARE and document["counts"] == {"equal": 60 - skipped, "skipped": skipped}
     headline, reasons, top = text.splitlines()[:3]
     assert headline.startswith(f"INCONCLUSIVE: {skipped} of 60 skipped; A reference")
