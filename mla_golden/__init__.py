@@ -49,6 +49,7 @@ _EXPORTS = {
     "ExecutorError": "mla_golden.errors",
     "PreconditionError": "mla_golden.errors",
     "PlannerExited": "mla_golden.errors",
+    "WorkerDied": "mla_golden.errors",
     "diff": "mla_golden.differ",
     "diff_trees": "mla_golden.runs",
     "Result": "mla_golden.runs",

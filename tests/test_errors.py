@@ -13,7 +13,7 @@ from mla_golden.reference import AiterCheckError, BufferTooSmallError, Undefined
 
 def test_every_error_class_derives_from_the_base_and_is_exported() -> None:
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
-    assert len(classes) == 25  # PlannerExited is the newest
+    assert len(classes) == 26  # WorkerDied is the newest
     for cls in classes:
         assert issubclass(cls, errors.MlaGoldenError), cls
         assert getattr(mla_golden, cls.__name__) is cls

@@ -44,7 +44,8 @@ def test_diff_trees_is_public_and_pairs_by_key(tree: Any, tmp_path: Path) -> Non
     assert kept.diff is not None and not kept.diff.equal and kept.calls is not None
     assert "kv_granularity: 16 -> 32" in (kept.report or "")
     document = kept.to_dict()  # the JSON a run writes: the diff's document under "diff", the Diff itself left out
-    assert list(document) == ["key", "status", "path", "message", "against_path", "report", "diff", "notes", "cause", "cause_label"]
+    assert list(document) == ["key", "status", "path", "message", "against_path", "report", "diff", "check", "notes", "cause", "cause_label"]
+    assert document["check"] is None, "a check's document under 'check': none for a diff"
     assert document["diff"] == kept.diff.to_dict()
 
 
