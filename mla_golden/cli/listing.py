@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -66,6 +67,10 @@ def list_goldens(
 
     from mla_golden.render.sanitize import inline
 
+    keys = Counter(r.get("key") for r in rows)
+    for r in rows:  # one key held by goldens of two trees (a sweep's a/ and b/ reproducers): named by where each lies
+        if "key" in r and keys[r["key"]] > 1:
+            r["key"] = Path(r["path"]).relative_to(folder).with_suffix("").as_posix()
     out = stdout()
     table = Table(title=f"{len(rows)} golden(s) in {folder}", title_justify="left")
     longest = max((len(inline(r.get("key", r["path"]))) for r in rows), default=0)

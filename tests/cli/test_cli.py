@@ -565,3 +565,15 @@ def test_a_bad_golden_is_named_once_on_its_line(tmp_path: Path) -> None:
     assert code == 2
     [line] = [line for line in out.splitlines() if line.startswith("BAD ")]
     assert line == f"BAD {broken}"
+
+
+def test_list_names_goldens_of_one_key_by_where_each_lies(tree: Path, tmp_path: Path) -> None:
+    """A sweep's --out holds each reproducer twice, one per planner (a/ and b/): two rows of one key would read as a
+    copy, so each is named by its path under the folder."""
+    both = tmp_path / "out"
+    for side in ("a", "b"):
+        shutil.copytree(tree, both / side)
+    code, out = cli("list", both)
+    assert code == 0 and f"a/{KEY_16}" in out and f"b/{KEY_16}" in out
+    code, listing = cli_json("list", both)
+    assert sum(g["key"] == KEY_16 for g in listing["goldens"]) == 2, "the JSON keeps each golden's own key (and its path)"
