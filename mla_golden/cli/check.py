@@ -19,7 +19,7 @@ from mla_golden.cli.options import (
 )
 from mla_golden.cli.output import HTML_MAX_PICTURES, emit, say, write_junit, writing
 from mla_golden.cli.running import check_outputs, require_goldens, run_with_progress
-from mla_golden.runs import Result, exit_code
+from mla_golden.runs import Result, exit_code, exit_words
 
 
 def check(
@@ -69,6 +69,9 @@ def _write_check_html(path: Path, results: list[Result], checked: str) -> str:
         alone = ("mla-golden", "check", r.path) if r.path is not None and r.checked is not None else ()
         call, found = r.checked or (None, None)
         entries.append(CheckEntry(r.key, r.status, r.message, call, found, command=alone))
+    code = exit_code(results)
     with writing(path, "--html"):
-        atomic_write(path, render_check_page(entries, checked=checked, exit_status=exit_code(results), most=HTML_MAX_PICTURES))
+        atomic_write(path, render_check_page(
+            entries, checked=checked, exit_status=code, exit_word=exit_words(code, "check"), most=HTML_MAX_PICTURES
+        ))
     return f"HTML report: {path}"

@@ -23,7 +23,7 @@ from mla_golden.cli.options import (
 from mla_golden.cli.output import HTML_MAX_PICTURES, emit, say, write_junit, writing
 from mla_golden.cli.running import check_outputs, progress, require_goldens, resolve_backend, run_with_progress
 from mla_golden.cli.stops import interruptible
-from mla_golden.runs import EXIT_BAD, Result, Status, exit_code
+from mla_golden.runs import EXIT_BAD, Result, Status, exit_code, exit_words
 
 #: Results with a diff worth drawing.
 _DIFFERED = (Status.DIVERGED, Status.RESIZED)
@@ -142,8 +142,9 @@ def _write_html(path: Path, results: list[Result], compared: str = "", replay: l
             entries.append(Entry(r.key, r.status, not_drawn, group=group, soundness=r.diff_json.get("soundness"), command=command))
         else:
             entries.append(Entry(r.key, r.status, r.message))
+    code = exit_code(results)
     with writing(path, "--html"):
-        atomic_write(path, render_diff_page(entries, compared=compared, exit_status=exit_code(results)))
+        atomic_write(path, render_diff_page(entries, compared=compared, exit_status=code, exit_word=exit_words(code, "diff")))
     return f"HTML report: {path}"
 
 

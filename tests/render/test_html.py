@@ -32,6 +32,7 @@ from mla_golden.render.html import (
 from mla_golden.render.html import diff as diff_page
 from mla_golden.render.sanitize import html_text
 from mla_golden.render.views import diff_marks, focus, schedule
+from mla_golden.runs import exit_words
 
 
 class _Rects(HTMLParser):
@@ -388,16 +389,16 @@ def test_the_verdict_and_exit_status_come_first_and_in_the_title() -> None:
     for entry in entries[:2]:
         assert entry.diff is not None
         entry.diff.notes.append("the actual side was replayed")  # a note every drawn call shares
-    page = render_diff_page(entries, compared="two trees", exit_status=1)
+    page = render_diff_page(entries, compared="two trees", exit_status=1, exit_word=exit_words(1, "diff"))
     assert "<title>mla-golden diff: 1 diverged, 1 resized</title>" in page
     summary, legend = page.index('<div class="summary">'), page.index('<p class="legend">')
     assert summary < page.index("exit 1 (divergence)") < legend < page.index("Notes (every call)") < page.index('<section class="call"')
     assert page.index('<p class="compared">') < legend
     # one call: its verdict and exit status before the legend too; nothing wrong: the good count is the verdict
-    alone = render_diff_page(entries[:1], exit_status=1)
+    alone = render_diff_page(entries[:1], exit_status=1, exit_word="divergence")
     assert "<title>mla-golden diff: 1 diverged</title>" in alone and alone.index("exit 1 (divergence)") < alone.index('class="legend"')
     assert "<title>mla-golden diff: 2 equal</title>" in render_diff_page([Entry("a", "equal"), Entry("b", "equal")], exit_status=0)
-    checked = render_check_page([CheckEntry("fine", "passed"), CheckEntry("torn", "bad", "truncated")], exit_status=2)
+    checked = render_check_page([CheckEntry("fine", "passed"), CheckEntry("torn", "bad", "truncated")], exit_status=2, exit_word=exit_words(2, "check"))
     assert "<title>mla-golden check: 1 bad</title>" in checked and "exit 2 (bad input)" in checked
 
 

@@ -487,7 +487,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     good, bad = calls
     found = mla_golden.diff(good, bad)
     assert found.reduce_groups, "the dropped-dtype call's reduce groups differ"
-    out["dtype"].write_text(render_diff_page([Entry("deepseek-v3-tp1-decode", "diverged", "", found, good, bad)], exit_status=1))
+    out["dtype"].write_text(render_diff_page([Entry("deepseek-v3-tp1-decode", "diverged", "", found, good, bad)], exit_status=1, exit_word="divergence"))
     return out
 
 

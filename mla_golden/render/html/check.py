@@ -80,10 +80,12 @@ def _undrawn_section(entry: CheckEntry, anchor: str, why: str) -> str:
 
 
 def render_check_page(
-    entries: Iterable[CheckEntry], title: str = "mla-golden check", checked: str = "", exit_status: int | None = None, most: int = 50
+    entries: Iterable[CheckEntry], title: str = "mla-golden check", checked: str = "", exit_status: int | None = None, most: int = 50,
+    exit_word: str = "",
 ) -> str:
     """Goldens that break an invariant, grouped by invariant; each one's violations, then its flagged works drawn.
 
+    ``exit_status`` and ``exit_word`` (how the command words it, ``runs.exit_words``) end the summary line.
     ``checked`` names what was checked (the golden folders); the drawn goldens' devices, heads, dtypes and
     recording planners follow it. The first ``most`` goldens with a call, in page order (violated first), are
     drawn within :data:`PAGE_BUDGET`: the enlarged pictures first, then the full schedules; what is left out
@@ -100,7 +102,7 @@ def render_check_page(
     if facts:
         head += ("; " if head else "") + "drawn goldens: " + "; ".join(facts)
     words = ("invariant", "violated", "passed")
-    lead = [_summary(entries, groups, passed, words, exit_status, "check"), _filters([entries[i].status for i in shown])]
+    lead = [_summary(entries, groups, passed, words, exit_status, exit_word), _filters([entries[i].status for i in shown])]
     lead += [f'<p class="compared">{_e(head)}</p>'] if head else []
     not_drawn = f"Not drawn: the page draws {most} goldens at most, violated ones first."
     plain = {i: _undrawn_section(entries[i], f"e{i}", not_drawn if i in drawable else entries[i].message) for i in shown if i not in parts}

@@ -15,7 +15,6 @@ from mla_golden.diff_data import Cause, Diff
 from mla_golden.geometry import ReduceGroup
 from mla_golden.render.sanitize import html_text
 from mla_golden.render.svg import SIDE_WIDTH
-from mla_golden.runs.results import exit_words
 from mla_golden.schema import span
 
 T = TypeVar("T")
@@ -353,7 +352,7 @@ def _filters(statuses: Sequence[str]) -> str:
 
 def _summary(
     entries: Sequence[Entry | CheckEntry], groups: list[_Group], good: list[int], words: tuple[str, str, str], exit_status: int | None,
-    command: str,
+    exit_word: str,
 ) -> str:
     """Counts and the exit status; for more than one call, one row per group linking to its calls, and the good
     (equal, passed) calls folded into a count."""
@@ -365,7 +364,7 @@ def _summary(
 
         verdict = verdict_of([(name, doc) for _, name, doc in judged])
         sound = f' (<span class="{"bad" if unsound else "equal"}">{_e(verdict)}</span>)'
-    said = f"exit {exit_status} ({exit_words(exit_status, command)})" if exit_status is not None else ""
+    said = f"exit {exit_status} ({exit_word})" if exit_status is not None else ""
     out = [
         f'<div class="summary"><p><b>{len(entries)} call(s)</b>: {_said(_counts(entries, len(good), words))}{sound}'
         + (f'; <span class="exit {"equal" if exit_status == 0 else _status_class(words[1])}">{said}</span>' if said else "")

@@ -266,9 +266,10 @@ def _resize_only(entry: Entry) -> bool:
 
 
 def render_diff_page(
-    entries: Iterable[Entry], title: str = "mla-golden diff", compared: str = "", exit_status: int | None = None
+    entries: Iterable[Entry], title: str = "mla-golden diff", compared: str = "", exit_status: int | None = None,
+    exit_word: str = "",
 ) -> str:
-    """The verdict (in the title too) and the run's ``exit_status``, divergences grouped by cause (for more than
+    """The verdict (in the title too) and the run's ``exit_status`` (worded ``exit_word``), divergences grouped by cause (for more than
     one call), then each divergent call, group by group; calls not compared for one same reason, once.
 
     ``compared`` names what was compared (trees, backend); notes every drawn call shares are said
@@ -281,7 +282,7 @@ def render_diff_page(
     drawn = [e.diff for e in entries if e.diff is not None and e.expected is not None]
     shared = frozenset.intersection(*(frozenset(d.notes) for d in drawn)) if len(drawn) > 1 else frozenset()
     words = ("cause", "diverged", "equal")
-    lead = [_summary(entries, groups, equal, words, exit_status, "diff")]
+    lead = [_summary(entries, groups, equal, words, exit_status, exit_word)]
     lead.append(_filters(["resized" if _resize_only(entries[i]) else entries[i].status for g in groups for i in g.members]))
     if compared:
         lead.append(f'<p class="compared">compared: {_e(compared)}{_e(_drawn_facts(entries))}</p>')
