@@ -40,7 +40,7 @@ def _peak_rss_mb(args: list[str]) -> tuple[float, subprocess.CompletedProcess[st
         "done = subprocess.run(sys.argv[1:], capture_output=True, text=True, preexec_fn=cap); "
         "print(json.dumps([resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, done.returncode, done.stdout, done.stderr]))"
     )
-    out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=True)
     rss_kb, code, stdout, stderr = json.loads(out.stdout)
     return rss_kb / 1024, subprocess.CompletedProcess(args, code, stdout, stderr)
 
