@@ -10,7 +10,7 @@ their CU part, reduce map entries into reduce groups.
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -41,9 +41,6 @@ from mla_golden.geometry import (
 from mla_golden.planner_id import planner_label
 from mla_golden.schema import OUTPUTS, POINTER_OUTPUT, schema_for
 from mla_golden.tensors import all_true, count_true, flat_nonzero, same, widened
-
-if TYPE_CHECKING:
-    pass
 
 #: Decoded work items / reduce groups / samples kept per diff.
 DEFAULT_MAX_ITEMS = 20

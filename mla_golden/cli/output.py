@@ -192,10 +192,9 @@ def emit(
     return code
 
 
-def exit_line(code: int, command: str = "", verdict: str | None = None) -> str:
-    """The last line of a command's text report: ``exit 1 (divergence)`` (:func:`runs.exit_words`); ``verdict`` for
-    a status of the command's own (sweep's inconclusive)."""
-    return f"exit {code} ({verdict or exit_words(code, command)})"
+def exit_line(code: int, command: str) -> str:
+    """The last line of a command's text report: ``exit 1 (divergence)`` (:func:`runs.exit_words`)."""
+    return f"exit {code} ({exit_words(code, command)})"
 
 
 def _print_not_ok(out: Any, problems: list[Result]) -> None:

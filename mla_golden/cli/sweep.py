@@ -13,8 +13,6 @@ from mla_golden.cli.options import AiterRepoOption, Format, FormatOption
 from mla_golden.cli.output import echo_json, exit_line, say, stderr, stdout
 from mla_golden.runs import EXIT_BAD
 
-#: No divergence found, but too many cases were not compared (skipped, undefined) to call it a pass.
-
 
 def sweep(
     a: Annotated[str, typer.Option("--a", metavar="PLANNER", help="Planner A: BACKEND[@VERSION][:ARCH[:CU]][+ENV=VALUE...]; BACKEND reference, aiter, python:MODULE[:ATTR], aiter-src:PATH or aiter-src@REV.", show_default=False)],
@@ -74,8 +72,7 @@ def sweep(
         atomic_write(html, render_html(findings))
         say(f"HTML report: {html}", quiet)
     if format is not Format.json:  # last, as record, diff and check end theirs
-        verdict = "failed cases" if findings.failed else "inconclusive" if findings.verdict == "inconclusive" else None
-        stdout().print(exit_line(code, "sweep", verdict), markup=False)
+        stdout().print(exit_line(code, "sweep"), markup=False)
     raise typer.Exit(code)
 
 

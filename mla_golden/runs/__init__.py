@@ -14,6 +14,7 @@ from mla_golden.runs.pool import Advance, run_items
 from mla_golden.runs.results import (
     EXIT_BAD,
     EXIT_DIVERGED,
+    EXIT_INCONCLUSIVE,
     EXIT_OK,
     STATUS_EXIT,
     CauseGroup,
@@ -30,8 +31,8 @@ from mla_golden.runs.results import (
 from mla_golden.runs.work import check_worker, command_results, record_worker, replay_worker
 
 __all__ = [
-    "EXIT_BAD", "EXIT_DIVERGED", "EXIT_OK", "STATUS_EXIT", "STOP_GRACE_S", "Advance", "CauseGroup", "GoldenPair",
-    "PlacedGolden", "Result", "Status", "by_cause", "check_worker", "command_results", "diff_trees", "exit_code",
-    "exit_words",     "golden_files", "misplaced", "misplaced_files", "not_comparable", "note_copies", "pair_trees", "pair_worker",
-    "path_problem", "record_worker", "replay_worker", "run_items", "soundness_verdict",
+    "EXIT_BAD", "EXIT_DIVERGED", "EXIT_INCONCLUSIVE", "EXIT_OK", "STATUS_EXIT", "STOP_GRACE_S", "Advance", "CauseGroup",
+    "GoldenPair", "PlacedGolden", "Result", "Status", "by_cause", "check_worker", "command_results", "diff_trees",
+    "exit_code", "exit_words", "golden_files", "misplaced", "misplaced_files", "not_comparable", "note_copies",
+    "pair_trees", "pair_worker", "path_problem", "record_worker", "replay_worker", "run_items", "soundness_verdict",
 ]  # fmt: skip

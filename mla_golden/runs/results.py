@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from mla_golden.diff_data import Diff
 
 EXIT_OK, EXIT_DIVERGED, EXIT_BAD = 0, 1, 2
+#: ``sweep`` only: no divergence found, but too many cases not compared (or none run) to call it a pass.
+EXIT_INCONCLUSIVE = 3
 
 
 class Status(enum.StrEnum):
@@ -163,10 +165,14 @@ def soundness_verdict(results: Sequence[Result]) -> str | None:
 
 def exit_words(code: int, command: str = "") -> str:
     """What an exit status means, as every report words it: ``divergence`` (``violation`` for ``check``), ``ok``,
-    ``bad input``; ``interrupted`` for 128 + a signal."""
+    ``bad input`` (``failed cases`` for ``sweep``, whose other errors print no report), ``inconclusive``;
+    ``interrupted`` for 128 + a signal."""
     if code == EXIT_DIVERGED and command == "check":
         return "violation"
-    return {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input"}.get(code, "interrupted")
+    if code == EXIT_BAD and command == "sweep":
+        return "failed cases"
+    words = {EXIT_OK: "ok", EXIT_DIVERGED: "divergence", EXIT_BAD: "bad input", EXIT_INCONCLUSIVE: "inconclusive"}
+    return words.get(code, "interrupted")
 
 
 def exit_code(results: Sequence[Result]) -> int:

@@ -29,7 +29,7 @@ from mla_golden.call import Call
 from mla_golden.differ import diff
 from mla_golden.errors import PLANNER_EXITS, GoldenError, PlannerExited, SweepError
 from mla_golden.golden.store import load
-from mla_golden.runs.results import EXIT_BAD, EXIT_DIVERGED, EXIT_OK
+from mla_golden.runs.results import EXIT_BAD, EXIT_DIVERGED, EXIT_INCONCLUSIVE, EXIT_OK
 from mla_golden.sweeper import executors
 from mla_golden.sweeper.evaluate import BOTH, DIVERGED, EQUAL, EQUAL_WHERE_DEFINED, FAILED, SKIPPED, UNDEFINED, capture
 from mla_golden.sweeper.groups import CLASSES, SIDES, Group, Reproducer, explain, judge_sides, signature, size
@@ -51,8 +51,6 @@ IN_FLIGHT = 2
 #: A sweep that could not compare more than this share of its cases (skipped, or undefined on a side)
 #: is inconclusive, not a pass: ``mla-golden sweep`` exits EXIT_INCONCLUSIVE.
 INCONCLUSIVE_SHARE = 0.10
-#: The exit status of an inconclusive sweep (``mla-golden sweep``; record, diff and check use 0, 1 and 2).
-EXIT_INCONCLUSIVE = 3
 #: Reasons a report lists for the cases not compared, most frequent first.
 TOP_REASONS = 3
 

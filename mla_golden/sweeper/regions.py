@@ -115,7 +115,7 @@ def _batches(sizes: list[int]) -> str:
 @dataclass
 class Summary:
     regions: list[Region]
-    #: axis -> value -> [cases, diverged]
+    #: axis -> value -> [cases, diverged], values in :func:`natural` order
     marginals: dict[str, dict[str, list[int]]]
 
     def never(self) -> dict[str, list[str]]:
@@ -123,7 +123,7 @@ class Summary:
         out = {}
         for axis in reversed(AXES):
             values = {v: counts for v, counts in self.marginals[axis].items() if v != NOT_APPLICABLE}
-            clean = sorted((value for value, (_, diverged) in values.items() if diverged == 0), key=natural)
+            clean = [value for value, (_, diverged) in values.items() if diverged == 0]
             if clean and len(values) > 1:
                 out[axis] = clean
         return out
@@ -205,6 +205,7 @@ def summarise(results: Sequence[CaseResult], parsed: Parsed | None = None) -> Su
             counts = marginals[axis].setdefault(value, [0, 0])
             counts[0] += cases
             counts[1] += hits
+    marginals = {axis: dict(sorted(values.items(), key=lambda item: natural(item[0]))) for axis, values in marginals.items()}
     clean = [key for key, (_, hit) in groups.items() if hit == 0]
     seeds = sorted((key for key, (_, hit) in groups.items() if hit), key=lambda k: -groups[k][1])
     regions: list[Region] = []

@@ -22,7 +22,7 @@ from mla_golden.render.views import diff_marks, focus, parts_of, schedule
 from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, TOP_REASONS, Findings
 from mla_golden.sweeper.evaluate import FAILED
 from mla_golden.sweeper.groups import Group, Reproducer
-from mla_golden.sweeper.regions import NOT_APPLICABLE, condition, listed, natural
+from mla_golden.sweeper.regions import NOT_APPLICABLE, condition, listed
 from mla_golden.sweeper.space import Point, default_space
 
 #: Reproducers shown in full (text report and page); the JSON lists every one.
@@ -181,7 +181,7 @@ def render_text(findings: Findings, *, quiet: bool = False) -> str:
     if findings.diverged:
         lines.append("diverged / cases per value:")
         for axis, values in findings.summary.marginals.items():
-            shown = [f"{value} {d}/{n}" for value, (n, d) in sorted(values.items(), key=lambda item: natural(item[0])) if value != NOT_APPLICABLE]
+            shown = [f"{value} {d}/{n}" for value, (n, d) in values.items() if value != NOT_APPLICABLE]
             if len(shown) > 1:
                 lines.append(f"  {axis}: " + ", ".join(shown))
     lines += _notes(findings)
@@ -335,7 +335,7 @@ def render_html(findings: Findings) -> str:
         ]) if findings.summary.regions else "<p>no regions</p>",
         _table(["parameter", "value", "cases", "diverged"], [
             (axis, value, str(n), f"{d} ({d / n:.0%})") for axis, values in findings.summary.marginals.items()
-            for value, (n, d) in sorted(values.items(), key=lambda item: natural(item[0])) if value != NOT_APPLICABLE
+            for value, (n, d) in values.items() if value != NOT_APPLICABLE
         ]),
         "</details>",
     ]  # fmt: skip

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 import mla_golden
 from mla_golden.cli import app
-from mla_golden.sweeper.driver import EXIT_INCONCLUSIVE, INCONCLUSIVE_SHARE, TOP_REASONS, not_compared
+from mla_golden.runs import EXIT_INCONCLUSIVE
+from mla_golden.sweeper.driver import INCONCLUSIVE_SHARE, TOP_REASONS, not_compared
 from mla_golden.sweeper.evaluate import BOTH, EQUAL, EQUAL_WHERE_DEFINED, SKIPPED, UNDEFINED, Side, compare, evaluate
 from mla_golden.sweeper.planners import resolve_planner
 from mla_golden.sweeper.render import render_text
